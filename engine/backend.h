@@ -1,0 +1,239 @@
+// Backend: the one interface between the engine and a device.
+//
+// Every op of engine/op.h is a method taking a typed parameter struct. The CPU
+// backend (engine/cpu/) is the reference every other backend is judged
+// against; the CUDA backend lives in kernels/ and kernels/cuda_backend.*.
+//
+// Conventions shared by every backend:
+//  * All tensors passed in params are f32 unless the field says otherwise
+//    (token ids and targets are i32). A backend may compute in lower
+//    precision internally (bf16 on CUDA) but its inputs and outputs are f32.
+//  * Forward ops OVERWRITE their outputs. Backward ops ACCUMULATE (+=) into
+//    every gradient they produce, so several consumers of one tensor can add
+//    their contributions; the tape zeroes a gradient before its first use.
+//  * Calls are asynchronous on devices that queue work: results are visible to
+//    the host only after CopyToHost (which synchronizes).
+//  * A Backend is used by one thread at a time.
+#ifndef SMALLEM_ENGINE_BACKEND_H_
+#define SMALLEM_ENGINE_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/op.h"
+#include "engine/tensor.h"
+
+namespace smallem {
+
+// out[i] = alpha · op(a[i]) · op(b[i]) + beta · out[i] for i in [0, batch),
+// where op(x) = xᵀ when trans_x. op(a[i]) is (M, K), op(b[i]) is (K, N) and
+// out[i] is (M, N), all row-major. stride_* is the element distance between
+// consecutive batch items (0 broadcasts one matrix to the whole batch).
+struct MatmulParams {
+  Tensor a, b, out;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_out = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Elementwise ops: every tensor has the same numel. out may alias an input.
+struct BinaryParams {
+  Tensor a, b, out;
+};
+struct BinaryBackwardParams {
+  Tensor a, b;                 // forward inputs (unused by Add)
+  Tensor grad_out;             // dL/d(out)
+  Tensor grad_a, grad_b;       // += ; either may be empty (not needed)
+};
+struct UnaryParams {
+  Tensor in, out;
+};
+struct UnaryBackwardParams {
+  Tensor in;        // forward input
+  Tensor grad_out;  // dL/d(out)
+  Tensor grad_in;   // += f'(in) · grad_out
+};
+struct SwiGluParams {
+  Tensor gate, up;  // (N, F)
+  Tensor out;       // (N, F) = silu(gate) · up
+};
+struct SwiGluBackwardParams {
+  Tensor gate, up, grad_out;  // (N, F)
+  Tensor grad_gate, grad_up;  // (N, F) +=
+};
+
+struct BiasAddParams {
+  Tensor x;     // (N, C), updated in place: x[n, :] += bias
+  Tensor bias;  // (C)
+};
+struct BiasBackwardParams {
+  Tensor grad_out;   // (N, C)
+  Tensor grad_bias;  // (C) += Σ_n grad_out[n, :]
+};
+
+// LayerNorm: out = (x − mean) · rstd · gain + bias.
+// RMSNorm:   out = x · rstd · gain, rstd = 1/√(mean(x²) + eps); mean and bias
+// are empty.
+struct NormParams {
+  Tensor x;     // (N, C)
+  Tensor gain;  // (C)
+  Tensor bias;  // (C), LayerNorm only
+  Tensor out;   // (N, C)
+  Tensor mean;  // (N) saved for backward, LayerNorm only
+  Tensor rstd;  // (N) saved for backward
+  float eps = 1e-5f;
+};
+struct NormBackwardParams {
+  Tensor x, gain, mean, rstd;  // as in the forward
+  Tensor grad_out;             // (N, C)
+  Tensor grad_x;               // (N, C) +=
+  Tensor grad_gain;            // (C) +=
+  Tensor grad_bias;            // (C) +=, LayerNorm only
+};
+
+// Rotary positions. Each row of x is W channels; the first rotate_channels
+// are heads of D channels in which adjacent pairs (2i, 2i+1) at position m
+// rotate by m·10000^(−2i/D); the other channels pass through. Row n of x is
+// the token at position (n mod T) + position_offset. cos/sin are host-computed
+// tables (max_position, D/2). out may alias x.
+struct RopeParams {
+  Tensor x;    // (B, T, W)
+  Tensor out;  // (B, T, W)
+  Tensor cos, sin;  // (P, D/2)
+  int64_t time = 0;
+  int64_t head_dim = 0;
+  int64_t rotate_channels = 0;
+  int64_t position_offset = 0;
+};
+struct RopeBackwardParams {
+  Tensor grad_out;  // (B, T, W)
+  Tensor grad_in;   // (B, T, W) += rotation by −angle of grad_out
+  Tensor cos, sin;
+  int64_t time = 0;
+  int64_t head_dim = 0;
+  int64_t rotate_channels = 0;
+  int64_t position_offset = 0;
+};
+
+// Causal multi-head attention from packed projections. qkv row (b, t) holds
+// [q | k | v], each C = H·D channels with head h in channels [h·D, (h+1)·D).
+// out = softmax(q·kᵀ/√D, causal) · v per head; lse is the per-row
+// log-sum-exp of the scaled scores, saved so the backward recomputes the
+// probabilities without storing a T × T matrix.
+struct AttentionParams {
+  Tensor qkv;  // (B, T, 3C)
+  Tensor out;  // (B, T, C)
+  Tensor lse;  // (B, H, T)
+  int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
+};
+struct AttentionBackwardParams {
+  Tensor qkv, out, lse;  // as in the forward
+  Tensor grad_out;       // (B, T, C)
+  Tensor grad_qkv;       // (B, T, 3C) +=
+  int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
+};
+
+struct EmbeddingParams {
+  Tensor ids;    // (N) i32, each in [0, V)
+  Tensor table;  // (V, C)
+  Tensor out;    // (N, C) = table[ids]
+};
+// Deterministic: the result does not depend on thread scheduling.
+struct EmbeddingBackwardParams {
+  Tensor ids;         // (N) i32
+  Tensor grad_out;    // (N, C)
+  Tensor grad_table;  // (V, C) +=
+};
+
+// losses[n] = lse(logits[n]) − logits[n, targets[n]].
+struct CrossEntropyParams {
+  Tensor logits;   // (N, V)
+  Tensor targets;  // (N) i32
+  Tensor losses;   // (N)
+  Tensor lse;      // (N) saved for backward
+};
+struct CrossEntropyBackwardParams {
+  Tensor logits, targets, lse;
+  Tensor grad_losses;  // (N)
+  Tensor grad_logits;  // (N, V) += (softmax − onehot) · grad_losses[n]
+};
+
+struct ReduceParams {
+  Tensor in;   // any shape
+  Tensor out;  // scalar (1): Σ in (kSum) or Σ in² (kSumSquares)
+  bool accumulate = false;  // out += instead of out =
+};
+
+// One AdamW step on one parameter tensor. When grad_norm_sq is given and
+// max_grad_norm > 0, the gradient is first scaled by
+// min(1, max_grad_norm / √grad_norm_sq) — read on the device, no host sync.
+struct AdamWParams {
+  Tensor param, grad, m, v;  // same shape
+  Tensor grad_norm_sq;       // (1) or empty
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0;  // decoupled: param −= lr · wd · param
+  float max_grad_norm = 0;
+  int64_t step = 1;  // 1-based, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda:0".
+  virtual std::string Name() const = 0;
+  // What timings are comparable across: "cpu-2c" or the GPU model name.
+  virtual std::string DeviceClass() const = 0;
+  // Peak dense throughput in FLOP/s for MFU, 0 when unknown.
+  virtual double PeakFlops() const { return 0; }
+  virtual bool Supports(Op op) const = 0;
+
+  // Memory. Allocate returns zeroed, 64-byte aligned memory or an error
+  // (out of memory says how much was asked).
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* ptr) = 0;
+  virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;
+  virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  virtual void Fill(Tensor t, float value) = 0;
+  virtual void Synchronize() = 0;
+  // Bytes of device memory in use at the high-water mark.
+  virtual size_t PeakMemoryBytes() const = 0;
+
+  virtual void Matmul(const MatmulParams& p) = 0;
+  virtual void Add(const BinaryParams& p) = 0;
+  virtual void AddBackward(const BinaryBackwardParams& p) = 0;
+  virtual void Mul(const BinaryParams& p) = 0;
+  virtual void MulBackward(const BinaryBackwardParams& p) = 0;
+  virtual void GeluForward(const UnaryParams& p) = 0;
+  virtual void GeluBackward(const UnaryBackwardParams& p) = 0;
+  virtual void SiluForward(const UnaryParams& p) = 0;
+  virtual void SiluBackward(const UnaryBackwardParams& p) = 0;
+  virtual void SwiGluForward(const SwiGluParams& p) = 0;
+  virtual void SwiGluBackward(const SwiGluBackwardParams& p) = 0;
+  virtual void BiasAdd(const BiasAddParams& p) = 0;
+  virtual void BiasBackward(const BiasBackwardParams& p) = 0;
+  virtual void LayerNormForward(const NormParams& p) = 0;
+  virtual void LayerNormBackward(const NormBackwardParams& p) = 0;
+  virtual void RmsNormForward(const NormParams& p) = 0;
+  virtual void RmsNormBackward(const NormBackwardParams& p) = 0;
+  virtual void RopeForward(const RopeParams& p) = 0;
+  virtual void RopeBackward(const RopeBackwardParams& p) = 0;
+  virtual void AttentionForward(const AttentionParams& p) = 0;
+  virtual void AttentionBackward(const AttentionBackwardParams& p) = 0;
+  virtual void EmbeddingForward(const EmbeddingParams& p) = 0;
+  virtual void EmbeddingBackward(const EmbeddingBackwardParams& p) = 0;
+  virtual void CrossEntropyForward(const CrossEntropyParams& p) = 0;
+  virtual void CrossEntropyBackward(const CrossEntropyBackwardParams& p) = 0;
+  virtual void Sum(const ReduceParams& p) = 0;
+  virtual void SumSquares(const ReduceParams& p) = 0;
+  virtual void AdamW(const AdamWParams& p) = 0;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_BACKEND_H_

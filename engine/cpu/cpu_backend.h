@@ -1,0 +1,75 @@
+// CpuBackend: the f32 reference backend. GEMM through OpenBLAS (a plain loop
+// where OpenBLAS is absent, e.g. on the GPU machine), everything else in
+// plain C++ parallelized with OpenMP over rows.
+//
+// Each op's reference lives in the file of the same name as its CUDA kernel:
+// engine/cpu/rms_norm.cc ↔ kernels/rms_norm.cu. Not thread-safe: one caller
+// at a time (the ops themselves use `threads` worker threads).
+#ifndef SMALLEM_ENGINE_CPU_CPU_BACKEND_H_
+#define SMALLEM_ENGINE_CPU_CPU_BACKEND_H_
+
+#include <cstddef>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace smallem {
+
+class CpuBackend final : public Backend {
+ public:
+  // threads <= 0 means every hardware thread.
+  explicit CpuBackend(int threads = 0);
+
+  int threads() const { return threads_; }
+
+  std::string Name() const override { return "cpu"; }
+  std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
+  bool Supports(Op op) const override { return true; }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  void Free(void* ptr) override;
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  void CopyToHost(void* dst, const void* src, size_t bytes) override;
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  void Fill(Tensor t, float value) override;
+  void Synchronize() override {}
+  size_t PeakMemoryBytes() const override { return peak_bytes_; }
+
+  void Matmul(const MatmulParams& p) override;                     // matmul.cc
+  void Add(const BinaryParams& p) override;                        // add.cc
+  void AddBackward(const BinaryBackwardParams& p) override;        // add.cc
+  void Mul(const BinaryParams& p) override;                        // mul.cc
+  void MulBackward(const BinaryBackwardParams& p) override;        // mul.cc
+  void GeluForward(const UnaryParams& p) override;                 // gelu.cc
+  void GeluBackward(const UnaryBackwardParams& p) override;        // gelu.cc
+  void SiluForward(const UnaryParams& p) override;                 // silu.cc
+  void SiluBackward(const UnaryBackwardParams& p) override;        // silu.cc
+  void SwiGluForward(const SwiGluParams& p) override;              // swiglu.cc
+  void SwiGluBackward(const SwiGluBackwardParams& p) override;     // swiglu.cc
+  void BiasAdd(const BiasAddParams& p) override;                   // bias_add.cc
+  void BiasBackward(const BiasBackwardParams& p) override;         // bias_add.cc
+  void LayerNormForward(const NormParams& p) override;             // layer_norm.cc
+  void LayerNormBackward(const NormBackwardParams& p) override;    // layer_norm.cc
+  void RmsNormForward(const NormParams& p) override;               // rms_norm.cc
+  void RmsNormBackward(const NormBackwardParams& p) override;      // rms_norm.cc
+  void RopeForward(const RopeParams& p) override;                  // rope.cc
+  void RopeBackward(const RopeBackwardParams& p) override;         // rope.cc
+  void AttentionForward(const AttentionParams& p) override;        // attention.cc
+  void AttentionBackward(const AttentionBackwardParams& p) override;  // attention.cc
+  void EmbeddingForward(const EmbeddingParams& p) override;        // embedding.cc
+  void EmbeddingBackward(const EmbeddingBackwardParams& p) override;  // embedding.cc
+  void CrossEntropyForward(const CrossEntropyParams& p) override;  // cross_entropy.cc
+  void CrossEntropyBackward(const CrossEntropyBackwardParams& p) override;  // cross_entropy.cc
+  void Sum(const ReduceParams& p) override;                        // reduce.cc
+  void SumSquares(const ReduceParams& p) override;                 // reduce.cc
+  void AdamW(const AdamWParams& p) override;                       // adamw.cc
+
+ private:
+  int threads_;
+  size_t live_bytes_ = 0;
+  size_t peak_bytes_ = 0;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_CPU_CPU_BACKEND_H_

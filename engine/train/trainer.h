@@ -1,0 +1,49 @@
+// Train: one complete training run — build the model for a RunSpec, train it
+// to its budget, evaluate it on the fixed validation batches, write its
+// weights and result JSON.
+//
+// Error classes (what the coordinator's retry policy reads):
+//   InvalidArgument  — the spec or dataset is unusable; retrying cannot help.
+//   ResourceExhausted — out of memory; not retried either.
+//   Cancelled        — `stop` was raised.
+//   anything else    — an engine error.
+#ifndef SMALLEM_ENGINE_TRAIN_TRAINER_H_
+#define SMALLEM_ENGINE_TRAIN_TRAINER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/train/run_spec.h"
+#include "nlohmann/json.hpp"
+
+namespace smallem {
+
+struct TrainProgress {
+  int64_t step = 0;          // optimizer steps done
+  int64_t total_steps = 0;   // of a steps budget; estimated for minutes
+  double loss = 0;           // training loss of the last step, nats/token
+  double tokens_per_s = 0;   // training throughput so far
+  double elapsed_s = 0;      // training seconds so far
+  double eta_s = 0;          // estimated training seconds left
+};
+
+struct TrainOptions {
+  std::string out_dir;               // weights.safetensors + result.json; "" = none
+  int64_t progress_every = 10;       // steps between on_progress calls
+  std::function<void(const TrainProgress&)> on_progress;
+  const std::atomic<bool>* stop = nullptr;  // raised → Cancelled at the next step
+};
+
+// Runs the whole job on `backend`. Returns the result JSON (DESIGN.md
+// § Formats: val_nats_per_byte, ..., config, seed), also written to
+// out_dir/result.json when out_dir is set.
+absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
+                                     const TrainOptions& options);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_TRAIN_TRAINER_H_
