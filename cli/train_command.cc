@@ -1,0 +1,162 @@
+#include "cli/train_command.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_format.h"
+#include "cli/progress.h"
+#include "engine/arena.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/data/dataset.h"
+#include "engine/data/tokenizer.h"
+#include "engine/model/generator.h"
+#include "engine/model/weights.h"
+#include "engine/train/batches.h"
+#include "engine/train/evaluate.h"
+#include "engine/train/trainer.h"
+
+namespace smallem {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+  return s.code() == absl::StatusCode::kInvalidArgument ||
+                 s.code() == absl::StatusCode::kNotFound ||
+                 s.code() == absl::StatusCode::kResourceExhausted
+             ? 2
+             : 1;
+}
+
+absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrFormat("%s: cannot open", path));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrFormat("%s: not valid JSON", path));
+  return j;
+}
+
+}  // namespace
+
+int RunTrain(const TrainArgs& args) {
+  nlohmann::json spec_json = nlohmann::json::object();
+  if (!args.spec_file.empty()) {
+    absl::StatusOr<nlohmann::json> file = ReadJsonFile(args.spec_file);
+    if (!file.ok()) return Fail(file.status());
+    spec_json = *file;
+  }
+  for (auto it = args.spec.begin(); it != args.spec.end(); ++it) spec_json[it.key()] = *it;
+  // A preset on the command line replaces the file's pieces it names.
+  if (args.spec.contains("arch")) {
+    for (const char* k : {"norm", "feed_forward", "positions", "bias"}) {
+      if (!args.spec.contains(k)) spec_json.erase(k);
+    }
+  }
+  absl::StatusOr<RunSpec> spec = RunSpec::FromJson(spec_json);
+  if (!spec.ok()) return Fail(spec.status());
+
+  CpuBackend backend(args.threads);
+  ProgressLine line(stderr);
+  TrainOptions options{.out_dir = args.out};
+  const int64_t steps = spec->budget.steps.value_or(0);
+  options.progress_every = args.json_progress ? 10 : std::max<int64_t>(1, steps / 200);
+  options.on_warning = [&](const std::string& w) {
+    line.Finish();
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+  };
+  options.on_progress = [&](const TrainProgress& p) {
+    if (args.json_progress) {
+      nlohmann::json j = {{"event", "progress"}, {"step", p.step}, {"total_steps", p.total_steps},
+                          {"loss", p.loss}, {"tokens_per_s", p.tokens_per_s},
+                          {"elapsed_s", p.elapsed_s}, {"eta_s", p.eta_s}};
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+      return;
+    }
+    line.Update(absl::StrFormat("step %d/%d %s loss %.4f  %.0f tok/s  elapsed %s  ETA %s", p.step,
+                                p.total_steps,
+                                FormatBar(static_cast<double>(p.step) / std::max<int64_t>(1, p.total_steps)),
+                                p.loss, p.tokens_per_s, FormatDuration(p.elapsed_s),
+                                FormatDuration(p.eta_s)),
+                p.step == p.total_steps);
+  };
+  if (!args.json_progress) {
+    std::fprintf(stderr, "training on %s (%d threads): %s\n", backend.DeviceClass().c_str(),
+                 backend.threads(), spec->ToJson().dump().c_str());
+  }
+  absl::StatusOr<nlohmann::json> result = Train(*spec, backend, options);
+  line.Finish();
+  if (!result.ok()) return Fail(result.status());
+  if (args.json_progress) {
+    std::printf("%s\n", nlohmann::json{{"event", "result"}, {"result", *result}}.dump().c_str());
+    return 0;
+  }
+  const nlohmann::json& r = *result;
+  std::printf("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d batches)\n",
+              r["val_nats_per_byte"].get<double>(), r["val_nats_per_token"].get<double>(),
+              r["val_bits_per_byte"].get<double>(), r["eval_batches"].get<int64_t>());
+  std::printf("trained %d steps, %d tokens in %.1f s (%.0f tokens/s), %d parameters\n",
+              r["steps"].get<int64_t>(), r["tokens"].get<int64_t>(),
+              r["train_seconds"].get<double>(), r["tokens_per_s"].get<double>(),
+              r["params"].get<int64_t>());
+  if (!args.out.empty()) {
+    std::printf("wrote %s/weights.safetensors and %s/result.json\n", args.out.c_str(), args.out.c_str());
+    std::printf("next: smallemctl generate --weights %s/weights.safetensors --prompt \"The \"\n",
+                args.out.c_str());
+  }
+  return 0;
+}
+
+int RunEval(const EvalArgs& args) {
+  CpuBackend backend(args.threads);
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
+  if (!model.ok()) return Fail(model.status());
+  absl::StatusOr<Dataset> data = Dataset::Open(args.data);
+  if (!data.ok()) return Fail(data.status());
+  if (data->vocab() != (*model)->config().vocab) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "%s has vocab %d but the weights were trained with vocab %d", args.data, data->vocab(),
+        (*model)->config().vocab)));
+  }
+  const int64_t T = (*model)->config().context;
+  absl::StatusOr<ValidationPlan> plan =
+      PlanValidation(static_cast<int64_t>(data->val.size()), args.batch, T, args.eval_batches);
+  if (!plan.ok()) return Fail(plan.status());
+  Arena arena(backend);
+  const EvalResult r = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *plan);
+  std::printf("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d batches of %d x %d)\n",
+              r.nats_per_byte, r.nats_per_token, r.bits_per_byte, r.batches, args.batch, T);
+  return 0;
+}
+
+int RunGenerate(const GenerateArgs& args) {
+  CpuBackend backend(1);
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
+  if (!model.ok()) return Fail(model.status());
+  const std::string tok_path =
+      !args.tokenizer.empty()
+          ? args.tokenizer
+          : (std::filesystem::path(args.weights).parent_path() / "tokenizer.json").string();
+  absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(tok_path);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  if (tokenizer->vocab_size() != (*model)->config().vocab) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "%s has vocab %d, the weights %d: pass the dataset's tokenizer with --tokenizer", tok_path,
+        tokenizer->vocab_size(), (*model)->config().vocab)));
+  }
+  std::vector<int32_t> prompt = tokenizer->Encode(args.prompt.empty() ? "\n" : args.prompt);
+  Generator generator(**model);
+  std::printf("%s", args.prompt.c_str());
+  generator.Generate(prompt, args.tokens,
+                     SampleOptions{.temperature = args.temperature, .top_k = args.top_k,
+                                   .seed = static_cast<uint64_t>(args.seed)},
+                     [&](int32_t id) {
+                       std::string_view text = tokenizer->TokenText(id);
+                       std::fwrite(text.data(), 1, text.size(), stdout);
+                       std::fflush(stdout);
+                     });
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace smallem

@@ -1,0 +1,256 @@
+#include "engine/autograd/ops.h"
+
+#include "engine/check.h"
+
+namespace smallem {
+namespace {
+
+// Grad of v when it needs one; an empty tensor (skipped by backends) if not.
+Tensor GradIfNeeded(Tape& t, Var v) {
+  return v.valid() && t.requires_grad(v) ? t.Grad(v) : Tensor{};
+}
+
+struct MatmulDims {
+  int64_t batch, m, n, k;
+};
+
+MatmulDims DimsOf(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  const Shape& sa = a.shape;
+  const Shape& sb = b.shape;
+  CHECK(sa.rank() == sb.rank() && (sa.rank() == 2 || sa.rank() == 3))
+      << "matmul of " << sa.ToString() << " and " << sb.ToString();
+  const int r = sa.rank();
+  const int64_t batch = r == 3 ? sa[0] : 1;
+  if (r == 3) CHECK_EQ(sa[0], sb[0]) << "matmul batch";
+  const int64_t m = trans_a ? sa[r - 1] : sa[r - 2];
+  const int64_t k = trans_a ? sa[r - 2] : sa[r - 1];
+  const int64_t kb = trans_b ? sb[r - 1] : sb[r - 2];
+  const int64_t n = trans_b ? sb[r - 2] : sb[r - 1];
+  CHECK_EQ(k, kb) << "matmul inner dimensions of " << sa.ToString() << " and " << sb.ToString();
+  return {batch, m, n, k};
+}
+
+// out = alpha·op(a)·op(b) + beta·out over `batch` items.
+void Gemm(Backend& be, Tensor a, bool ta, Tensor b, bool tb, Tensor out, int64_t batch,
+          int64_t m, int64_t n, int64_t k, float beta) {
+  be.Matmul(MatmulParams{.a = a, .b = b, .out = out, .m = m, .n = n, .k = k,
+                         .trans_a = ta, .trans_b = tb, .batch = batch,
+                         .stride_a = m * k, .stride_b = k * n, .stride_out = m * n,
+                         .beta = beta});
+}
+
+}  // namespace
+
+Var Matmul(Tape& tape, Var a, Var b, bool trans_a, bool trans_b) {
+  const Tensor& va = tape.value(a);
+  const Tensor& vb = tape.value(b);
+  const MatmulDims d = DimsOf(va, vb, trans_a, trans_b);
+  Tensor out = va.shape.rank() == 3 ? tape.NewTensor({d.batch, d.m, d.n})
+                                    : tape.NewTensor({d.m, d.n});
+  Gemm(tape.backend(), va, trans_a, vb, trans_b, out, d.batch, d.m, d.n, d.k, 0.0f);
+  return tape.Record(Op::kMatmul, out, {a, b}, [=](Tape& t, Var y) {
+    Tensor gy = t.Grad(y);
+    // C = op(A)·op(B). dop(A) = dC·op(B)ᵀ, dop(B) = op(A)ᵀ·dC, transposed
+    // back when the operand was used transposed.
+    if (t.requires_grad(a)) {
+      Tensor ga = t.Grad(a);
+      if (!trans_a) Gemm(t.backend(), gy, false, vb, !trans_b, ga, d.batch, d.m, d.k, d.n, 1.0f);
+      else Gemm(t.backend(), vb, trans_b, gy, true, ga, d.batch, d.k, d.m, d.n, 1.0f);
+    }
+    if (t.requires_grad(b)) {
+      Tensor gb = t.Grad(b);
+      if (!trans_b) Gemm(t.backend(), va, !trans_a, gy, false, gb, d.batch, d.k, d.n, d.m, 1.0f);
+      else Gemm(t.backend(), gy, true, va, trans_a, gb, d.batch, d.n, d.k, d.m, 1.0f);
+    }
+  });
+}
+
+Var Linear(Tape& tape, Var x, Var w, Var bias) {
+  const Tensor vx = tape.value(x);
+  const Tensor vw = tape.value(w);
+  CHECK_EQ(vx.shape.cols(), vw.shape[1]) << "linear input width";
+  const int64_t rows = vx.shape.rows(), in = vw.shape[1], outw = vw.shape[0];
+  Shape out_shape = vx.shape;
+  out_shape[out_shape.rank() - 1] = outw;
+  Tensor out = tape.NewTensor(out_shape);
+  Backend& be = tape.backend();
+  Gemm(be, vx, false, vw, true, out, 1, rows, outw, in, 0.0f);
+  if (bias.valid()) be.BiasAdd(BiasAddParams{.x = out.Reshaped({rows, outw}), .bias = tape.value(bias)});
+  return tape.Record(Op::kMatmul, out, {x, w, bias}, [=](Tape& t, Var y) {
+    Tensor gy = t.Grad(y);
+    Backend& b = t.backend();
+    if (t.requires_grad(x)) Gemm(b, gy, false, vw, false, t.Grad(x), 1, rows, in, outw, 1.0f);
+    if (t.requires_grad(w)) Gemm(b, gy, true, vx, false, t.Grad(w), 1, outw, in, rows, 1.0f);
+    if (bias.valid() && t.requires_grad(bias)) {
+      b.BiasBackward(BiasBackwardParams{.grad_out = gy.Reshaped({rows, outw}),
+                                        .grad_bias = t.Grad(bias)});
+    }
+  });
+}
+
+Var Add(Tape& tape, Var a, Var b) {
+  const Tensor va = tape.value(a), vb = tape.value(b);
+  CHECK_EQ(va.numel(), vb.numel()) << "add";
+  Tensor out = tape.NewTensor(va.shape);
+  tape.backend().Add(BinaryParams{.a = va, .b = vb, .out = out});
+  return tape.Record(Op::kAdd, out, {a, b}, [=](Tape& t, Var y) {
+    t.backend().AddBackward(BinaryBackwardParams{
+        .grad_out = t.Grad(y), .grad_a = GradIfNeeded(t, a), .grad_b = GradIfNeeded(t, b)});
+  });
+}
+
+Var Mul(Tape& tape, Var a, Var b) {
+  const Tensor va = tape.value(a), vb = tape.value(b);
+  CHECK_EQ(va.numel(), vb.numel()) << "mul";
+  Tensor out = tape.NewTensor(va.shape);
+  tape.backend().Mul(BinaryParams{.a = va, .b = vb, .out = out});
+  return tape.Record(Op::kMul, out, {a, b}, [=](Tape& t, Var y) {
+    t.backend().MulBackward(BinaryBackwardParams{.a = va, .b = vb, .grad_out = t.Grad(y),
+                                                 .grad_a = GradIfNeeded(t, a),
+                                                 .grad_b = GradIfNeeded(t, b)});
+  });
+}
+
+Var Gelu(Tape& tape, Var x) {
+  const Tensor vx = tape.value(x);
+  Tensor out = tape.NewTensor(vx.shape);
+  tape.backend().GeluForward(UnaryParams{.in = vx, .out = out});
+  return tape.Record(Op::kGelu, out, {x}, [=](Tape& t, Var y) {
+    t.backend().GeluBackward(UnaryBackwardParams{.in = vx, .grad_out = t.Grad(y), .grad_in = t.Grad(x)});
+  });
+}
+
+Var Silu(Tape& tape, Var x) {
+  const Tensor vx = tape.value(x);
+  Tensor out = tape.NewTensor(vx.shape);
+  tape.backend().SiluForward(UnaryParams{.in = vx, .out = out});
+  return tape.Record(Op::kSilu, out, {x}, [=](Tape& t, Var y) {
+    t.backend().SiluBackward(UnaryBackwardParams{.in = vx, .grad_out = t.Grad(y), .grad_in = t.Grad(x)});
+  });
+}
+
+Var SwiGlu(Tape& tape, Var gate, Var up) {
+  const Tensor vg = tape.value(gate), vu = tape.value(up);
+  CHECK(vg.shape == vu.shape) << "swiglu gate " << vg.shape.ToString() << " up " << vu.shape.ToString();
+  Tensor out = tape.NewTensor(vg.shape);
+  tape.backend().SwiGluForward(SwiGluParams{.gate = vg, .up = vu, .out = out});
+  return tape.Record(Op::kSwiGlu, out, {gate, up}, [=](Tape& t, Var y) {
+    t.backend().SwiGluBackward(SwiGluBackwardParams{
+        .gate = vg, .up = vu, .grad_out = t.Grad(y),
+        .grad_gate = GradIfNeeded(t, gate), .grad_up = GradIfNeeded(t, up)});
+  });
+}
+
+Var LayerNorm(Tape& tape, Var x, Var gain, Var bias) {
+  const Tensor vx = tape.value(x);
+  const int64_t rows = vx.shape.rows(), c = vx.shape.cols();
+  NormParams p{.x = vx.Reshaped({rows, c}), .gain = tape.value(gain), .bias = tape.value(bias),
+               .out = tape.NewTensor({rows, c}), .mean = tape.NewTensor({rows}),
+               .rstd = tape.NewTensor({rows})};
+  tape.backend().LayerNormForward(p);
+  return tape.Record(Op::kLayerNorm, p.out.Reshaped(vx.shape), {x, gain, bias}, [=](Tape& t, Var y) {
+    t.backend().LayerNormBackward(NormBackwardParams{
+        .x = p.x, .gain = p.gain, .mean = p.mean, .rstd = p.rstd,
+        .grad_out = t.Grad(y).Reshaped({rows, c}),
+        .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
+        .grad_gain = GradIfNeeded(t, gain), .grad_bias = GradIfNeeded(t, bias)});
+  });
+}
+
+Var RmsNorm(Tape& tape, Var x, Var gain) {
+  const Tensor vx = tape.value(x);
+  const int64_t rows = vx.shape.rows(), c = vx.shape.cols();
+  NormParams p{.x = vx.Reshaped({rows, c}), .gain = tape.value(gain),
+               .out = tape.NewTensor({rows, c}), .rstd = tape.NewTensor({rows})};
+  tape.backend().RmsNormForward(p);
+  return tape.Record(Op::kRmsNorm, p.out.Reshaped(vx.shape), {x, gain}, [=](Tape& t, Var y) {
+    t.backend().RmsNormBackward(NormBackwardParams{
+        .x = p.x, .gain = p.gain, .rstd = p.rstd,
+        .grad_out = t.Grad(y).Reshaped({rows, c}),
+        .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
+        .grad_gain = GradIfNeeded(t, gain)});
+  });
+}
+
+Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head_dim,
+         int64_t rotate_channels, int64_t offset) {
+  const Tensor vx = tape.value(x);
+  Tensor out = tape.NewTensor(vx.shape);
+  tape.backend().RopeForward(RopeParams{.x = vx, .out = out, .cos = tables.cos, .sin = tables.sin,
+                                        .time = time, .head_dim = head_dim,
+                                        .rotate_channels = rotate_channels,
+                                        .position_offset = offset});
+  return tape.Record(Op::kRope, out, {x}, [=](Tape& t, Var y) {
+    t.backend().RopeBackward(RopeBackwardParams{
+        .grad_out = t.Grad(y), .grad_in = t.Grad(x), .cos = tables.cos, .sin = tables.sin,
+        .time = time, .head_dim = head_dim, .rotate_channels = rotate_channels,
+        .position_offset = offset});
+  });
+}
+
+Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads) {
+  const Tensor v = tape.value(qkv);
+  const int64_t c = v.shape.cols() / 3;
+  CHECK_EQ(v.numel(), batch * time * 3 * c) << "attention qkv " << v.shape.ToString();
+  CHECK_EQ(c % heads, 0) << "attention heads";
+  AttentionParams p{.qkv = v, .out = tape.NewTensor({batch, time, c}),
+                    .lse = tape.NewTensor({batch, heads, time}), .batch = batch, .time = time,
+                    .heads = heads, .head_dim = c / heads};
+  tape.backend().AttentionForward(p);
+  return tape.Record(Op::kAttention, p.out, {qkv}, [=](Tape& t, Var y) {
+    t.backend().AttentionBackward(AttentionBackwardParams{
+        .qkv = p.qkv, .out = p.out, .lse = p.lse, .grad_out = t.Grad(y),
+        .grad_qkv = t.Grad(qkv), .batch = p.batch, .time = p.time, .heads = p.heads,
+        .head_dim = p.head_dim});
+  });
+}
+
+Var Embedding(Tape& tape, Var ids, Var table) {
+  const Tensor vi = tape.value(ids), vt = tape.value(table);
+  CHECK(vi.dtype == DType::kI32) << "embedding ids must be i32";
+  Tensor out = tape.NewTensor({vi.numel(), vt.shape[1]});
+  tape.backend().EmbeddingForward(EmbeddingParams{.ids = vi, .table = vt, .out = out});
+  return tape.Record(Op::kEmbedding, out, {ids, table}, [=](Tape& t, Var y) {
+    t.backend().EmbeddingBackward(EmbeddingBackwardParams{
+        .ids = vi, .grad_out = t.Grad(y), .grad_table = t.Grad(table)});
+  });
+}
+
+Var CrossEntropy(Tape& tape, Var logits, Var targets) {
+  const Tensor vl = tape.value(logits), vt = tape.value(targets);
+  const int64_t rows = vl.shape.rows();
+  CHECK_EQ(vt.numel(), rows) << "one target per row";
+  CrossEntropyParams p{.logits = vl.Reshaped({rows, vl.shape.cols()}), .targets = vt,
+                       .losses = tape.NewTensor({rows}), .lse = tape.NewTensor({rows})};
+  tape.backend().CrossEntropyForward(p);
+  return tape.Record(Op::kCrossEntropy, p.losses, {logits, targets}, [=](Tape& t, Var y) {
+    t.backend().CrossEntropyBackward(CrossEntropyBackwardParams{
+        .logits = p.logits, .targets = p.targets, .lse = p.lse, .grad_losses = t.Grad(y),
+        .grad_logits = t.Grad(logits).Reshaped(p.logits.shape)});
+  });
+}
+
+Var Mean(Tape& tape, Var x) {
+  const Tensor vx = tape.value(x);
+  Tensor out = tape.NewTensor({1});
+  tape.backend().Sum(ReduceParams{.in = vx, .out = out});
+  // The sum's scale is applied on the device by a second Sum-free path: the
+  // backward fills 1/n; the forward value is rescaled here by a 1-element
+  // product so no scalar is read back.
+  Tensor scale = tape.NewTensor({1});
+  tape.backend().Fill(scale, 1.0f / static_cast<float>(vx.numel()));
+  tape.backend().Mul(BinaryParams{.a = out, .b = scale, .out = out});
+  return tape.Record(Op::kSum, out, {x}, [=](Tape& t, Var y) {
+    // d mean / dx_i = 1/n times the upstream scalar, broadcast.
+    Tensor gx = t.Grad(x);
+    Tensor ones = t.NewTensor(vx.shape);
+    t.backend().Fill(ones, 1.0f / static_cast<float>(vx.numel()));
+    Tensor gy = t.Grad(y);
+    // gx += ones · gy (gy is a scalar): a rank-1 update as a 1-column GEMM.
+    t.backend().Matmul(MatmulParams{.a = ones.Reshaped({vx.numel(), 1}), .b = gy.Reshaped({1, 1}),
+                                    .out = gx.Reshaped({vx.numel(), 1}), .m = vx.numel(), .n = 1,
+                                    .k = 1, .beta = 1.0f});
+  });
+}
+
+}  // namespace smallem

@@ -1,0 +1,45 @@
+// Differentiable ops: each computes its output with one backend call and
+// records a hand-written backward rule that uses only what it saved. Shapes
+// follow the glossary of engine/tensor.h; rows N = B·T.
+#ifndef SMALLEM_ENGINE_AUTOGRAD_OPS_H_
+#define SMALLEM_ENGINE_AUTOGRAD_OPS_H_
+
+#include <cstdint>
+
+#include "engine/autograd/tape.h"
+
+namespace smallem {
+
+// y = op(a) · op(b), batched over the leading dimension when both are 3-D:
+// a (…, M, K) (or (…, K, M) when trans_a), b (…, K, N) (or (…, N, K)).
+Var Matmul(Tape& tape, Var a, Var b, bool trans_a = false, bool trans_b = false);
+// y = x · wᵀ (+ bias): x (N, in), w (out, in), bias (out) or invalid → (N, out).
+Var Linear(Tape& tape, Var x, Var w, Var bias = {});
+Var Add(Tape& tape, Var a, Var b);
+Var Mul(Tape& tape, Var a, Var b);
+Var Gelu(Tape& tape, Var x);
+Var Silu(Tape& tape, Var x);
+Var SwiGlu(Tape& tape, Var gate, Var up);  // silu(gate) · up
+// x (N, C); gain, bias (C). bias is invalid for RmsNorm.
+Var LayerNorm(Tape& tape, Var x, Var gain, Var bias);
+Var RmsNorm(Tape& tape, Var x, Var gain);
+
+struct RopeTables {
+  Tensor cos, sin;  // (P, D/2)
+};
+// Rotates the first `rotate_channels` channels of x (B, T, W), in heads of
+// head_dim, at positions offset + t.
+Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head_dim,
+         int64_t rotate_channels, int64_t offset = 0);
+// qkv (B, T, 3C) → (B, T, C), causal, H heads.
+Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads);
+// ids (N) i32, table (V, C) → (N, C).
+Var Embedding(Tape& tape, Var ids, Var table);
+// logits (N, V), targets (N) i32 → per-row losses (N), nats.
+Var CrossEntropy(Tape& tape, Var logits, Var targets);
+// Mean of every element → scalar (1).
+Var Mean(Tape& tape, Var x);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_AUTOGRAD_OPS_H_

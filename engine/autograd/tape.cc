@@ -1,0 +1,62 @@
+#include "engine/autograd/tape.h"
+
+#include "engine/check.h"
+
+namespace smallem {
+
+Var Tape::Param(Tensor value, Tensor grad) {
+  CHECK(grad.shape == value.shape)
+      << "gradient " << grad.shape.ToString() << " for parameter " << value.shape.ToString();
+  nodes_.push_back(Node{.value = value,
+                        .grad = grad,
+                        .requires_grad = grad_enabled_,
+                        .grad_ready = true});
+  return Var{static_cast<int32_t>(nodes_.size() - 1)};
+}
+
+Var Tape::Input(Tensor value) {
+  nodes_.push_back(Node{.value = value});
+  return Var{static_cast<int32_t>(nodes_.size() - 1)};
+}
+
+Var Tape::Record(Op op, Tensor value, std::initializer_list<Var> inputs, BackwardFn backward) {
+  bool requires_grad = false;
+  if (grad_enabled_) {
+    for (Var in : inputs) requires_grad |= in.valid() && nodes_[in.id].requires_grad;
+  }
+  Node node{.op = op, .value = value, .requires_grad = requires_grad};
+  if (requires_grad) {
+    CHECK(backward) << "op " << OpName(op) << " has no gradient rule";
+    node.backward = std::move(backward);
+  }
+  nodes_.push_back(std::move(node));
+  return Var{static_cast<int32_t>(nodes_.size() - 1)};
+}
+
+Tensor Tape::Grad(Var v) {
+  Node& n = nodes_[v.id];
+  CHECK(n.requires_grad) << "gradient asked of a value that needs none";
+  if (!n.grad_ready) {
+    n.grad = arena_.AllocateZeroed(n.value.shape);
+    n.grad_ready = true;
+  }
+  CHECK(n.grad.shape == n.value.shape)
+      << "gradient " << n.grad.shape.ToString() << " for value " << n.value.shape.ToString();
+  return n.grad;
+}
+
+void Tape::Backward(Var loss) {
+  CHECK_EQ(value(loss).numel(), 1) << "Backward needs a scalar loss";
+  CHECK(requires_grad(loss)) << "the loss depends on no parameter";
+  backend_.Fill(Grad(loss), 1.0f);
+  for (int32_t i = loss.id; i >= 0; --i) {
+    Node& n = nodes_[i];
+    // A value no gradient reached contributes nothing.
+    if (!n.backward || !n.grad_ready) continue;
+    n.backward(*this, Var{i});
+  }
+}
+
+void Tape::Reset() { nodes_.clear(); }
+
+}  // namespace smallem

@@ -1,0 +1,83 @@
+// Tape: reverse-mode autograd for one step.
+//
+// Ops (engine/autograd/ops.h) compute their output with a backend call and
+// Record() it with the inputs and a backward rule that reads what the op
+// saved. Backward() walks the records in reverse: each rule asks Grad() for
+// its inputs' gradient buffers (zeroed at first use, then shared) and
+// accumulates into them. Parameters carry persistent gradient buffers that the
+// optimizer zeroes. Values and gradients live in the step Arena, so Reset()
+// both the tape and the arena between steps. Not thread-safe.
+#ifndef SMALLEM_ENGINE_AUTOGRAD_TAPE_H_
+#define SMALLEM_ENGINE_AUTOGRAD_TAPE_H_
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/backend.h"
+#include "engine/op.h"
+
+namespace smallem {
+
+// A handle to a value recorded on a tape.
+struct Var {
+  int32_t id = -1;
+  bool valid() const { return id >= 0; }
+};
+
+class Tape {
+ public:
+  // The rule receives the tape and the op's output Var.
+  using BackwardFn = std::function<void(Tape&, Var out)>;
+
+  Tape(Backend& backend, Arena& arena) : backend_(backend), arena_(arena) {}
+
+  // When disabled (evaluation), ops record no backward rules.
+  void set_grad_enabled(bool enabled) { grad_enabled_ = enabled; }
+  bool grad_enabled() const { return grad_enabled_; }
+
+  // A parameter: its gradient accumulates into `grad` (same shape, CHECKed).
+  Var Param(Tensor value, Tensor grad);
+  // A constant input (token ids, targets, tables): no gradient.
+  Var Input(Tensor value);
+  // The output of `op`; requires a gradient when any input does.
+  Var Record(Op op, Tensor value, std::initializer_list<Var> inputs, BackwardFn backward);
+
+  const Tensor& value(Var v) const { return nodes_[v.id].value; }
+  bool requires_grad(Var v) const { return nodes_[v.id].requires_grad; }
+  // The gradient buffer of v, zeroed on first use in this backward pass.
+  Tensor Grad(Var v);
+
+  // Seeds d(loss)/d(loss) = 1 (loss must be a scalar) and runs every rule in
+  // reverse order of recording.
+  void Backward(Var loss);
+  // Forgets every record (keeps capacity).
+  void Reset();
+
+  Backend& backend() { return backend_; }
+  Arena& arena() { return arena_; }
+  Tensor NewTensor(Shape shape, DType dtype = DType::kF32) {
+    return arena_.Allocate(shape, dtype);
+  }
+
+ private:
+  struct Node {
+    Op op = Op::kCount;  // kCount for leaves
+    Tensor value;
+    Tensor grad;
+    bool requires_grad = false;
+    bool grad_ready = false;  // grad holds a valid (possibly zero) sum
+    BackwardFn backward;
+  };
+
+  Backend& backend_;
+  Arena& arena_;
+  bool grad_enabled_ = true;
+  std::vector<Node> nodes_;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_AUTOGRAD_TAPE_H_

@@ -1,0 +1,207 @@
+#include "engine/model/generator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "engine/check.h"
+
+namespace smallem {
+namespace {
+
+// out (rows) = W (rows, cols) · x (cols) + b.
+void MatVec(const float* w, const float* b, const float* x, int64_t rows, int64_t cols,
+            float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = w + r * cols;
+    float acc = 0;
+    for (int64_t c = 0; c < cols; ++c) acc += row[c] * x[c];
+    out[r] = acc + (b ? b[r] : 0.0f);
+  }
+}
+
+float GeluTanh(float x) {
+  const float k = 0.7978845608f;  // √(2/π)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+void RotateHeads(float* x, int64_t channels, int64_t head_dim, int64_t position) {
+  for (int64_t h = 0; h < channels / head_dim; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      const double angle = position * std::pow(10000.0, -2.0 * i / head_dim);
+      const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+      const float a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * c - b * s;
+      v[2 * i + 1] = a * s + b * c;
+    }
+  }
+}
+
+}  // namespace
+
+Generator::Generator(const Model& model) : config_(model.config()) {
+  weights_.resize(model.values().numel());
+  model.backend().CopyToHost(weights_.data(), model.values().data, model.values().bytes());
+  const float* base = model.values().f32();
+  auto at = [&](const std::string& name) -> const float* {
+    const Model::Parameter* p = model.Find(name);
+    return p ? weights_.data() + (p->value.f32() - base) : nullptr;
+  };
+  embed_ = at("embed.weight");
+  positions_ = at("positions.weight");
+  final_gain_ = at("final_norm.gain");
+  final_bias_ = at("final_norm.bias");
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    const std::string b = "blocks." + std::to_string(i);
+    layers_.push_back(Layer{
+        .ln1_gain = at(b + ".ln1.gain"), .ln1_bias = at(b + ".ln1.bias"),
+        .qkv_w = at(b + ".attn.query.weight"), .qkv_b = at(b + ".attn.query.bias"),
+        .proj_w = at(b + ".attn.proj.weight"), .proj_b = at(b + ".attn.proj.bias"),
+        .ln2_gain = at(b + ".ln2.gain"), .ln2_bias = at(b + ".ln2.bias"),
+        .up_w = at(b + ".ff.up.weight"), .up_b = at(b + ".ff.up.bias"),
+        .gate_w = at(b + ".ff.gate.weight"), .gate_b = at(b + ".ff.gate.bias"),
+        .ff_proj_w = at(b + ".ff.proj.weight"), .ff_proj_b = at(b + ".ff.proj.bias"),
+        .keys = std::vector<float>(config_.context * config_.embed),
+        .values = std::vector<float>(config_.context * config_.embed)});
+  }
+  logits_.resize(config_.vocab);
+}
+
+void Generator::Reset() {
+  window_.clear();
+  length_ = next_position_ = head_ = 0;
+}
+
+void Generator::Norm(const float* x, const float* gain, const float* bias, float* out) const {
+  const int64_t C = config_.embed;
+  double mean = 0, sq = 0;
+  if (config_.architecture.norm == NormKind::kLayer) {
+    for (int64_t i = 0; i < C; ++i) mean += x[i];
+    mean /= C;
+  }
+  for (int64_t i = 0; i < C; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const float rstd = static_cast<float>(1.0 / std::sqrt(sq / C + 1e-5));
+  for (int64_t i = 0; i < C; ++i) {
+    out[i] = static_cast<float>(x[i] - mean) * rstd * gain[i] + (bias ? bias[i] : 0.0f);
+  }
+}
+
+const std::vector<float>& Generator::Feed(int32_t token) {
+  CHECK(token >= 0 && token < config_.vocab) << "token " << token;
+  const bool rope = config_.architecture.positions == PositionKind::kRope;
+  if (length_ == config_.context) {
+    if (rope) {
+      // Slide: the oldest row is overwritten by this token.
+      head_ = (head_ + 1) % config_.context;
+      --length_;
+      window_.erase(window_.begin());
+    } else {
+      // Learned positions end at the context: re-encode the recent window.
+      std::vector<int32_t> keep(window_.end() - (config_.context - 1), window_.end());
+      Reset();
+      for (int32_t t : keep) Step(t, next_position_++);
+    }
+  }
+  Step(token, rope ? next_position_ : length_);
+  ++next_position_;
+  return logits_;
+}
+
+void Generator::Step(int32_t token, int64_t position) {
+  const int64_t C = config_.embed, H = config_.heads, D = config_.head_dim();
+  const int64_t F = config_.ff_hidden(), T = config_.context;
+  std::vector<float> x(embed_ + token * C, embed_ + (token + 1) * C);
+  if (positions_) {
+    for (int64_t i = 0; i < C; ++i) x[i] += positions_[position * C + i];
+  }
+  std::vector<float> h(C), qkv(3 * C), att(C), tmp(C), up(F), gate(F), scores(T);
+  const int64_t row = (head_ + length_) % T;  // ring slot of this token
+  for (Layer& l : layers_) {
+    Norm(x.data(), l.ln1_gain, l.ln1_bias, h.data());
+    MatVec(l.qkv_w, l.qkv_b, h.data(), 3 * C, C, qkv.data());
+    if (config_.architecture.positions == PositionKind::kRope) {
+      RotateHeads(qkv.data(), 2 * C, D, position);
+    }
+    std::copy(qkv.begin() + C, qkv.begin() + 2 * C, l.keys.begin() + row * C);
+    std::copy(qkv.begin() + 2 * C, qkv.end(), l.values.begin() + row * C);
+    const int64_t n = length_ + 1;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    for (int64_t hd = 0; hd < H; ++hd) {
+      const float* q = qkv.data() + hd * D;
+      float max_score = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* k = l.keys.data() + ((head_ + j) % T) * C + hd * D;
+        float s = 0;
+        for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
+        scores[j] = s * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double total = 0;
+      for (int64_t j = 0; j < n; ++j) total += (scores[j] = std::exp(scores[j] - max_score));
+      float* o = att.data() + hd * D;
+      std::fill(o, o + D, 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float p = static_cast<float>(scores[j] / total);
+        const float* v = l.values.data() + ((head_ + j) % T) * C + hd * D;
+        for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
+      }
+    }
+    MatVec(l.proj_w, l.proj_b, att.data(), C, C, tmp.data());
+    for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
+    Norm(x.data(), l.ln2_gain, l.ln2_bias, h.data());
+    MatVec(l.up_w, l.up_b, h.data(), F, C, up.data());
+    if (l.gate_w) {
+      MatVec(l.gate_w, l.gate_b, h.data(), F, C, gate.data());
+      for (int64_t i = 0; i < F; ++i) up[i] *= gate[i] / (1.0f + std::exp(-gate[i]));
+    } else {
+      for (int64_t i = 0; i < F; ++i) up[i] = GeluTanh(up[i]);
+    }
+    MatVec(l.ff_proj_w, l.ff_proj_b, up.data(), C, F, tmp.data());
+    for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
+  }
+  ++length_;
+  window_.push_back(token);
+  Norm(x.data(), final_gain_, final_bias_, h.data());
+  MatVec(embed_, nullptr, h.data(), config_.vocab, C, logits_.data());
+}
+
+int32_t Generator::Sample(const SampleOptions& options, Rng& rng) const {
+  const int64_t V = config_.vocab;
+  if (options.temperature <= 0) {
+    return static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+  }
+  std::vector<int32_t> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  const int64_t k = options.top_k > 0 ? std::min(options.top_k, V) : V;
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits_[a] > logits_[b]; });
+  std::vector<double> p(k);
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    total += p[i] = std::exp((logits_[ids[i]] - logits_[ids[0]]) / options.temperature);
+  }
+  double u = rng.Uniform() * total;
+  for (int64_t i = 0; i < k; ++i) {
+    if ((u -= p[i]) <= 0) return ids[i];
+  }
+  return ids[k - 1];
+}
+
+std::vector<int32_t> Generator::Generate(const std::vector<int32_t>& prompt, int64_t count,
+                                         const SampleOptions& options,
+                                         const std::function<void(int32_t)>& on_token) {
+  CHECK(!prompt.empty()) << "generation needs at least one prompt token";
+  Rng rng(options.seed);
+  for (int32_t t : prompt) Feed(t);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t next = Sample(options, rng);
+    out.push_back(next);
+    if (on_token) on_token(next);
+    if (i + 1 < count) Feed(next);
+  }
+  return out;
+}
+
+}  // namespace smallem

@@ -1,0 +1,243 @@
+#include "engine/model/model.h"
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/check.h"
+#include "engine/random.h"
+
+namespace smallem {
+namespace {
+
+enum class Init { kNormal, kResidual, kPositions, kOne, kZero };
+
+struct Slot {
+  std::string name;
+  Shape shape;
+  Init init;
+  bool decay;
+  int64_t offset = 0;  // elements into the buffer
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
+                                                     Backend& backend) {
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  std::unique_ptr<Model> model(new Model(config, backend));
+  if (absl::Status s = model->Allocate(); !s.ok()) return s;
+  return model;
+}
+
+Model::~Model() {
+  for (void* p : {value_buffer_, grad_buffer_, table_buffer_}) {
+    if (p) backend_.Free(p);
+  }
+}
+
+absl::Status Model::Allocate() {
+  const ModelConfig& c = config_;
+  const int64_t C = c.embed, F = c.ff_hidden();
+  const bool layer = c.architecture.norm == NormKind::kLayer;
+  const bool bias = c.architecture.bias;
+  const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;
+
+  std::vector<Slot> slots;
+  auto add = [&](std::string name, Shape shape, Init init, bool decay) {
+    slots.push_back(Slot{std::move(name), shape, init, decay});
+  };
+  auto norm = [&](const std::string& prefix) {
+    add(prefix + ".gain", {C}, Init::kOne, false);
+    if (layer) add(prefix + ".bias", {C}, Init::kZero, false);
+  };
+  add("embed.weight", {c.vocab, C}, Init::kNormal, true);
+  if (c.architecture.positions == PositionKind::kLearned) {
+    add("positions.weight", {c.context, C}, Init::kPositions, true);
+  }
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string b = absl::StrCat("blocks.", i);
+    norm(b + ".ln1");
+    // query, key, value adjacent: one (3C, C) matrix, one (3C) bias.
+    for (const char* p : {"query", "key", "value"}) {
+      add(absl::StrCat(b, ".attn.", p, ".weight"), {C, C}, Init::kNormal, true);
+    }
+    if (bias) {
+      for (const char* p : {"query", "key", "value"}) {
+        add(absl::StrCat(b, ".attn.", p, ".bias"), {C}, Init::kZero, false);
+      }
+    }
+    add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
+    if (bias) add(b + ".attn.proj.bias", {C}, Init::kZero, false);
+    norm(b + ".ln2");
+    add(b + ".ff.up.weight", {F, C}, Init::kNormal, true);
+    if (bias) add(b + ".ff.up.bias", {F}, Init::kZero, false);
+    if (swiglu) {
+      add(b + ".ff.gate.weight", {F, C}, Init::kNormal, true);
+      if (bias) add(b + ".ff.gate.bias", {F}, Init::kZero, false);
+    }
+    add(b + ".ff.proj.weight", {C, F}, Init::kResidual, true);
+    if (bias) add(b + ".ff.proj.bias", {C}, Init::kZero, false);
+  }
+  norm("final_norm");
+
+  int64_t total = 0;
+  for (Slot& s : slots) {
+    s.offset = total;
+    total += s.shape.numel();
+  }
+  CHECK_EQ(total, c.ParameterCount()) << "parameter layout disagrees with ModelConfig";
+
+  const size_t bytes = static_cast<size_t>(total) * sizeof(float);
+  absl::StatusOr<void*> values = backend_.Allocate(bytes);
+  if (!values.ok()) return values.status();
+  value_buffer_ = *values;
+  absl::StatusOr<void*> grads = backend_.Allocate(bytes);
+  if (!grads.ok()) return grads.status();
+  grad_buffer_ = *grads;
+  values_ = Tensor{.data = value_buffer_, .shape = {total}};
+  grads_ = Tensor{.data = grad_buffer_, .shape = {total}};
+
+  for (const Slot& s : slots) {
+    parameters_.push_back(Parameter{
+        .name = s.name,
+        .value = Tensor{.data = values_.f32() + s.offset, .shape = s.shape},
+        .grad = Tensor{.data = grads_.f32() + s.offset, .shape = s.shape},
+        .decay = s.decay});
+  }
+
+  // Structured views the forward pass uses.
+  auto view = [&](const std::string& name, int64_t count = 1) -> Tensor {
+    const Parameter* p = Find(name);
+    if (!p) return Tensor{};
+    Tensor t = p->value;
+    if (count > 1) t.shape = t.shape.rank() == 2 ? Shape{count * t.shape[0], t.shape[1]}
+                                                 : Shape{count * t.shape[0]};
+    return t;
+  };
+  embed_ = view("embed.weight");
+  positions_ = view("positions.weight");
+  final_gain_ = view("final_norm.gain");
+  final_bias_ = view("final_norm.bias");
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string b = absl::StrCat("blocks.", i);
+    blocks_.push_back(Block{
+        .ln1_gain = view(b + ".ln1.gain"), .ln1_bias = view(b + ".ln1.bias"),
+        .qkv_weight = view(b + ".attn.query.weight", 3),
+        .qkv_bias = view(b + ".attn.query.bias", 3),
+        .proj_weight = view(b + ".attn.proj.weight"), .proj_bias = view(b + ".attn.proj.bias"),
+        .ln2_gain = view(b + ".ln2.gain"), .ln2_bias = view(b + ".ln2.bias"),
+        .up_weight = view(b + ".ff.up.weight"), .up_bias = view(b + ".ff.up.bias"),
+        .gate_weight = view(b + ".ff.gate.weight"), .gate_bias = view(b + ".ff.gate.bias"),
+        .ff_proj_weight = view(b + ".ff.proj.weight"),
+        .ff_proj_bias = view(b + ".ff.proj.bias")});
+  }
+
+  if (c.architecture.positions == PositionKind::kRope) {
+    // cos/sin of m·10000^(−2i/D), computed on the host (DESIGN.md).
+    const int64_t half = c.head_dim() / 2;
+    std::vector<float> table(2 * c.context * half);
+    for (int64_t m = 0; m < c.context; ++m) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle =
+            m * std::pow(10000.0, -2.0 * static_cast<double>(i) / c.head_dim());
+        table[m * half + i] = static_cast<float>(std::cos(angle));
+        table[(c.context + m) * half + i] = static_cast<float>(std::sin(angle));
+      }
+    }
+    absl::StatusOr<void*> t = backend_.Allocate(table.size() * sizeof(float));
+    if (!t.ok()) return t.status();
+    table_buffer_ = *t;
+    backend_.CopyToDevice(table_buffer_, table.data(), table.size() * sizeof(float));
+    rope_.cos = Tensor{.data = table_buffer_, .shape = {c.context, half}};
+    rope_.sin = Tensor{.data = static_cast<float*>(table_buffer_) + c.context * half,
+                       .shape = {c.context, half}};
+  }
+  return absl::OkStatus();
+}
+
+const Model::Parameter* Model::Find(const std::string& name) const {
+  for (const Parameter& p : parameters_) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+void Model::Initialize(uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> host(values_.numel());
+  const double residual = 0.02 / std::sqrt(2.0 * config_.layers);
+  for (const Parameter& p : parameters_) {
+    float* dst = host.data() + (p.value.f32() - values_.f32());
+    const bool is_bias = p.name.ends_with(".bias");
+    const bool is_gain = p.name.ends_with(".gain");
+    double stddev = 0.02;
+    if (p.name.ends_with("proj.weight")) stddev = residual;
+    if (p.name == "positions.weight") stddev = 0.01;
+    for (int64_t i = 0; i < p.value.numel(); ++i) {
+      dst[i] = is_gain ? 1.0f : is_bias ? 0.0f : static_cast<float>(stddev * rng.Normal());
+    }
+  }
+  backend_.CopyToDevice(values_.data, host.data(), values_.bytes());
+}
+
+void Model::ZeroGrad() { backend_.Fill(grads_, 0.0f); }
+
+Var Model::Param(Tape& tape, const Tensor& t) const {
+  if (t.empty()) return Var{};
+  Tensor grad = t;
+  grad.data = grads_.f32() + (t.f32() - values_.f32());
+  return tape.Param(t, grad);
+}
+
+Var Model::Norm(Tape& tape, Var x, const Tensor& gain, const Tensor& bias) const {
+  if (config_.architecture.norm == NormKind::kLayer) {
+    return LayerNorm(tape, x, Param(tape, gain), Param(tape, bias));
+  }
+  return RmsNorm(tape, x, Param(tape, gain));
+}
+
+Var Model::BlockForward(Tape& tape, const Block& b, Var x, int64_t batch, int64_t time) const {
+  const ModelConfig& c = config_;
+  Var h = Norm(tape, x, b.ln1_gain, b.ln1_bias);
+  Var qkv = Linear(tape, h, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
+  if (c.architecture.positions == PositionKind::kRope) {
+    // Rotate queries and keys (the first 2C channels); values pass through.
+    qkv = Rope(tape, qkv, rope_, time, c.head_dim(), 2 * c.embed);
+  }
+  Var attn = Attention(tape, qkv, batch, time, c.heads);
+  Var u = Add(tape, x, Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias)));
+  Var h2 = Norm(tape, u, b.ln2_gain, b.ln2_bias);
+  Var up = Linear(tape, h2, Param(tape, b.up_weight), Param(tape, b.up_bias));
+  Var act;
+  if (c.architecture.feed_forward == FeedForwardKind::kSwiGlu) {
+    Var gate = Linear(tape, h2, Param(tape, b.gate_weight), Param(tape, b.gate_bias));
+    act = SwiGlu(tape, gate, up);
+  } else {
+    act = Gelu(tape, up);
+  }
+  return Add(tape, u, Linear(tape, act, Param(tape, b.ff_proj_weight), Param(tape, b.ff_proj_bias)));
+}
+
+Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const {
+  const ModelConfig& c = config_;
+  CHECK_LE(time, c.context) << "sequence longer than the context";
+  CHECK_EQ(tokens.numel(), batch * time) << "tokens for (B, T)";
+  Var x = Embedding(tape, tape.Input(tokens), Param(tape, embed_));
+  if (c.architecture.positions == PositionKind::kLearned) {
+    std::vector<int32_t> pos(batch * time);
+    for (int64_t i = 0; i < batch * time; ++i) pos[i] = static_cast<int32_t>(i % time);
+    Tensor ids = tape.NewTensor({batch * time}, DType::kI32);
+    tape.backend().CopyToDevice(ids.data, pos.data(), ids.bytes());
+    x = Add(tape, x, Embedding(tape, tape.Input(ids), Param(tape, positions_)));
+  }
+  for (const Block& b : blocks_) x = BlockForward(tape, b, x, batch, time);
+  Var h = Norm(tape, x, final_gain_, final_bias_);
+  return Linear(tape, h, Param(tape, embed_));
+}
+
+Var Model::Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const {
+  return CrossEntropy(tape, Logits(tape, tokens, batch, time), tape.Input(targets));
+}
+
+}  // namespace smallem

@@ -1,0 +1,94 @@
+// Model: the configurable pre-norm Transformer of DESIGN.md § The engine.
+//
+//   x = embed[tokens] (+ positions[t])            (N, C), N = B·T
+//   per block: u = x + proj(attn(rope?(qkv(norm1(x)))))
+//              x = u + ff(norm2(u))               gelu: proj(gelu(up))
+//                                                 swiglu: proj(silu(gate)·up)
+//   logits = final_norm(x) · embedᵀ               (N, V), tied head
+//
+// Every parameter lives in one contiguous f32 buffer (and its gradient in a
+// second of the same layout), so zeroing gradients, the gradient norm and
+// checkpoints are single calls. Query, key and value weights of a block are
+// adjacent — a (3C, C) matrix — so one GEMM produces the packed qkv the
+// attention op reads; the weights file still names them separately.
+// A Model is used by one thread at a time.
+#ifndef SMALLEM_ENGINE_MODEL_MODEL_H_
+#define SMALLEM_ENGINE_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/autograd/ops.h"
+#include "engine/autograd/tape.h"
+#include "engine/backend.h"
+#include "engine/model/model_config.h"
+
+namespace smallem {
+
+class Model {
+ public:
+  struct Parameter {
+    std::string name;  // DESIGN.md § Formats, e.g. "blocks.0.attn.query.weight"
+    Tensor value;      // view into the parameter buffer
+    Tensor grad;       // view into the gradient buffer, same shape
+    bool decay;        // weight decay applies (matrices and embeddings)
+  };
+
+  // Allocates (zeroed) parameters for a validated config.
+  static absl::StatusOr<std::unique_ptr<Model>> Create(const ModelConfig& config,
+                                                       Backend& backend);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  // nullptr when absent.
+  const Parameter* Find(const std::string& name) const;
+  Tensor values() const { return values_; }  // (P) every parameter
+  Tensor grads() const { return grads_; }    // (P) every gradient
+  int64_t ParameterCount() const { return values_.numel(); }
+
+  // GPT-2 initialization from `seed`: matrices N(0, 0.02), residual output
+  // projections N(0, 0.02/√(2L)), learned positions N(0, 0.01), gains 1,
+  // biases 0. Drawn on the host, so every backend starts identical.
+  void Initialize(uint64_t seed);
+  void ZeroGrad();
+
+  // tokens: (B·T) i32 on the device. Returns logits (B·T, V).
+  Var Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const;
+  // Per-token cross-entropy (B·T), nats.
+  Var Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const;
+
+ private:
+  struct Block {
+    Tensor ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias;
+    Tensor ln2_gain, ln2_bias, up_weight, up_bias, gate_weight, gate_bias;
+    Tensor ff_proj_weight, ff_proj_bias;
+  };
+
+  Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  absl::Status Allocate();
+  Var Param(Tape& tape, const Tensor& t) const;
+  Var Norm(Tape& tape, Var x, const Tensor& gain, const Tensor& bias) const;
+  Var BlockForward(Tape& tape, const Block& b, Var x, int64_t batch, int64_t time) const;
+
+  ModelConfig config_;
+  Backend& backend_;
+  void* value_buffer_ = nullptr;
+  void* grad_buffer_ = nullptr;
+  void* table_buffer_ = nullptr;  // rope cos/sin
+  Tensor values_, grads_;
+  std::vector<Parameter> parameters_;
+  Tensor embed_, positions_, final_gain_, final_bias_;
+  std::vector<Block> blocks_;
+  RopeTables rope_;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_MODEL_MODEL_H_

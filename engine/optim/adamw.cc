@@ -1,0 +1,43 @@
+#include "engine/optim/adamw.h"
+
+namespace smallem {
+
+absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
+    Model& model, const AdamWOptions& options) {
+  std::unique_ptr<AdamWOptimizer> opt(new AdamWOptimizer(model, options));
+  const int64_t n = model.ParameterCount();
+  // m and v, then one scalar (padded to keep 64-byte alignment).
+  absl::StatusOr<void*> buffer = model.backend().Allocate((2 * n + 16) * sizeof(float));
+  if (!buffer.ok()) return buffer.status();
+  opt->buffer_ = *buffer;
+  float* base = static_cast<float*>(*buffer);
+  opt->m_ = Tensor{.data = base, .shape = {n}};
+  opt->v_ = Tensor{.data = base + n, .shape = {n}};
+  opt->norm_sq_ = Tensor{.data = base + 2 * n, .shape = {1}};
+  return opt;
+}
+
+AdamWOptimizer::~AdamWOptimizer() {
+  if (buffer_) model_.backend().Free(buffer_);
+}
+
+void AdamWOptimizer::Step(float lr) {
+  Backend& be = model_.backend();
+  ++step_;
+  const bool clip = options_.max_grad_norm > 0;
+  if (clip) be.SumSquares(ReduceParams{.in = model_.grads(), .out = norm_sq_});
+  const float* values = model_.values().f32();
+  for (const Model::Parameter& p : model_.parameters()) {
+    const int64_t offset = p.value.f32() - values;
+    be.AdamW(AdamWParams{
+        .param = p.value, .grad = p.grad,
+        .m = Tensor{.data = m_.f32() + offset, .shape = p.value.shape},
+        .v = Tensor{.data = v_.f32() + offset, .shape = p.value.shape},
+        .grad_norm_sq = clip ? norm_sq_ : Tensor{},
+        .lr = lr, .beta1 = options_.beta1, .beta2 = options_.beta2, .eps = options_.eps,
+        .weight_decay = p.decay ? options_.weight_decay : 0.0f,
+        .max_grad_norm = options_.max_grad_norm, .step = step_});
+  }
+}
+
+}  // namespace smallem

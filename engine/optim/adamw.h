@@ -1,0 +1,45 @@
+// AdamW over every parameter of a Model: f32 moments in buffers laid out like
+// the parameters, decoupled weight decay on matrices and embeddings only,
+// clipping by the global gradient norm computed on the device (no host sync).
+#ifndef SMALLEM_ENGINE_OPTIM_ADAMW_H_
+#define SMALLEM_ENGINE_OPTIM_ADAMW_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model.h"
+
+namespace smallem {
+
+struct AdamWOptions {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0.1f;
+  float max_grad_norm = 1.0f;  // 0 disables clipping
+};
+
+class AdamWOptimizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<AdamWOptimizer>> Create(Model& model,
+                                                                 const AdamWOptions& options);
+  ~AdamWOptimizer();
+
+  // One update with learning rate `lr` from the gradients in the model.
+  void Step(float lr);
+  int64_t steps() const { return step_; }
+  // Device scalar: the squared global gradient norm of the last Step.
+  Tensor grad_norm_sq() const { return norm_sq_; }
+
+ private:
+  AdamWOptimizer(Model& model, const AdamWOptions& options) : model_(model), options_(options) {}
+
+  Model& model_;
+  AdamWOptions options_;
+  void* buffer_ = nullptr;  // m, v, then the norm scalar
+  Tensor m_, v_, norm_sq_;
+  int64_t step_ = 0;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_OPTIM_ADAMW_H_

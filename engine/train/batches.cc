@@ -1,0 +1,59 @@
+#include "engine/train/batches.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/check.h"
+
+namespace smallem {
+
+TrainBatches::TrainBatches(std::span<const uint16_t> tokens, int64_t batch, int64_t time,
+                           uint64_t seed)
+    : tokens_(tokens), batch_(batch), time_(time), rng_(seed) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  CHECK_GT(n, time) << "training split shorter than one sequence";
+  for (int64_t start = 0; start + time + 1 <= n; start += time) order_.push_back(start);
+  Shuffle();
+}
+
+void TrainBatches::Shuffle() {
+  // Fisher–Yates with our own generator: identical on every platform.
+  for (int64_t i = static_cast<int64_t>(order_.size()) - 1; i > 0; --i) {
+    std::swap(order_[i], order_[rng_.Below(static_cast<uint64_t>(i) + 1)]);
+  }
+  cursor_ = 0;
+}
+
+void TrainBatches::Next(int32_t* inputs, int32_t* targets) {
+  for (int64_t r = 0; r < batch_; ++r) {
+    if (cursor_ == static_cast<int64_t>(order_.size())) Shuffle();
+    const uint16_t* seq = tokens_.data() + order_[cursor_++];
+    for (int64_t t = 0; t < time_; ++t) {
+      inputs[r * time_ + t] = seq[t];
+      targets[r * time_ + t] = seq[t + 1];
+    }
+    ++consumed_;
+  }
+}
+
+double TrainBatches::epochs() const {
+  return static_cast<double>(consumed_) / static_cast<double>(order_.size());
+}
+
+absl::StatusOr<ValidationPlan> PlanValidation(int64_t val_tokens, int64_t rows, int64_t time,
+                                              int64_t requested_batches) {
+  const int64_t span = val_tokens - time - 1;
+  if (span < rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "validation split has ", val_tokens, " tokens: too few for one batch of ", rows,
+        " rows of ", time + 1, " tokens (prepare a larger corpus or lower --context/--batch)"));
+  }
+  ValidationPlan plan{.batches = requested_batches, .rows = rows, .time = time};
+  plan.stride = span / (requested_batches * rows);
+  if (plan.stride == 0) {
+    // Fewer batches, each row one token apart at least.
+    plan.batches = span / rows;
+    plan.stride = 1;
+  }
+  return plan;
+}
+
+}  // namespace smallem

@@ -1,0 +1,59 @@
+// Where the tokens of each batch come from.
+//
+// TrainBatches: the training split cut into sequences of T + 1 tokens (stride
+// T, so every token is a target once per epoch), visited in an order shuffled
+// by the seed; when every sequence has been used the stream wraps into a new
+// epoch with a new shuffle. The seed decides batch order only.
+//
+// ValidationBatches: the fixed positions of DESIGN.md § Formats — row r of
+// batch k starts at (k·B + r)·stride, stride = ⌊(N − T − 1)/(K·B)⌋ — the
+// same whatever the seed; fewer batches when the split is too small.
+#ifndef SMALLEM_ENGINE_TRAIN_BATCHES_H_
+#define SMALLEM_ENGINE_TRAIN_BATCHES_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/random.h"
+
+namespace smallem {
+
+class TrainBatches {
+ public:
+  // REQUIRES: tokens.size() > time (checked by the caller with a clear error).
+  TrainBatches(std::span<const uint16_t> tokens, int64_t batch, int64_t time, uint64_t seed);
+
+  // Fills inputs and targets, each (B·T) i32.
+  void Next(int32_t* inputs, int32_t* targets);
+  // Sequences consumed / sequences per epoch.
+  double epochs() const;
+
+ private:
+  void Shuffle();
+
+  std::span<const uint16_t> tokens_;
+  int64_t batch_, time_;
+  Rng rng_;
+  std::vector<int64_t> order_;  // sequence start offsets
+  int64_t cursor_ = 0;
+  int64_t consumed_ = 0;
+};
+
+struct ValidationPlan {
+  int64_t batches = 0;  // K actually used (≤ requested)
+  int64_t stride = 0;
+  int64_t rows = 0;     // B
+  int64_t time = 0;     // T
+  // Start of row r of batch k.
+  int64_t Start(int64_t k, int64_t r) const { return (k * rows + r) * stride; }
+};
+
+// InvalidArgument when the split cannot hold even one batch of `rows`.
+absl::StatusOr<ValidationPlan> PlanValidation(int64_t val_tokens, int64_t rows, int64_t time,
+                                              int64_t requested_batches);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_TRAIN_BATCHES_H_

@@ -1,0 +1,185 @@
+#include "engine/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/arena.h"
+#include "engine/autograd/ops.h"
+#include "engine/data/dataset.h"
+#include "engine/model/model.h"
+#include "engine/model/weights.h"
+#include "engine/optim/adamw.h"
+#include "engine/train/batches.h"
+#include "engine/train/evaluate.h"
+#include "engine/train/schedule.h"
+
+namespace smallem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out) return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, " failed"));
+  }
+  std::filesystem::rename(tmp, path);
+  return absl::OkStatus();
+}
+
+// Model FLOPs per token: 6N for the weights plus 6·L·C·T for attention.
+double FlopsPerToken(const ModelConfig& c, int64_t params) {
+  return 6.0 * params + 6.0 * c.layers * c.embed * c.context;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
+                                     const TrainOptions& options) {
+  if (absl::Status s = spec.Validate(); !s.ok()) return s;
+  absl::StatusOr<Dataset> data = Dataset::Open(spec.data);
+  if (!data.ok()) return absl::InvalidArgumentError(data.status().message());
+  const ModelConfig config = spec.ModelFor(data->vocab());
+  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  const int64_t B = spec.batch, T = spec.context;
+  if (static_cast<int64_t>(data->train.size()) <= T + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.data, ": training split has ", data->train.size(), " tokens, fewer than one sequence of ",
+        T + 1));
+  }
+  const int64_t eval_rows = spec.eval_batch_size > 0 ? spec.eval_batch_size : B;
+  absl::StatusOr<ValidationPlan> plan =
+      PlanValidation(static_cast<int64_t>(data->val.size()), eval_rows, T, spec.eval_batches);
+  if (!plan.ok()) return plan.status();
+  if (plan->batches < spec.eval_batches && options.on_warning) {
+    options.on_warning(absl::StrCat("validation split holds only ", plan->batches, " of the ",
+                                    spec.eval_batches, " requested batches; using ",
+                                    plan->batches));
+  }
+  if (!options.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.out_dir, ec);
+    if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", options.out_dir));
+  }
+
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(config, backend);
+  if (!model.ok()) return model.status();
+  (*model)->Initialize(static_cast<uint64_t>(spec.seed));
+  absl::StatusOr<std::unique_ptr<AdamWOptimizer>> optimizer = AdamWOptimizer::Create(
+      **model, AdamWOptions{.beta1 = static_cast<float>(spec.beta1),
+                            .beta2 = static_cast<float>(spec.beta2),
+                            .weight_decay = static_cast<float>(spec.weight_decay),
+                            .max_grad_norm = static_cast<float>(spec.grad_clip)});
+  if (!optimizer.ok()) return optimizer.status();
+
+  const Schedule schedule{.lr = spec.lr, .warmup = spec.warmup, .min_lr_ratio = spec.min_lr_ratio};
+  // Batch order depends on the seed only (a different stream than the weights).
+  TrainBatches batches(data->train, B, T, static_cast<uint64_t>(spec.seed) * 0x9e3779b9ULL + 1);
+  Arena arena(backend);
+  Tape tape(backend, arena);
+  std::vector<int32_t> inputs(B * T), targets(B * T);
+
+  const double budget_s = spec.budget.minutes ? *spec.budget.minutes * 60.0 : 0.0;
+  const int64_t budget_steps = spec.budget.steps.value_or(0);
+  double train_s = 0;
+  int64_t step = 0;
+  float last_loss = NAN;
+  double last_lr = 0;
+  Var loss;
+  while (true) {
+    const double fraction = budget_steps ? static_cast<double>(step) / budget_steps
+                                         : train_s / budget_s;
+    if (fraction >= 1.0) break;
+    if (options.stop && options.stop->load()) return absl::CancelledError("training cancelled");
+    const Clock::time_point start = Clock::now();
+    last_lr = schedule.At(fraction);
+    batches.Next(inputs.data(), targets.data());
+    arena.Reset();
+    tape.Reset();
+    Tensor in = arena.Allocate({B * T}, DType::kI32);
+    Tensor tg = arena.Allocate({B * T}, DType::kI32);
+    backend.CopyToDevice(in.data, inputs.data(), in.bytes());
+    backend.CopyToDevice(tg.data, targets.data(), tg.bytes());
+    (*model)->ZeroGrad();
+    loss = Mean(tape, (*model)->Losses(tape, in, tg, B, T));
+    tape.Backward(loss);
+    (*optimizer)->Step(static_cast<float>(last_lr));
+    ++step;
+    const bool report = step % options.progress_every == 0 || step == budget_steps;
+    if (report || budget_s > 0) {
+      // Reading the loss synchronizes; a timed run needs that every step to
+      // measure training time exactly.
+      if (report) backend.CopyToHost(&last_loss, tape.value(loss).data, sizeof(float));
+      else backend.Synchronize();
+    }
+    train_s += Seconds(Clock::now() - start);
+    if (report && options.on_progress) {
+      const double tokens_per_s = step * B * T / train_s;
+      const int64_t total = budget_steps ? budget_steps
+                                         : static_cast<int64_t>(step * budget_s / train_s);
+      options.on_progress(TrainProgress{
+          .step = step, .total_steps = total, .loss = last_loss, .tokens_per_s = tokens_per_s,
+          .elapsed_s = train_s,
+          .eta_s = budget_steps ? train_s / step * (budget_steps - step) : budget_s - train_s});
+    }
+  }
+  // The last step's loss, whether or not it was a progress step.
+  if (loss.valid()) backend.CopyToHost(&last_loss, tape.value(loss).data, sizeof(float));
+  if (!std::isfinite(last_loss)) {
+    return absl::InternalError(absl::StrCat(
+        "training diverged: loss is ", last_loss, " at step ", step, " (lower --lr?)"));
+  }
+
+  const EvalResult eval = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *plan);
+  const int64_t params = (*model)->ParameterCount();
+  const int64_t tokens = step * B * T;
+  const double tokens_per_s = train_s > 0 ? tokens / train_s : 0;
+  nlohmann::json mfu = nullptr;
+  if (backend.PeakFlops() > 0) mfu = tokens_per_s * FlopsPerToken(config, params) / backend.PeakFlops();
+  nlohmann::json spec_json = spec.ToJson();
+  nlohmann::json result = {
+      {"val_nats_per_byte", eval.nats_per_byte},
+      {"val_nats_per_token", eval.nats_per_token},
+      {"val_bits_per_byte", eval.bits_per_byte},
+      {"eval_batches", eval.batches},
+      {"steps", step},
+      {"tokens", tokens},
+      {"epochs", batches.epochs()},
+      {"train_seconds", train_s},
+      {"tokens_per_s", tokens_per_s},
+      {"mfu", mfu},
+      {"params", params},
+      {"peak_memory_bytes", backend.PeakMemoryBytes()},
+      {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
+      {"final_train_loss", last_loss},
+      {"final_lr", last_lr},
+      {"device", backend.Name()},
+      {"device_class", backend.DeviceClass()},
+      {"config", spec_json},
+      {"model", config.ToJson()},
+      {"dataset", data->meta.value("content_hash", "")},
+      {"seed", spec.seed}};
+  if (!options.out_dir.empty()) {
+    const std::filesystem::path dir(options.out_dir);
+    if (absl::Status s = SaveWeights(**model, (dir / "weights.safetensors").string()); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = WriteJson((dir / "result.json").string(), result); !s.ok()) return s;
+    // The directory is self-contained: generate finds its tokenizer there.
+    std::error_code ec;
+    std::filesystem::copy_file(std::filesystem::path(spec.data) / "tokenizer.json",
+                               dir / "tokenizer.json",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+  }
+  return result;
+}
+
+}  // namespace smallem

@@ -1,0 +1,50 @@
+// A small prepared dataset for engine tests: a few dozen documents of
+// sentences drawn from a fixed vocabulary of words (learnable structure, no
+// network), prepared with a 300-token BPE into a temporary directory.
+#ifndef SMALLEM_TESTS_ENGINE_DATASET_FIXTURE_H_
+#define SMALLEM_TESTS_ENGINE_DATASET_FIXTURE_H_
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/data/dataset.h"
+#include "engine/random.h"
+#include "gtest/gtest.h"
+
+namespace smallem::testing {
+
+// Returns the dataset directory (created once per process).
+inline std::string TinyDataset() {
+  static const std::string dir = [] {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() /
+                          ("smallem-test-data-" + std::to_string(::getpid()));
+    fs::create_directories(root / "text");
+    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran",
+                           "to", "house", "with", "red", "door", "big", "small", "tree"};
+    Rng rng(42);
+    std::vector<std::string> files;
+    for (int d = 0; d < 40; ++d) {
+      const fs::path file = root / "text" / ("doc" + std::to_string(d) + ".txt");
+      std::ofstream out(file);
+      for (int s = 0; s < 60; ++s) {
+        const int n = 4 + static_cast<int>(rng.Below(6));
+        for (int w = 0; w < n; ++w) out << (w ? " " : "") << words[rng.Below(17)];
+        out << ".\n";
+      }
+      files.push_back(file.string());
+    }
+    PrepareOptions options{.files = files, .vocab = 300, .out_dir = (root / "data").string(),
+                           .val_fraction = 0.2};
+    absl::Status s = PrepareDataset(options);
+    EXPECT_TRUE(s.ok()) << s;
+    return (root / "data").string();
+  }();
+  return dir;
+}
+
+}  // namespace smallem::testing
+
+#endif  // SMALLEM_TESTS_ENGINE_DATASET_FIXTURE_H_

@@ -1,0 +1,69 @@
+// Helpers shared by the model tests: tiny configs and host/device copies.
+#ifndef SMALLEM_TESTS_ENGINE_MODEL_TEST_UTIL_H_
+#define SMALLEM_TESTS_ENGINE_MODEL_TEST_UTIL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/autograd/ops.h"
+#include "engine/autograd/tape.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/model.h"
+#include "engine/random.h"
+
+namespace smallem::testing {
+
+inline ModelConfig TinyConfig(Architecture arch) {
+  return ModelConfig{.vocab = 11, .context = 6, .layers = 2, .heads = 2, .embed = 8,
+                     .architecture = arch};
+}
+
+inline std::vector<float> ToHost(Backend& be, const Tensor& t) {
+  std::vector<float> out(t.numel());
+  be.CopyToHost(out.data(), t.data, t.bytes());
+  return out;
+}
+
+inline void FromHost(Backend& be, const Tensor& t, const std::vector<float>& v) {
+  be.CopyToDevice(t.data, v.data(), t.bytes());
+}
+
+// Fills every parameter with N(0, scale²) values (gains around 1), larger
+// than the training init so finite differences see clear slopes.
+inline void Randomize(Model& model, uint64_t seed, double scale = 0.3) {
+  Rng rng(seed);
+  std::vector<float> v(model.values().numel());
+  for (const Model::Parameter& p : model.parameters()) {
+    float* dst = v.data() + (p.value.f32() - model.values().f32());
+    const bool gain = p.name.ends_with(".gain");
+    for (int64_t i = 0; i < p.value.numel(); ++i) {
+      dst[i] = static_cast<float>((gain ? 1.0 : 0.0) + scale * rng.Normal());
+    }
+  }
+  FromHost(model.backend(), model.values(), v);
+}
+
+// Uploads token ids to an arena tensor.
+inline Tensor Tokens(Arena& arena, Backend& be, const std::vector<int32_t>& ids) {
+  Tensor t = arena.Allocate({static_cast<int64_t>(ids.size())}, DType::kI32);
+  be.CopyToDevice(t.data, ids.data(), t.bytes());
+  return t;
+}
+
+// The mean loss of one batch, read back to the host.
+inline float MeanLoss(const Model& model, const std::vector<int32_t>& in,
+                      const std::vector<int32_t>& tg, int64_t batch, int64_t time) {
+  Backend& be = model.backend();
+  Arena arena(be, 1 << 20);
+  Tape tape(be, arena);
+  tape.set_grad_enabled(false);
+  Var loss = Mean(tape, model.Losses(tape, Tokens(arena, be, in), Tokens(arena, be, tg), batch, time));
+  float v = 0;
+  be.CopyToHost(&v, tape.value(loss).data, sizeof(float));
+  return v;
+}
+
+}  // namespace smallem::testing
+
+#endif  // SMALLEM_TESTS_ENGINE_MODEL_TEST_UTIL_H_
