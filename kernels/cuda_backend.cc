@@ -1,0 +1,610 @@
+// CudaBackend: checks each op's tensors against its contract (as the CPU
+// reference does), then hands raw pointers and sizes to the launchers of
+// kernels/kernels.h and kernels/matmul.h.
+#include "kernels/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/check.h"
+#include "kernels/kernels.h"
+
+namespace smallem {
+namespace {
+
+// A failed launch (or a sticky error from an earlier kernel) is a broken
+// invariant of the process: abort with the op and the CUDA error.
+void CheckCuda(cudaError_t error, const char* what) {
+  CHECK(error == cudaSuccess) << what << ": " << cudaGetErrorName(error) << " ("
+                              << cudaGetErrorString(error) << ")";
+}
+
+void CheckF32(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kF32) << what << " must be f32, is " << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
+void CheckI32(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kI32) << what << " must be i32, is " << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
+// The f32 data of an optional tensor of `numel` elements, or null.
+float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
+  if (t.empty()) return nullptr;
+  CheckF32(t, numel, what);
+  return t.f32();
+}
+
+cuda::RopeShape CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                          int64_t time, int64_t head_dim, int64_t rotate_channels,
+                          int64_t position_offset, const char* op) {
+  CHECK(x.data != nullptr && x.dtype == DType::kF32) << op << ": x must be f32";
+  CHECK(head_dim > 0 && head_dim % 2 == 0)
+      << op << ": head_dim " << head_dim << " must be positive and even";
+  CHECK_GT(time, 0) << op << ": time";
+  CHECK_GE(position_offset, 0) << op << ": position_offset";
+  const int64_t rows = x.shape.rows(), width = x.shape.cols();
+  CHECK(rotate_channels >= 0 && rotate_channels % head_dim == 0 && rotate_channels <= width)
+      << op << ": rotate_channels " << rotate_channels << " must be a multiple of head_dim "
+      << head_dim << " within the row width " << width;
+  CHECK_EQ(cos.shape.cols(), head_dim / 2) << op << ": cos " << cos.shape.ToString();
+  CHECK(cos.shape == sin.shape) << op << ": sin " << sin.shape.ToString() << " vs cos "
+                                << cos.shape.ToString();
+  CheckF32(cos, cos.numel(), "rope: cos");
+  CheckF32(sin, sin.numel(), "rope: sin");
+  const int64_t last_position = std::min(rows, time) - 1 + position_offset;
+  CHECK_LT(last_position, cos.shape.rows()) << op << ": position beyond the cos/sin tables";
+  return cuda::RopeShape{rows, width, time, head_dim, rotate_channels, position_offset};
+}
+
+cuda::AttentionShape CheckAttention(const Tensor& qkv, const Tensor& out, int64_t batch,
+                                    int64_t time, int64_t heads, int64_t head_dim,
+                                    const char* op) {
+  CHECK(batch > 0 && time > 0 && heads > 0 && head_dim > 0)
+      << op << ": batch " << batch << ", time " << time << ", heads " << heads
+      << ", head_dim " << head_dim << " must be positive";
+  CHECK(cuda::AttentionSupportsHeadDim(head_dim))
+      << op << ": head size " << head_dim
+      << " has no CUDA kernel (supported: 32, 64, 128); change embed or heads";
+  const int64_t c = heads * head_dim;
+  CheckF32(qkv, batch * time * 3 * c, "attention: qkv (B, T, 3C)");
+  CheckF32(out, batch * time * c, "attention: out (B, T, C)");
+  return cuda::AttentionShape{batch, time, heads, head_dim};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device,
+                                                            MatmulPrecision precision) {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();  // not sticky; leave the runtime clean
+    return absl::UnavailableError(absl::StrCat(
+        "no usable CUDA device: cudaGetDeviceCount failed with ", cudaGetErrorName(e), " (",
+        cudaGetErrorString(e), "); check that a GPU is visible and the NVIDIA driver is "
+        "loaded (nvidia-smi)"));
+  }
+  if (count == 0) {
+    return absl::UnavailableError("no CUDA device: the driver reports 0 GPUs");
+  }
+  if (device < 0 || device >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda:", device, " does not exist; this ",
+                                                   "machine has cuda:0 to cuda:", count - 1));
+  }
+  auto fail = [device](const char* what, cudaError_t e) {
+    cudaGetLastError();
+    return absl::UnavailableError(absl::StrCat("cuda:", device, ": ", what, " failed with ",
+                                               cudaGetErrorName(e), " (",
+                                               cudaGetErrorString(e), ")"));
+  };
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return fail("cudaSetDevice", e);
+  cudaDeviceProp prop{};
+  if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
+    return fail("cudaGetDeviceProperties", e);
+  }
+  cudaStream_t stream = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      e != cudaSuccess) {
+    return fail("cudaStreamCreate", e);
+  }
+  std::unique_ptr<cuda::MatmulContext> matmul;
+  if (cudaError_t e = cuda::MatmulContext::Create(&matmul); e != cudaSuccess) {
+    cudaStreamDestroy(stream);
+    return fail("creating the cuBLASLt context", e);
+  }
+  std::unique_ptr<CudaBackend> backend(
+      new CudaBackend(device, prop.name, stream, std::move(matmul)));
+  backend->set_matmul_precision(precision);
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+CudaBackend::CudaBackend(int device, std::string device_class, cudaStream_t stream,
+                         std::unique_ptr<cuda::MatmulContext> matmul)
+    : device_(device),
+      device_class_(std::move(device_class)),
+      stream_(stream),
+      matmul_(std::move(matmul)) {
+  UpdatePeak();
+}
+
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(stream_);
+  for (const auto& [ptr, bytes] : allocations_) cudaFree(ptr);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  matmul_.reset();
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::Name() const { return absl::StrCat("cuda:", device_); }
+
+std::string CudaBackend::DeviceClass() const { return device_class_; }
+
+double CudaBackend::PeakFlops() const {
+  // Dense bf16 on the tensor cores (SXM parts); the H200 is an H100 with
+  // more memory.
+  if (absl::StrContains(device_class_, "H100") || absl::StrContains(device_class_, "H200")) {
+    return 989e12;
+  }
+  return 0;
+}
+
+void CudaBackend::UpdatePeak() {
+  const size_t held = live_bytes_ + scratch_floats_ * sizeof(float) + matmul_->device_bytes();
+  peak_bytes_ = std::max(peak_bytes_, held);
+}
+
+absl::StatusOr<void*> CudaBackend::Allocate(size_t bytes) {
+  void* ptr = nullptr;
+  // A zero-byte request still gets a distinct pointer, as on the CPU.
+  const cudaError_t e = cudaMalloc(&ptr, std::max<size_t>(bytes, 256));
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // out of memory is not sticky
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        Name(), ": out of device memory allocating ", bytes, " bytes (", live_bytes_,
+        " held by this backend, ", free_bytes, " of ", total_bytes,
+        " free on the device; ", cudaGetErrorString(e),
+        "); use a smaller batch or model"));
+  }
+  CheckCuda(cudaMemsetAsync(ptr, 0, bytes, stream_), "Allocate: zeroing");
+  allocations_[ptr] = bytes;
+  live_bytes_ += bytes;
+  UpdatePeak();
+  return ptr;
+}
+
+void CudaBackend::Free(void* ptr) {
+  if (ptr == nullptr) return;
+  auto it = allocations_.find(ptr);
+  CHECK(it != allocations_.end())
+      << "Free of a pointer this backend did not allocate, or freed twice";
+  live_bytes_ -= it->second;
+  allocations_.erase(it);
+  // Queued ops may still use ptr; cudaFree alone does not promise to wait
+  // for a non-blocking stream.
+  CheckCuda(cudaStreamSynchronize(stream_), "Free (a queued op failed)");
+  CheckCuda(cudaFree(ptr), "Free");
+}
+
+void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyToDevice");
+}
+
+void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "CopyToHost");
+  CheckCuda(cudaStreamSynchronize(stream_), "CopyToHost (a queued op failed)");
+}
+
+void CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  const auto* d = static_cast<const char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (d < s + bytes && s < d + bytes) {
+    // Overlapping ranges (memmove semantics): go through scratch.
+    float* staging = Scratch((bytes + sizeof(float) - 1) / sizeof(float));
+    CheckCuda(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+              "CopyOnDevice");
+    src = staging;
+  }
+  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+            "CopyOnDevice");
+}
+
+void CudaBackend::Fill(Tensor t, float value) {
+  CHECK(t.data != nullptr) << "Fill of an empty tensor";
+  cuda::FillType type = cuda::FillType::kF32;
+  switch (t.dtype) {
+    case DType::kF32: type = cuda::FillType::kF32; break;
+    case DType::kBF16: type = cuda::FillType::kBf16; break;
+    case DType::kI32: type = cuda::FillType::kI32; break;
+  }
+  CheckCuda(cuda::LaunchFill(t.data, t.numel(), type, value, stream_), "Fill");
+}
+
+void CudaBackend::Synchronize() {
+  CheckCuda(cudaStreamSynchronize(stream_), "Synchronize (a queued op failed)");
+}
+
+float* CudaBackend::Scratch(size_t floats) {
+  if (floats <= scratch_floats_) return scratch_;
+  // Queued ops may still read the old buffer.
+  CheckCuda(cudaStreamSynchronize(stream_), "Scratch");
+  if (scratch_ != nullptr) CheckCuda(cudaFree(scratch_), "Scratch: free");
+  scratch_ = nullptr;
+  scratch_floats_ = 0;
+  // Rounded up to 1 MiB so that slightly larger requests do not regrow.
+  constexpr size_t kGranule = (size_t{1} << 20) / sizeof(float);
+  const size_t grown = (floats + kGranule - 1) / kGranule * kGranule;
+  CheckCuda(cudaMalloc(&scratch_, grown * sizeof(float)), "Scratch: out of device memory");
+  scratch_floats_ = grown;
+  UpdatePeak();
+  return scratch_;
+}
+
+// ------------------------------------------------------------------ ops
+
+void CudaBackend::Matmul(const MatmulParams& p) {
+  CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0 && p.batch >= 1)
+      << "matmul: m=" << p.m << " n=" << p.n << " k=" << p.k << " batch=" << p.batch;
+  for (const Tensor* t : {&p.a, &p.b, &p.out}) {
+    CHECK(t->data != nullptr && t->dtype == DType::kF32)
+        << "matmul: a, b and out must be non-empty f32 tensors";
+  }
+  CHECK(p.batch == 1 || p.stride_out != 0)
+      << "matmul: a batched output cannot broadcast (stride_out = 0)";
+  const int64_t last = p.batch - 1;
+  CHECK_LE(last * p.stride_a + p.m * p.k, p.a.numel())
+      << "matmul: a " << p.a.shape.ToString() << " too small";
+  CHECK_LE(last * p.stride_b + p.k * p.n, p.b.numel())
+      << "matmul: b " << p.b.shape.ToString() << " too small";
+  CHECK_LE(last * p.stride_out + p.m * p.n, p.out.numel())
+      << "matmul: out " << p.out.shape.ToString() << " too small";
+  const cuda::MatmulArgs args{.a = p.a.f32(), .b = p.b.f32(), .out = p.out.f32(),
+                              .m = p.m, .n = p.n, .k = p.k,
+                              .trans_a = p.trans_a, .trans_b = p.trans_b,
+                              .batch = p.batch, .stride_a = p.stride_a,
+                              .stride_b = p.stride_b, .stride_out = p.stride_out,
+                              .alpha = p.alpha, .beta = p.beta};
+  const cudaError_t e = matmul_->Run(args, matmul_precision_, stream_);
+  CHECK(e == cudaSuccess) << "matmul (m=" << p.m << " n=" << p.n << " k=" << p.k
+                          << " batch=" << p.batch << "): " << cudaGetErrorName(e) << " ("
+                          << cudaGetErrorString(e) << "), cuBLAS: "
+                          << cublasGetStatusString(matmul_->blas_status());
+  UpdatePeak();  // the bf16 staging buffers may have grown
+}
+
+void CudaBackend::Add(const BinaryParams& p) {
+  const int64_t n = p.out.numel();
+  CheckF32(p.a, n, "add: a");
+  CheckF32(p.b, n, "add: b");
+  CheckF32(p.out, n, "add: out");
+  CheckCuda(cuda::LaunchAddForward(p.a.f32(), p.b.f32(), p.out.f32(), n, stream_), "add");
+}
+
+void CudaBackend::AddBackward(const BinaryBackwardParams& p) {
+  const int64_t n = p.grad_out.numel();
+  CheckF32(p.grad_out, n, "add backward: grad_out");
+  float* grad_a = OptionalF32(p.grad_a, n, "add backward: grad_a");
+  float* grad_b = OptionalF32(p.grad_b, n, "add backward: grad_b");
+  CheckCuda(cuda::LaunchAddBackward(p.grad_out.f32(), grad_a, grad_b, n, stream_),
+            "add backward");
+}
+
+void CudaBackend::Mul(const BinaryParams& p) {
+  const int64_t n = p.out.numel();
+  CheckF32(p.a, n, "mul: a");
+  CheckF32(p.b, n, "mul: b");
+  CheckF32(p.out, n, "mul: out");
+  CheckCuda(cuda::LaunchMulForward(p.a.f32(), p.b.f32(), p.out.f32(), n, stream_), "mul");
+}
+
+void CudaBackend::MulBackward(const BinaryBackwardParams& p) {
+  const int64_t n = p.grad_out.numel();
+  CheckF32(p.grad_out, n, "mul backward: grad_out");
+  float* grad_a = OptionalF32(p.grad_a, n, "mul backward: grad_a");
+  float* grad_b = OptionalF32(p.grad_b, n, "mul backward: grad_b");
+  // grad_a needs b and grad_b needs a.
+  const float* a = grad_b != nullptr ? OptionalF32(p.a, n, "mul backward: a") : nullptr;
+  const float* b = grad_a != nullptr ? OptionalF32(p.b, n, "mul backward: b") : nullptr;
+  CHECK(grad_b == nullptr || a != nullptr) << "mul backward: grad_b needs a";
+  CHECK(grad_a == nullptr || b != nullptr) << "mul backward: grad_a needs b";
+  CheckCuda(cuda::LaunchMulBackward(a, b, p.grad_out.f32(), grad_a, grad_b, n, stream_),
+            "mul backward");
+}
+
+void CudaBackend::GeluForward(const UnaryParams& p) {
+  const int64_t n = p.in.numel();
+  CheckF32(p.in, n, "gelu: in");
+  CheckF32(p.out, n, "gelu: out");
+  CheckCuda(cuda::LaunchGeluForward(p.in.f32(), p.out.f32(), n, stream_), "gelu");
+}
+
+void CudaBackend::GeluBackward(const UnaryBackwardParams& p) {
+  if (p.grad_in.empty()) return;
+  const int64_t n = p.in.numel();
+  CheckF32(p.in, n, "gelu backward: in");
+  CheckF32(p.grad_out, n, "gelu backward: grad_out");
+  CheckF32(p.grad_in, n, "gelu backward: grad_in");
+  CheckCuda(cuda::LaunchGeluBackward(p.in.f32(), p.grad_out.f32(), p.grad_in.f32(), n,
+                                     stream_),
+            "gelu backward");
+}
+
+void CudaBackend::SiluForward(const UnaryParams& p) {
+  const int64_t n = p.in.numel();
+  CheckF32(p.in, n, "silu: in");
+  CheckF32(p.out, n, "silu: out");
+  CheckCuda(cuda::LaunchSiluForward(p.in.f32(), p.out.f32(), n, stream_), "silu");
+}
+
+void CudaBackend::SiluBackward(const UnaryBackwardParams& p) {
+  if (p.grad_in.empty()) return;
+  const int64_t n = p.in.numel();
+  CheckF32(p.in, n, "silu backward: in");
+  CheckF32(p.grad_out, n, "silu backward: grad_out");
+  CheckF32(p.grad_in, n, "silu backward: grad_in");
+  CheckCuda(cuda::LaunchSiluBackward(p.in.f32(), p.grad_out.f32(), p.grad_in.f32(), n,
+                                     stream_),
+            "silu backward");
+}
+
+void CudaBackend::SwiGluForward(const SwiGluParams& p) {
+  const int64_t n = p.gate.numel();
+  CheckF32(p.gate, n, "swiglu: gate");
+  CheckF32(p.up, n, "swiglu: up");
+  CheckF32(p.out, n, "swiglu: out");
+  CheckCuda(cuda::LaunchSwiGluForward(p.gate.f32(), p.up.f32(), p.out.f32(), n, stream_),
+            "swiglu");
+}
+
+void CudaBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
+  const int64_t n = p.gate.numel();
+  CheckF32(p.gate, n, "swiglu backward: gate");
+  CheckF32(p.up, n, "swiglu backward: up");
+  CheckF32(p.grad_out, n, "swiglu backward: grad_out");
+  float* grad_gate = OptionalF32(p.grad_gate, n, "swiglu backward: grad_gate");
+  float* grad_up = OptionalF32(p.grad_up, n, "swiglu backward: grad_up");
+  CheckCuda(cuda::LaunchSwiGluBackward(p.gate.f32(), p.up.f32(), p.grad_out.f32(), grad_gate,
+                                       grad_up, n, stream_),
+            "swiglu backward");
+}
+
+void CudaBackend::BiasAdd(const BiasAddParams& p) {
+  const int64_t cols = p.bias.numel();
+  CheckF32(p.bias, cols, "bias_add: bias");
+  CHECK_EQ(p.x.shape.cols(), cols) << "bias_add: x " << p.x.shape.ToString();
+  CheckF32(p.x, p.x.numel(), "bias_add: x");
+  CheckCuda(cuda::LaunchBiasAddForward(p.x.f32(), p.bias.f32(), p.x.shape.rows(), cols,
+                                       stream_),
+            "bias_add");
+}
+
+void CudaBackend::BiasBackward(const BiasBackwardParams& p) {
+  if (p.grad_bias.empty()) return;
+  const int64_t cols = p.grad_bias.numel();
+  CheckF32(p.grad_bias, cols, "bias backward: grad_bias");
+  CHECK_EQ(p.grad_out.shape.cols(), cols)
+      << "bias backward: grad_out " << p.grad_out.shape.ToString();
+  CheckF32(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
+  const int64_t rows = p.grad_out.shape.rows();
+  float* scratch = Scratch(cuda::BiasBackwardScratchFloats(rows, cols));
+  CheckCuda(cuda::LaunchBiasAddBackward(p.grad_out.f32(), p.grad_bias.f32(), rows, cols,
+                                        scratch, stream_),
+            "bias backward");
+}
+
+void CudaBackend::LayerNormForward(const NormParams& p) {
+  const int64_t cols = p.gain.numel();
+  CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
+  const int64_t rows = p.x.shape.rows();
+  CheckF32(p.x, rows * cols, "layer_norm: x");
+  CheckF32(p.gain, cols, "layer_norm: gain");
+  CheckF32(p.out, rows * cols, "layer_norm: out");
+  CheckCuda(cuda::LaunchLayerNormForward(
+                p.x.f32(), p.gain.f32(), OptionalF32(p.bias, cols, "layer_norm: bias"),
+                p.out.f32(), OptionalF32(p.mean, rows, "layer_norm: mean"),
+                OptionalF32(p.rstd, rows, "layer_norm: rstd"), rows, cols, p.eps, stream_),
+            "layer_norm");
+}
+
+void CudaBackend::LayerNormBackward(const NormBackwardParams& p) {
+  const int64_t cols = p.gain.numel();
+  CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm backward: x " << p.x.shape.ToString();
+  const int64_t rows = p.x.shape.rows();
+  CheckF32(p.x, rows * cols, "layer_norm backward: x");
+  CheckF32(p.gain, cols, "layer_norm backward: gain");
+  CheckF32(p.mean, rows, "layer_norm backward: mean");
+  CheckF32(p.rstd, rows, "layer_norm backward: rstd");
+  CheckF32(p.grad_out, rows * cols, "layer_norm backward: grad_out");
+  float* grad_x = OptionalF32(p.grad_x, rows * cols, "layer_norm backward: grad_x");
+  float* grad_gain = OptionalF32(p.grad_gain, cols, "layer_norm backward: grad_gain");
+  float* grad_bias = OptionalF32(p.grad_bias, cols, "layer_norm backward: grad_bias");
+  float* scratch = Scratch(cuda::LayerNormBackwardScratchFloats(rows, cols));
+  CheckCuda(cuda::LaunchLayerNormBackward(p.x.f32(), p.gain.f32(), p.mean.f32(),
+                                          p.rstd.f32(), p.grad_out.f32(), grad_x, grad_gain,
+                                          grad_bias, rows, cols, scratch, stream_),
+            "layer_norm backward");
+}
+
+void CudaBackend::RmsNormForward(const NormParams& p) {
+  const int64_t cols = p.gain.numel();
+  CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
+  const int64_t rows = p.x.shape.rows();
+  CheckF32(p.x, rows * cols, "rms_norm: x");
+  CheckF32(p.gain, cols, "rms_norm: gain");
+  CheckF32(p.out, rows * cols, "rms_norm: out");
+  CheckCuda(cuda::LaunchRmsNormForward(p.x.f32(), p.gain.f32(), p.out.f32(),
+                                       OptionalF32(p.rstd, rows, "rms_norm: rstd"), rows,
+                                       cols, p.eps, stream_),
+            "rms_norm");
+}
+
+void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
+  const int64_t cols = p.gain.numel();
+  CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm backward: x " << p.x.shape.ToString();
+  const int64_t rows = p.x.shape.rows();
+  CheckF32(p.x, rows * cols, "rms_norm backward: x");
+  CheckF32(p.gain, cols, "rms_norm backward: gain");
+  CheckF32(p.rstd, rows, "rms_norm backward: rstd");
+  CheckF32(p.grad_out, rows * cols, "rms_norm backward: grad_out");
+  float* grad_x = OptionalF32(p.grad_x, rows * cols, "rms_norm backward: grad_x");
+  float* grad_gain = OptionalF32(p.grad_gain, cols, "rms_norm backward: grad_gain");
+  float* scratch = Scratch(cuda::RmsNormBackwardScratchFloats(rows, cols));
+  CheckCuda(cuda::LaunchRmsNormBackward(p.x.f32(), p.gain.f32(), p.rstd.f32(),
+                                        p.grad_out.f32(), grad_x, grad_gain, rows, cols,
+                                        scratch, stream_),
+            "rms_norm backward");
+}
+
+void CudaBackend::RopeForward(const RopeParams& p) {
+  const cuda::RopeShape shape = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
+                                          p.rotate_channels, p.position_offset, "rope");
+  CheckF32(p.out, p.x.numel(), "rope: out");
+  CheckCuda(cuda::LaunchRopeForward(p.x.f32(), p.out.f32(), p.cos.f32(), p.sin.f32(), shape,
+                                    stream_),
+            "rope");
+}
+
+void CudaBackend::RopeBackward(const RopeBackwardParams& p) {
+  if (p.grad_in.empty()) return;
+  const cuda::RopeShape shape =
+      CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim, p.rotate_channels,
+                p.position_offset, "rope backward");
+  CheckF32(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
+  CHECK(p.grad_in.data != p.grad_out.data)
+      << "rope backward: grad_in must not alias grad_out (it accumulates)";
+  CheckCuda(cuda::LaunchRopeBackward(p.grad_out.f32(), p.grad_in.f32(), p.cos.f32(),
+                                     p.sin.f32(), shape, stream_),
+            "rope backward");
+}
+
+void CudaBackend::AttentionForward(const AttentionParams& p) {
+  const cuda::AttentionShape shape =
+      CheckAttention(p.qkv, p.out, p.batch, p.time, p.heads, p.head_dim, "attention");
+  float* lse = OptionalF32(p.lse, p.batch * p.heads * p.time, "attention: lse (B, H, T)");
+  CheckCuda(cuda::LaunchAttentionForward(p.qkv.f32(), p.out.f32(), lse, shape, stream_),
+            "attention");
+}
+
+void CudaBackend::AttentionBackward(const AttentionBackwardParams& p) {
+  if (p.grad_qkv.empty()) return;
+  const cuda::AttentionShape shape = CheckAttention(p.qkv, p.out, p.batch, p.time, p.heads,
+                                                    p.head_dim, "attention backward");
+  const int64_t c = p.heads * p.head_dim;
+  CheckF32(p.lse, p.batch * p.heads * p.time, "attention backward: lse (B, H, T)");
+  CheckF32(p.grad_out, p.batch * p.time * c, "attention backward: grad_out (B, T, C)");
+  CheckF32(p.grad_qkv, p.batch * p.time * 3 * c, "attention backward: grad_qkv (B, T, 3C)");
+  float* scratch = Scratch(cuda::AttentionBackwardScratchFloats(shape));
+  CheckCuda(cuda::LaunchAttentionBackward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
+                                          p.grad_out.f32(), p.grad_qkv.f32(), shape, scratch,
+                                          stream_),
+            "attention backward");
+}
+
+void CudaBackend::EmbeddingForward(const EmbeddingParams& p) {
+  const int64_t count = p.ids.numel();
+  const int64_t vocab = p.table.shape.rows();
+  const int64_t cols = p.table.shape.cols();
+  CheckI32(p.ids, count, "embedding: ids");
+  CheckF32(p.table, vocab * cols, "embedding: table (V, C)");
+  CheckF32(p.out, count * cols, "embedding: out (N, C)");
+  CheckCuda(cuda::LaunchEmbeddingForward(p.ids.i32(), p.table.f32(), p.out.f32(), count,
+                                         vocab, cols, stream_),
+            "embedding");
+}
+
+void CudaBackend::EmbeddingBackward(const EmbeddingBackwardParams& p) {
+  if (p.grad_table.empty()) return;
+  const int64_t count = p.ids.numel();
+  const int64_t vocab = p.grad_table.shape.rows();
+  const int64_t cols = p.grad_table.shape.cols();
+  CheckI32(p.ids, count, "embedding backward: ids");
+  CheckF32(p.grad_table, vocab * cols, "embedding backward: grad_table (V, C)");
+  CheckF32(p.grad_out, count * cols, "embedding backward: grad_out (N, C)");
+  CheckCuda(cuda::LaunchEmbeddingBackward(p.ids.i32(), p.grad_out.f32(), p.grad_table.f32(),
+                                          count, vocab, cols, stream_),
+            "embedding backward");
+}
+
+void CudaBackend::CrossEntropyForward(const CrossEntropyParams& p) {
+  const int64_t rows = p.logits.shape.rows();
+  const int64_t vocab = p.logits.shape.cols();
+  CheckF32(p.logits, rows * vocab, "cross_entropy: logits (N, V)");
+  CheckI32(p.targets, rows, "cross_entropy: targets (N)");
+  CheckF32(p.losses, rows, "cross_entropy: losses (N)");
+  float* lse = OptionalF32(p.lse, rows, "cross_entropy: lse (N)");
+  CheckCuda(cuda::LaunchCrossEntropyForward(p.logits.f32(), p.targets.i32(), p.losses.f32(),
+                                            lse, rows, vocab, stream_),
+            "cross_entropy");
+}
+
+void CudaBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
+  if (p.grad_logits.empty()) return;
+  const int64_t rows = p.logits.shape.rows();
+  const int64_t vocab = p.logits.shape.cols();
+  CheckF32(p.logits, rows * vocab, "cross_entropy backward: logits (N, V)");
+  CheckI32(p.targets, rows, "cross_entropy backward: targets (N)");
+  CheckF32(p.lse, rows, "cross_entropy backward: lse (N)");
+  CheckF32(p.grad_losses, rows, "cross_entropy backward: grad_losses (N)");
+  CheckF32(p.grad_logits, rows * vocab, "cross_entropy backward: grad_logits (N, V)");
+  CheckCuda(cuda::LaunchCrossEntropyBackward(p.logits.f32(), p.targets.i32(), p.lse.f32(),
+                                             p.grad_losses.f32(), p.grad_logits.f32(), rows,
+                                             vocab, stream_),
+            "cross_entropy backward");
+}
+
+void CudaBackend::Reduce(const ReduceParams& p, bool squares) {
+  const char* op = squares ? "sum_squares" : "sum";
+  CheckF32(p.in, p.in.numel(), op);
+  CheckF32(p.out, 1, op);
+  const int64_t count = p.in.numel();
+  float* scratch = Scratch(cuda::ReduceScratchFloats(count));
+  CheckCuda(cuda::LaunchReduce(p.in.f32(), count,
+                               squares ? cuda::ReduceKind::kSumSquares : cuda::ReduceKind::kSum,
+                               p.accumulate, p.out.f32(), scratch, stream_),
+            op);
+}
+
+void CudaBackend::Sum(const ReduceParams& p) { Reduce(p, /*squares=*/false); }
+
+void CudaBackend::SumSquares(const ReduceParams& p) { Reduce(p, /*squares=*/true); }
+
+void CudaBackend::AdamW(const AdamWParams& p) {
+  const int64_t n = p.param.numel();
+  CheckF32(p.param, n, "adamw: param");
+  CheckF32(p.grad, n, "adamw: grad");
+  CheckF32(p.m, n, "adamw: m");
+  CheckF32(p.v, n, "adamw: v");
+  CHECK_GE(p.step, 1) << "adamw: step is 1-based";
+  const float* grad_norm_sq = nullptr;
+  if (!p.grad_norm_sq.empty() && p.max_grad_norm > 0) {
+    CheckF32(p.grad_norm_sq, 1, "adamw: grad_norm_sq (1)");
+    grad_norm_sq = p.grad_norm_sq.f32();
+  }
+  // Bias corrections in double on the host, as in the CPU reference.
+  const auto step = static_cast<double>(p.step);
+  cuda::AdamWHyper hyper;
+  hyper.lr = p.lr;
+  hyper.beta1 = p.beta1;
+  hyper.beta2 = p.beta2;
+  hyper.eps = p.eps;
+  hyper.weight_decay = p.weight_decay;
+  hyper.max_grad_norm = p.max_grad_norm;
+  hyper.correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta1}, step)));
+  hyper.correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta2}, step)));
+  CheckCuda(cuda::LaunchAdamW(p.param.f32(), p.grad.f32(), p.m.f32(), p.v.f32(),
+                              grad_norm_sq, n, hyper, stream_),
+            "adamw");
+}
+
+}  // namespace smallem

@@ -1,0 +1,209 @@
+// The CUDA kernels' host launchers: the whole contract between kernels/*.cu
+// and kernels/cuda_backend.cc.
+//
+// Each launcher enqueues its kernels on `stream` and returns the launch
+// status (cudaGetLastError), never an abseil type: kernels/ knows nothing of
+// the engine. Errors that happen while a kernel runs surface at the next
+// synchronization. Every pointer is device memory; every tensor is f32,
+// row-major, last dimension contiguous, unless its comment says otherwise.
+// Forward launchers OVERWRITE their outputs; backward launchers ACCUMULATE
+// (+=) into their gradients, and a null gradient pointer means "not needed".
+// The reductions (bias, norm gains, embedding, Sum, attention) add in a
+// fixed order that depends only on the shapes: the same inputs give bitwise
+// the same outputs, run after run.
+//
+// Glossary (engine/tensor.h): B batch, T time, C channels, V vocab, H heads,
+// D head size, N rows (B·T).
+//
+// Scratch: a few launchers need device scratch memory; the matching
+// `…ScratchFloats` function says how many floats, and the caller owns it. The
+// launchers are not thread-safe with respect to one scratch buffer.
+#ifndef SMALLEM_KERNELS_KERNELS_H_
+#define SMALLEM_KERNELS_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace smallem::cuda {
+
+// fill.cu: data[i] = value, with the value converted to the element type.
+enum class FillType { kF32, kBf16, kI32 };
+cudaError_t LaunchFill(void* data, int64_t count, FillType type, float value,
+                       cudaStream_t stream);
+
+// add.cu
+// out = a + b; out may alias a or b.
+cudaError_t LaunchAddForward(const float* a, const float* b, float* out,
+                             int64_t count, cudaStream_t stream);
+// grad_a += grad_out, grad_b += grad_out (either may be null, or both equal).
+cudaError_t LaunchAddBackward(const float* grad_out, float* grad_a,
+                              float* grad_b, int64_t count,
+                              cudaStream_t stream);
+
+// mul.cu
+// out = a · b elementwise; out may alias a or b.
+cudaError_t LaunchMulForward(const float* a, const float* b, float* out,
+                             int64_t count, cudaStream_t stream);
+// grad_a += grad_out · b, grad_b += grad_out · a (either may be null).
+cudaError_t LaunchMulBackward(const float* a, const float* b,
+                              const float* grad_out, float* grad_a,
+                              float* grad_b, int64_t count,
+                              cudaStream_t stream);
+
+// gelu.cu (tanh approximation)
+cudaError_t LaunchGeluForward(const float* in, float* out, int64_t count,
+                              cudaStream_t stream);
+// grad_in += gelu'(in) · grad_out.
+cudaError_t LaunchGeluBackward(const float* in, const float* grad_out,
+                               float* grad_in, int64_t count,
+                               cudaStream_t stream);
+
+// silu.cu: out = x·σ(x).
+cudaError_t LaunchSiluForward(const float* in, float* out, int64_t count,
+                              cudaStream_t stream);
+cudaError_t LaunchSiluBackward(const float* in, const float* grad_out,
+                               float* grad_in, int64_t count,
+                               cudaStream_t stream);
+
+// swiglu.cu: out = silu(gate)·up, all (N, F).
+cudaError_t LaunchSwiGluForward(const float* gate, const float* up, float* out,
+                                int64_t count, cudaStream_t stream);
+// grad_gate and grad_up (N, F) += ; either may be null.
+cudaError_t LaunchSwiGluBackward(const float* gate, const float* up,
+                                 const float* grad_out, float* grad_gate,
+                                 float* grad_up, int64_t count,
+                                 cudaStream_t stream);
+
+// bias_add.cu
+// x (rows, cols) += bias (cols) on every row.
+cudaError_t LaunchBiasAddForward(float* x, const float* bias, int64_t rows,
+                                 int64_t cols, cudaStream_t stream);
+// grad_bias (cols) += Σ_rows grad_out (rows, cols).
+size_t BiasBackwardScratchFloats(int64_t rows, int64_t cols);
+cudaError_t LaunchBiasAddBackward(const float* grad_out, float* grad_bias,
+                                  int64_t rows, int64_t cols, float* scratch,
+                                  cudaStream_t stream);
+
+// layer_norm.cu: out = (x − mean)·rstd·gain + bias over rows of cols.
+// bias, mean and rstd may be null.
+cudaError_t LaunchLayerNormForward(const float* x, const float* gain,
+                                   const float* bias, float* out, float* mean,
+                                   float* rstd, int64_t rows, int64_t cols,
+                                   float eps, cudaStream_t stream);
+// grad_x (rows, cols), grad_gain (cols), grad_bias (cols) += ; each may be
+// null. mean and rstd (rows) are the forward's.
+size_t LayerNormBackwardScratchFloats(int64_t rows, int64_t cols);
+cudaError_t LaunchLayerNormBackward(const float* x, const float* gain,
+                                    const float* mean, const float* rstd,
+                                    const float* grad_out, float* grad_x,
+                                    float* grad_gain, float* grad_bias,
+                                    int64_t rows, int64_t cols, float* scratch,
+                                    cudaStream_t stream);
+
+// rms_norm.cu: out = x·rstd·gain, rstd = 1/√(mean(x²) + eps); rstd may be
+// null.
+cudaError_t LaunchRmsNormForward(const float* x, const float* gain, float* out,
+                                 float* rstd, int64_t rows, int64_t cols,
+                                 float eps, cudaStream_t stream);
+// grad_x (rows, cols), grad_gain (cols) += ; either may be null.
+size_t RmsNormBackwardScratchFloats(int64_t rows, int64_t cols);
+cudaError_t LaunchRmsNormBackward(const float* x, const float* gain,
+                                  const float* rstd, const float* grad_out,
+                                  float* grad_x, float* grad_gain,
+                                  int64_t rows, int64_t cols, float* scratch,
+                                  cudaStream_t stream);
+
+// rope.cu. Rows of `width` channels; row r is at position
+// r mod time + position_offset; the first rotate_channels channels are heads
+// of head_dim channels whose pairs (2i, 2i+1) rotate by the angle whose cos
+// and sin are tables (positions, head_dim/2); the rest pass through.
+struct RopeShape {
+  int64_t rows = 0, width = 0, time = 0, head_dim = 0, rotate_channels = 0,
+          position_offset = 0;
+};
+// out (rows, width) may alias x.
+cudaError_t LaunchRopeForward(const float* x, float* out, const float* cos,
+                              const float* sin, const RopeShape& shape,
+                              cudaStream_t stream);
+// grad_in += rotation of grad_out by −angle; must not alias grad_out.
+cudaError_t LaunchRopeBackward(const float* grad_out, float* grad_in,
+                               const float* cos, const float* sin,
+                               const RopeShape& shape, cudaStream_t stream);
+
+// attention.cu: causal attention from packed qkv (B, T, 3C), C = H·D, D one
+// of kAttentionHeadDims. Flash-style: tiles of queries and keys in shared
+// memory, an online softmax, no T × T matrix anywhere.
+inline constexpr int kAttentionHeadDims[] = {32, 64, 128};
+bool AttentionSupportsHeadDim(int64_t head_dim);
+struct AttentionShape {
+  int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
+};
+// out (B, T, C) = softmax(q·kᵀ/√D, causal)·v; lse (B, H, T) the natural
+// log-sum-exp of each row's scaled scores (lse may be null).
+cudaError_t LaunchAttentionForward(const float* qkv, float* out, float* lse,
+                                   const AttentionShape& shape,
+                                   cudaStream_t stream);
+// grad_qkv (B, T, 3C) += ; recomputes the probabilities from lse. Scratch
+// holds rowsum(grad_out ∘ out) per (B, H, T). Deterministic: every gradient
+// element is summed by one thread in a fixed order, no atomics.
+size_t AttentionBackwardScratchFloats(const AttentionShape& shape);
+cudaError_t LaunchAttentionBackward(const float* qkv, const float* out,
+                                    const float* lse, const float* grad_out,
+                                    float* grad_qkv,
+                                    const AttentionShape& shape,
+                                    float* scratch, cudaStream_t stream);
+
+// embedding.cu
+// out (count, cols) = table (vocab, cols)[ids (count) i32]. An id outside
+// [0, vocab) is a broken invariant: the kernel traps (a sticky CUDA error).
+cudaError_t LaunchEmbeddingForward(const int32_t* ids, const float* table,
+                                   float* out, int64_t count, int64_t vocab,
+                                   int64_t cols, cudaStream_t stream);
+// grad_table (vocab, cols) += scatter of grad_out (count, cols) by ids. One
+// block owns each table row and adds its tokens in token order: no atomics.
+cudaError_t LaunchEmbeddingBackward(const int32_t* ids, const float* grad_out,
+                                    float* grad_table, int64_t count,
+                                    int64_t vocab, int64_t cols,
+                                    cudaStream_t stream);
+
+// cross_entropy.cu
+// losses (rows) = lse − logits[target]; lse (rows) saved (may be null).
+// logits (rows, vocab), targets (rows) i32 in [0, vocab) (else a trap).
+cudaError_t LaunchCrossEntropyForward(const float* logits,
+                                      const int32_t* targets, float* losses,
+                                      float* lse, int64_t rows, int64_t vocab,
+                                      cudaStream_t stream);
+// grad_logits (rows, vocab) += (softmax − onehot(target))·grad_losses[row].
+cudaError_t LaunchCrossEntropyBackward(const float* logits,
+                                       const int32_t* targets,
+                                       const float* lse,
+                                       const float* grad_losses,
+                                       float* grad_logits, int64_t rows,
+                                       int64_t vocab, cudaStream_t stream);
+
+// reduce.cu: out (1) = Σ in (or Σ in²), or out += when accumulate; summed in
+// double over a fixed two-pass tree, cast to f32 at the end.
+enum class ReduceKind { kSum, kSumSquares };
+size_t ReduceScratchFloats(int64_t count);
+cudaError_t LaunchReduce(const float* in, int64_t count, ReduceKind kind,
+                         bool accumulate, float* out, float* scratch,
+                         cudaStream_t stream);
+
+// adamw.cu: one fused AdamW step on `count` elements. correction1/2 are
+// 1/(1 − β^step) computed on the host. When grad_norm_sq (1) is non-null
+// and max_grad_norm > 0, the gradient is scaled by
+// min(1, max_grad_norm / √grad_norm_sq), read on the device.
+struct AdamWHyper {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0, max_grad_norm = 0;
+  float correction1 = 1, correction2 = 1;
+};
+cudaError_t LaunchAdamW(float* param, const float* grad, float* m, float* v,
+                        const float* grad_norm_sq, int64_t count,
+                        const AdamWHyper& hyper, cudaStream_t stream);
+
+}  // namespace smallem::cuda
+
+#endif  // SMALLEM_KERNELS_KERNELS_H_

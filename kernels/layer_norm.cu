@@ -1,0 +1,170 @@
+// LayerNorm over the last dimension: out = (x − mean)·rstd·gain + bias.
+// Backward, with x̂ = (x − mean)·rstd and dx̂ = grad_out·gain:
+//   grad_x += rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)),
+//   grad_gain += Σ_n grad_out·x̂,  grad_bias += Σ_n grad_out.
+// One warp per row; the column sums of the gain and bias gradients go
+// through per-warp partial rows in scratch and a second pass that adds them
+// in order (deterministic, no atomics).
+#include "kernels/device_util.cuh"
+#include "kernels/kernels.h"
+
+namespace smallem::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / kWarpSize;
+// Rows handled by one warp in the backward (one partial row each).
+constexpr int kRowsPerWarp = 8;
+
+__host__ __device__ int64_t PartialRows(int64_t rows) {
+  return (rows + kRowsPerWarp - 1) / kRowsPerWarp;
+}
+
+// x, out: (rows, cols); gain, bias: (cols); mean, rstd: (rows). bias, mean,
+// rstd may be null.
+__global__ void LayerNormForwardKernel(const float* x, const float* gain,
+                                       const float* bias, float* out,
+                                       float* mean_out, float* rstd_out,
+                                       int64_t rows, int64_t cols, float eps) {
+  const int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (row >= rows) return;
+  const float* x_row = x + row * cols;
+  float* out_row = out + row * cols;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  float sum = 0.0f;
+  for (int64_t c = lane; c < cols; c += kWarpSize) sum += x_row[c];
+  const float mean = WarpSum(sum) * inv_cols;
+  // Two passes: the variance of centered values does not cancel.
+  float squares = 0.0f;
+  for (int64_t c = lane; c < cols; c += kWarpSize) {
+    const float d = x_row[c] - mean;
+    squares += d * d;
+  }
+  const float rstd = 1.0f / sqrtf(WarpSum(squares) * inv_cols + eps);
+  for (int64_t c = lane; c < cols; c += kWarpSize) {
+    const float y = (x_row[c] - mean) * rstd * gain[c];
+    out_row[c] = bias != nullptr ? y + bias[c] : y;
+  }
+  if (lane == 0) {
+    if (mean_out != nullptr) mean_out[row] = mean;
+    if (rstd_out != nullptr) rstd_out[row] = rstd;
+  }
+}
+
+// Warp `group` owns rows [group·kRowsPerWarp, +kRowsPerWarp): it adds their
+// grad_x and writes their column sums of grad_out·x̂ and grad_out to row
+// `group` of partial_gain and partial_bias (PartialRows(rows), cols).
+__global__ void LayerNormBackwardKernel(const float* x, const float* gain,
+                                        const float* mean, const float* rstd,
+                                        const float* grad_out, float* grad_x,
+                                        float* partial_gain,
+                                        float* partial_bias, int64_t rows,
+                                        int64_t cols) {
+  const int64_t group = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (group >= PartialRows(rows)) return;
+  const int64_t first = group * kRowsPerWarp;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  // Row statistics: mean(dx̂) and mean(dx̂·x̂) of each of the warp's rows.
+  float mu[kRowsPerWarp], rs[kRowsPerWarp];
+  float mean_dxhat[kRowsPerWarp], mean_dxhat_xhat[kRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int64_t row = first + i;
+    mu[i] = 0.0f;
+    rs[i] = 0.0f;
+    mean_dxhat[i] = 0.0f;
+    mean_dxhat_xhat[i] = 0.0f;
+    if (row >= rows) continue;  // warp-uniform
+    mu[i] = mean[row];
+    rs[i] = rstd[row];
+    const float* x_row = x + row * cols;
+    const float* g_row = grad_out + row * cols;
+    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+    for (int64_t c = lane; c < cols; c += kWarpSize) {
+      const float dxhat = g_row[c] * gain[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * (x_row[c] - mu[i]) * rs[i];
+    }
+    mean_dxhat[i] = WarpSum(sum_dxhat) * inv_cols;
+    mean_dxhat_xhat[i] = WarpSum(sum_dxhat_xhat) * inv_cols;
+  }
+
+  for (int64_t c = lane; c < cols; c += kWarpSize) {
+    const float gain_c = gain[c];
+    float dgain = 0.0f, dbias = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int64_t row = first + i;
+      if (row >= rows) break;
+      const float g = grad_out[row * cols + c];
+      const float xhat = (x[row * cols + c] - mu[i]) * rs[i];
+      if (grad_x != nullptr) {
+        grad_x[row * cols + c] +=
+            rs[i] * (g * gain_c - mean_dxhat[i] - xhat * mean_dxhat_xhat[i]);
+      }
+      dgain += g * xhat;
+      dbias += g;
+    }
+    if (partial_gain != nullptr) partial_gain[group * cols + c] = dgain;
+    if (partial_bias != nullptr) partial_bias[group * cols + c] = dbias;
+  }
+}
+
+__global__ void LayerNormBackwardColumnsKernel(const float* partial,
+                                            int64_t parts, int64_t cols,
+                                            float* dst) {
+  AddPartialRows(partial, parts, cols, dst);
+}
+
+}  // namespace
+
+cudaError_t LaunchLayerNormForward(const float* x, const float* gain,
+                                   const float* bias, float* out, float* mean,
+                                   float* rstd, int64_t rows, int64_t cols,
+                                   float eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  LayerNormForwardKernel<<<blocks, kThreads, 0, stream>>>(
+      x, gain, bias, out, mean, rstd, rows, cols, eps);
+  return cudaGetLastError();
+}
+
+size_t LayerNormBackwardScratchFloats(int64_t rows, int64_t cols) {
+  // A partial row per warp for the gain and one for the bias.
+  return static_cast<size_t>(2 * PartialRows(rows) * cols);
+}
+
+cudaError_t LaunchLayerNormBackward(const float* x, const float* gain,
+                                    const float* mean, const float* rstd,
+                                    const float* grad_out, float* grad_x,
+                                    float* grad_gain, float* grad_bias,
+                                    int64_t rows, int64_t cols, float* scratch,
+                                    cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if (grad_x == nullptr && grad_gain == nullptr && grad_bias == nullptr) {
+    return cudaSuccess;
+  }
+  const int64_t parts = PartialRows(rows);
+  float* partial_gain = grad_gain != nullptr ? scratch : nullptr;
+  float* partial_bias = grad_bias != nullptr ? scratch + parts * cols : nullptr;
+  const auto blocks = static_cast<unsigned>((parts + kWarps - 1) / kWarps);
+  LayerNormBackwardKernel<<<blocks, kThreads, 0, stream>>>(
+      x, gain, mean, rstd, grad_out, grad_x, partial_gain, partial_bias, rows,
+      cols);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
+  if (grad_gain != nullptr) {
+    LayerNormBackwardColumnsKernel<<<column_blocks, kThreads, 0, stream>>>(
+        partial_gain, parts, cols, grad_gain);
+  }
+  if (grad_bias != nullptr) {
+    LayerNormBackwardColumnsKernel<<<column_blocks, kThreads, 0, stream>>>(
+        partial_bias, parts, cols, grad_bias);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace smallem::cuda

@@ -1,0 +1,86 @@
+// Batched GEMM through cuBLASLt: out[i] = alpha·op(a[i])·op(b[i]) + beta·out[i]
+// for row-major f32 a, b and out (the engine's MatmulParams, in raw
+// pointers).
+//
+// Two precisions: kF32 computes in true f32 (no TF32; the parity mode) and
+// kBf16 rounds a and b to bf16 into staging buffers and multiplies them on
+// the tensor cores with f32 accumulation and an f32 output. Plans (cuBLASLt
+// descriptors and the heuristic's algorithm) are cached per shape, so a
+// training step pays for the heuristic once.
+//
+// A MatmulContext belongs to one stream and one thread at a time. It owns
+// the cuBLASLt handle, a workspace and the bf16 staging buffers (grown on
+// demand with cudaMalloc: not while a CUDA graph is being captured).
+#ifndef SMALLEM_KERNELS_MATMUL_H_
+#define SMALLEM_KERNELS_MATMUL_H_
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace smallem::cuda {
+
+enum class MatmulPrecision { kF32, kBf16 };
+
+// Row-major operands; op(a[i]) is (m, k), op(b[i]) is (k, n), out[i] is
+// (m, n); stride_* in elements between batch items (0 broadcasts a or b).
+struct MatmulArgs {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* out = nullptr;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_out = 0;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+class MatmulContext {
+ public:
+  // Creates the cuBLASLt handle and workspace on the current device. On
+  // failure *out is untouched and the error says which call failed (a
+  // cuBLAS failure is reported as cudaErrorUnknown; see blas_status()).
+  static cudaError_t Create(std::unique_ptr<MatmulContext>* out);
+  ~MatmulContext();
+  MatmulContext(const MatmulContext&) = delete;
+  MatmulContext& operator=(const MatmulContext&) = delete;
+
+  // Enqueues the product on `stream`. Returns cudaSuccess, a CUDA error,
+  // cudaErrorNotSupported when cuBLASLt has no algorithm for the shape, or
+  // cudaErrorUnknown when cuBLASLt failed otherwise (blas_status() says
+  // why). In kBf16, shapes without a bf16 algorithm fall back to f32.
+  cudaError_t Run(const MatmulArgs& args, MatmulPrecision precision,
+                  cudaStream_t stream);
+
+  // The status of the last failing cuBLASLt call (CUBLAS_STATUS_SUCCESS if
+  // none failed).
+  cublasStatus_t blas_status() const { return blas_status_; }
+  // Device bytes held: workspace and staging buffers.
+  size_t device_bytes() const;
+
+ private:
+  struct PlanCache;
+  MatmulContext() = default;
+
+  cudaError_t RunOnce(const MatmulArgs& args, MatmulPrecision precision,
+                      cudaStream_t stream);
+  cudaError_t Stage(const float* src, int64_t count, void** staging,
+                    size_t* capacity, cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  void* staging_a_ = nullptr;  // bf16 copies of a and b
+  void* staging_b_ = nullptr;
+  size_t staging_a_bytes_ = 0;
+  size_t staging_b_bytes_ = 0;
+  std::unique_ptr<PlanCache> plans_;
+  cublasStatus_t blas_status_ = CUBLAS_STATUS_SUCCESS;
+};
+
+}  // namespace smallem::cuda
+
+#endif  // SMALLEM_KERNELS_MATMUL_H_

@@ -1,0 +1,130 @@
+// RMSNorm over the last dimension: out = x·rstd·gain, rstd = 1/√(mean(x²)+eps).
+// Backward, with x̂ = x·rstd and dx̂ = grad_out·gain:
+//   grad_x += rstd·(dx̂ − x̂·mean(dx̂·x̂)),  grad_gain += Σ_n grad_out·x̂.
+// One warp per row; the gain gradient's column sums go through per-warp
+// partial rows in scratch and a second pass that adds them in order
+// (deterministic, no atomics).
+#include "kernels/device_util.cuh"
+#include "kernels/kernels.h"
+
+namespace smallem::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / kWarpSize;
+// Rows handled by one warp in the backward (one partial row each).
+constexpr int kRowsPerWarp = 8;
+
+__host__ __device__ int64_t PartialRows(int64_t rows) {
+  return (rows + kRowsPerWarp - 1) / kRowsPerWarp;
+}
+
+// x, out: (rows, cols); gain: (cols); rstd: (rows), may be null.
+__global__ void RmsNormForwardKernel(const float* x, const float* gain,
+                                     float* out, float* rstd_out, int64_t rows,
+                                     int64_t cols, float eps) {
+  const int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (row >= rows) return;
+  const float* x_row = x + row * cols;
+  float* out_row = out + row * cols;
+  float squares = 0.0f;
+  for (int64_t c = lane; c < cols; c += kWarpSize) squares += x_row[c] * x_row[c];
+  const float rstd =
+      1.0f / sqrtf(WarpSum(squares) * (1.0f / static_cast<float>(cols)) + eps);
+  for (int64_t c = lane; c < cols; c += kWarpSize) out_row[c] = x_row[c] * rstd * gain[c];
+  if (lane == 0 && rstd_out != nullptr) rstd_out[row] = rstd;
+}
+
+// Warp `group` owns rows [group·kRowsPerWarp, +kRowsPerWarp): it adds their
+// grad_x and writes their column sums of grad_out·x̂ to row `group` of
+// partial_gain (PartialRows(rows), cols). grad_x and partial_gain may be null.
+__global__ void RmsNormBackwardKernel(const float* x, const float* gain,
+                                      const float* rstd, const float* grad_out,
+                                      float* grad_x, float* partial_gain,
+                                      int64_t rows, int64_t cols) {
+  const int64_t group = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  if (group >= PartialRows(rows)) return;
+  const int64_t first = group * kRowsPerWarp;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  // mean(dx̂·x̂) of each of the warp's rows, with rstd factored out of the sum.
+  float rs[kRowsPerWarp], mean_dxhat_xhat[kRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int64_t row = first + i;
+    rs[i] = 0.0f;
+    mean_dxhat_xhat[i] = 0.0f;
+    if (row >= rows) continue;  // warp-uniform
+    rs[i] = rstd[row];
+    if (grad_x == nullptr) continue;
+    const float* x_row = x + row * cols;
+    const float* g_row = grad_out + row * cols;
+    float sum = 0.0f;
+    for (int64_t c = lane; c < cols; c += kWarpSize) sum += g_row[c] * gain[c] * x_row[c];
+    mean_dxhat_xhat[i] = WarpSum(sum) * rs[i] * inv_cols;
+  }
+
+  for (int64_t c = lane; c < cols; c += kWarpSize) {
+    const float gain_c = gain[c];
+    float dgain = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int64_t row = first + i;
+      if (row >= rows) break;
+      const float g = grad_out[row * cols + c];
+      const float x_c = x[row * cols + c];
+      if (grad_x != nullptr) {
+        grad_x[row * cols + c] += rs[i] * (g * gain_c - x_c * rs[i] * mean_dxhat_xhat[i]);
+      }
+      dgain += g * x_c * rs[i];
+    }
+    if (partial_gain != nullptr) partial_gain[group * cols + c] = dgain;
+  }
+}
+
+__global__ void RmsNormBackwardColumnsKernel(const float* partial,
+                                             int64_t parts, int64_t cols,
+                                             float* dst) {
+  AddPartialRows(partial, parts, cols, dst);
+}
+
+}  // namespace
+
+cudaError_t LaunchRmsNormForward(const float* x, const float* gain, float* out,
+                                 float* rstd, int64_t rows, int64_t cols,
+                                 float eps, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+  RmsNormForwardKernel<<<blocks, kThreads, 0, stream>>>(x, gain, out, rstd,
+                                                        rows, cols, eps);
+  return cudaGetLastError();
+}
+
+size_t RmsNormBackwardScratchFloats(int64_t rows, int64_t cols) {
+  return static_cast<size_t>(PartialRows(rows) * cols);
+}
+
+cudaError_t LaunchRmsNormBackward(const float* x, const float* gain,
+                                  const float* rstd, const float* grad_out,
+                                  float* grad_x, float* grad_gain,
+                                  int64_t rows, int64_t cols, float* scratch,
+                                  cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if (grad_x == nullptr && grad_gain == nullptr) return cudaSuccess;
+  const int64_t parts = PartialRows(rows);
+  float* partial_gain = grad_gain != nullptr ? scratch : nullptr;
+  const auto blocks = static_cast<unsigned>((parts + kWarps - 1) / kWarps);
+  RmsNormBackwardKernel<<<blocks, kThreads, 0, stream>>>(
+      x, gain, rstd, grad_out, grad_x, partial_gain, rows, cols);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (grad_gain != nullptr) {
+    const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
+    RmsNormBackwardColumnsKernel<<<column_blocks, kThreads, 0, stream>>>(
+        partial_gain, parts, cols, grad_gain);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace smallem::cuda

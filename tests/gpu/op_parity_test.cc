@@ -1,0 +1,696 @@
+// CPU/CUDA parity, op by op (STYLE.md § 7): the same random inputs on odd
+// shapes go through CpuBackend (the reference) and CudaBackend, forward and
+// backward, and the outputs must agree to the precision's tolerance. The
+// backward cases start every gradient from random values, so they also check
+// that gradients accumulate (+=) rather than overwrite. A second group checks
+// that the reductions without atomics give bitwise the same results when run
+// twice. Every test skips when no GPU is present.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/backend.h"
+#include "engine/check.h"
+#include "engine/cpu/cpu_backend.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_backend.h"
+
+namespace smallem {
+namespace {
+
+// f32 kernels against the f32 reference: rounding-level differences only.
+constexpr double kF32Tolerance = 1e-5;
+// Attention's backward sums products whose sum cancels (Σ_j dS_j = 0).
+constexpr double kAttentionTolerance = 2e-5;
+// Matmul inputs rounded to bf16 (8 significant bits), f32 accumulation: the
+// error relative to the output's norm is ~2e-3 for random inputs, so 1e-2
+// bounds ‖cuda − cpu‖/‖cpu‖. Single elements stray further (up to ~1e-2 of
+// (|cpu| + rms) on 700k outputs in a host simulation of the rounding), so the
+// elementwise bound is looser: it is there to catch layout bugs, whose
+// errors are of the order of the values themselves.
+constexpr double kBf16Tolerance = 1e-2;
+constexpr double kBf16ElementTolerance = 5e-2;
+
+enum Side { kCpu = 0, kGpu = 1 };
+
+// The same tensor on both backends.
+struct Pair {
+  Tensor t[2];
+  Tensor operator[](Side side) const { return t[side]; }
+};
+
+class OpParityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> gpu = CreateCudaBackend(0);
+    if (!gpu.ok()) GTEST_SKIP() << "no GPU, CUDA parity skipped: " << gpu.status();
+    gpu_ = std::move(*gpu);
+    cuda_ = dynamic_cast<CudaBackend*>(gpu_.get());
+    ASSERT_NE(cuda_, nullptr);
+  }
+
+  void TearDown() override {
+    for (auto& [backend, ptr] : allocations_) backend->Free(ptr);
+  }
+
+  Backend& backend(Side side) { return side == kCpu ? static_cast<Backend&>(cpu_) : *gpu_; }
+
+  // Runs f(backend, side) on the CPU, then on the GPU.
+  template <typename F>
+  void Both(F&& f) {
+    f(backend(kCpu), kCpu);
+    f(backend(kGpu), kGpu);
+  }
+
+  Pair FromHost(Shape shape, DType dtype, const void* host) {
+    Pair pair;
+    for (Side side : {kCpu, kGpu}) {
+      Tensor t{nullptr, shape, dtype};
+      absl::StatusOr<void*> data = backend(side).Allocate(t.bytes());
+      CHECK(data.ok()) << data.status();
+      t.data = *data;
+      allocations_.emplace_back(&backend(side), t.data);
+      backend(side).CopyToDevice(t.data, host, t.bytes());
+      pair.t[side] = t;
+    }
+    return pair;
+  }
+
+  Pair F32(Shape shape, const std::vector<float>& values) {
+    CHECK_EQ(static_cast<int64_t>(values.size()), shape.numel());
+    return FromHost(shape, DType::kF32, values.data());
+  }
+
+  Pair I32(Shape shape, const std::vector<int32_t>& values) {
+    CHECK_EQ(static_cast<int64_t>(values.size()), shape.numel());
+    return FromHost(shape, DType::kI32, values.data());
+  }
+
+  std::vector<float> Uniform(int64_t count, float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> values(static_cast<size_t>(count));
+    for (float& v : values) v = dist(rng_);
+    return values;
+  }
+
+  Pair Random(Shape shape, float scale = 1.0f) {
+    return F32(shape, Uniform(shape.numel(), -scale, scale));
+  }
+
+  Pair Positive(Shape shape, float lo, float hi) {
+    return F32(shape, Uniform(shape.numel(), lo, hi));
+  }
+
+  Pair Zeros(Shape shape) {
+    return F32(shape, std::vector<float>(static_cast<size_t>(shape.numel()), 0.0f));
+  }
+
+  std::vector<int32_t> RandomIds(int64_t count, int32_t vocab) {
+    std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+    std::vector<int32_t> ids(static_cast<size_t>(count));
+    for (int32_t& id : ids) id = dist(rng_);
+    return ids;
+  }
+
+  std::vector<float> Read(Side side, const Tensor& t) {
+    CHECK(t.dtype == DType::kF32);
+    std::vector<float> host(static_cast<size_t>(t.numel()));
+    backend(side).CopyToHost(host.data(), t.data, t.bytes());
+    return host;
+  }
+
+  // For bf16 results: ‖cuda − cpu‖ ≤ kBf16Tolerance·‖cpu‖, and every element
+  // within kBf16ElementTolerance·(|cpu| + rms(cpu)).
+  void ExpectCloseBf16(const Pair& pair, const std::string& what) {
+    const std::vector<float> want = Read(kCpu, pair[kCpu]);
+    const std::vector<float> got = Read(kGpu, pair[kGpu]);
+    ASSERT_EQ(want.size(), got.size()) << what;
+    double error_sq = 0, want_sq = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double d = static_cast<double>(got[i]) - want[i];
+      error_sq += d * d;
+      want_sq += static_cast<double>(want[i]) * want[i];
+    }
+    const double relative = std::sqrt(error_sq / std::max(want_sq, 1e-300));
+    EXPECT_LE(relative, kBf16Tolerance) << what << ": ‖cuda − cpu‖/‖cpu‖";
+    ExpectClose(pair, kBf16ElementTolerance, what);
+  }
+
+  // Every element within tolerance·(|want| + rms(want)) of the CPU's.
+  void ExpectClose(const Pair& pair, double tolerance, const std::string& what) {
+    const std::vector<float> want = Read(kCpu, pair[kCpu]);
+    const std::vector<float> got = Read(kGpu, pair[kGpu]);
+    ASSERT_EQ(want.size(), got.size()) << what;
+    double squares = 0;
+    for (float w : want) squares += static_cast<double>(w) * w;
+    const double rms = want.empty() ? 0 : std::sqrt(squares / static_cast<double>(want.size()));
+    int failures = 0;
+    double worst = 0;
+    size_t worst_index = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+      const double allowed = tolerance * (std::fabs(want[i]) + rms) + 1e-30;
+      if (!(error <= allowed)) {  // NaN fails too
+        ++failures;
+        if (!(error / allowed <= worst)) {
+          worst = error / allowed;
+          worst_index = i;
+        }
+      }
+    }
+    EXPECT_EQ(failures, 0) << what << ": " << failures << " of " << want.size()
+                           << " elements differ; worst at " << worst_index << ": cpu "
+                           << want[worst_index] << ", cuda " << got[worst_index]
+                           << " (rms " << rms << ", tolerance " << tolerance << ")";
+  }
+
+  // The GPU side's bytes, for bitwise comparisons.
+  std::vector<uint8_t> Bytes(const Tensor& t) {
+    std::vector<uint8_t> host(t.bytes());
+    gpu_->CopyToHost(host.data(), t.data, t.bytes());
+    return host;
+  }
+
+  std::mt19937 rng_{20240611};
+  CpuBackend cpu_{4};
+  std::unique_ptr<Backend> gpu_;
+  CudaBackend* cuda_ = nullptr;
+  std::vector<std::pair<Backend*, void*>> allocations_;
+};
+
+// ------------------------------------------------------------- backend
+
+TEST_F(OpParityTest, BackendDescribesItsDevice) {
+  EXPECT_EQ(gpu_->Name(), "cuda:0");
+  EXPECT_FALSE(gpu_->DeviceClass().empty());
+  const std::string device_class = gpu_->DeviceClass();
+  if (device_class.find("H100") != std::string::npos ||
+      device_class.find("H200") != std::string::npos) {
+    EXPECT_EQ(gpu_->PeakFlops(), 989e12);
+  }
+  for (int op = 0; op < kOpCount; ++op) EXPECT_TRUE(gpu_->Supports(static_cast<Op>(op)));
+}
+
+TEST_F(OpParityTest, AllocationIsZeroedAndOutOfMemoryIsAStatus) {
+  Pair t = Zeros({5, 7, 11});
+  for (float v : Read(kGpu, t[kGpu])) EXPECT_EQ(v, 0.0f);
+  absl::StatusOr<void*> huge = gpu_->Allocate(size_t{1} << 52);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(huge.status().message().find(std::to_string(size_t{1} << 52)), std::string::npos)
+      << huge.status();
+  // The failure is not sticky: the backend still works.
+  Pair x = Random({3, 4});
+  ExpectClose(x, 0, "copy after a failed allocation");
+}
+
+TEST_F(OpParityTest, FillAndCopies) {
+  Pair f = Random({5, 7, 11});
+  Pair ids = I32({37}, RandomIds(37, 1000));
+  Both([&](Backend& be, Side s) {
+    be.Fill(f[s], 0.25f);
+    be.Fill(ids[s], 7.0f);
+  });
+  ExpectClose(f, 0, "fill f32");
+  std::vector<int32_t> host(37);
+  gpu_->CopyToHost(host.data(), ids[kGpu].data, ids[kGpu].bytes());
+  for (int32_t id : host) EXPECT_EQ(id, 7);
+
+  // Overlapping device copies behave like memmove.
+  Pair x = Random({64});
+  Both([&](Backend& be, Side s) {
+    be.CopyOnDevice(x[s].f32() + 3, x[s].f32(), 40 * sizeof(float));
+    be.CopyOnDevice(x[s].f32(), x[s].f32() + 5, 50 * sizeof(float));
+  });
+  ExpectClose(x, 0, "overlapping CopyOnDevice");
+}
+
+// ------------------------------------------------------------- matmul
+
+struct MatmulCase {
+  int64_t m, n, k, batch;
+  bool trans_a, trans_b;
+  float alpha, beta;
+};
+
+class MatmulParityTest : public OpParityTest {
+ protected:
+  // Runs one batched product with contiguous items on both backends and
+  // compares; out starts random so beta ≠ 0 accumulates into something.
+  void Check(const MatmulCase& c) {
+    Pair a = Random({c.batch, c.m * c.k});
+    Pair b = Random({c.batch, c.k * c.n});
+    Pair out = Random({c.batch, c.m * c.n});
+    Both([&](Backend& be, Side s) {
+      be.Matmul(MatmulParams{.a = a[s], .b = b[s], .out = out[s], .m = c.m, .n = c.n,
+                             .k = c.k, .trans_a = c.trans_a, .trans_b = c.trans_b,
+                             .batch = c.batch, .stride_a = c.m * c.k,
+                             .stride_b = c.k * c.n, .stride_out = c.m * c.n,
+                             .alpha = c.alpha, .beta = c.beta});
+    });
+    const std::string what = "matmul m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) +
+                             " k=" + std::to_string(c.k) + " batch=" + std::to_string(c.batch) +
+                             " trans_a=" + std::to_string(c.trans_a) +
+                             " trans_b=" + std::to_string(c.trans_b) +
+                             " beta=" + std::to_string(c.beta);
+    if (cuda_->matmul_precision() == MatmulPrecision::kBf16) {
+      ExpectCloseBf16(out, what + " (bf16)");
+    } else {
+      ExpectClose(out, kF32Tolerance, what);
+    }
+  }
+};
+
+TEST_F(MatmulParityTest, F32MatchesCpuForEveryTransposeAndBeta) {
+  for (bool trans_a : {false, true}) {
+    for (bool trans_b : {false, true}) {
+      for (float beta : {0.0f, 1.0f, -0.5f}) {
+        Check({5, 7, 11, 3, trans_a, trans_b, 0.75f, beta});
+        Check({37, 13, 1, 1, trans_a, trans_b, 1.0f, beta});
+      }
+    }
+  }
+}
+
+TEST_F(MatmulParityTest, F32MatchesCpuOnLargerOddShapes) {
+  Check({129, 65, 257, 2, false, true, 1.0f, 0.0f});
+  Check({96, 200, 64, 1, true, false, 1.0f, 1.0f});
+}
+
+TEST_F(MatmulParityTest, Bf16IsCloseToTheF32Reference) {
+  cuda_->set_matmul_precision(MatmulPrecision::kBf16);
+  for (bool trans_a : {false, true}) {
+    for (bool trans_b : {false, true}) {
+      Check({5, 7, 11, 3, trans_a, trans_b, 1.0f, 0.0f});
+      Check({64, 96, 256, 2, trans_a, trans_b, 1.0f, 1.0f});
+    }
+  }
+  Check({512, 1368, 512, 1, false, true, 1.0f, 0.0f});
+}
+
+TEST_F(MatmulParityTest, EmptyInnerDimensionScalesOut) {
+  Check({5, 7, 0, 2, false, false, 1.0f, 0.5f});
+  Check({5, 7, 0, 1, false, false, 1.0f, 0.0f});
+}
+
+TEST_F(OpParityTest, MatmulBroadcastsAZeroStrideOperand) {
+  const int64_t m = 5, n = 7, k = 11, batch = 3;
+  for (MatmulPrecision precision : {MatmulPrecision::kF32, MatmulPrecision::kBf16}) {
+    cuda_->set_matmul_precision(precision);
+    // Shared b (folds into one taller product) and shared a (item by item).
+    Pair a = Random({batch, m * k});
+    Pair w = Random({k, n});
+    Pair out_b = Random({batch, m * n});
+    Pair a1 = Random({m, k});
+    Pair b = Random({batch, k * n});
+    Pair out_a = Random({batch, m * n});
+    Both([&](Backend& be, Side s) {
+      be.Matmul(MatmulParams{.a = a[s], .b = w[s], .out = out_b[s], .m = m, .n = n, .k = k,
+                             .batch = batch, .stride_a = m * k, .stride_b = 0,
+                             .stride_out = m * n, .beta = 1.0f});
+      be.Matmul(MatmulParams{.a = a1[s], .b = b[s], .out = out_a[s], .m = m, .n = n, .k = k,
+                             .trans_b = false, .batch = batch, .stride_a = 0,
+                             .stride_b = k * n, .stride_out = m * n});
+    });
+    if (precision == MatmulPrecision::kF32) {
+      ExpectClose(out_b, kF32Tolerance, "matmul with b broadcast");
+      ExpectClose(out_a, kF32Tolerance, "matmul with a broadcast");
+    } else {
+      ExpectCloseBf16(out_b, "matmul with b broadcast (bf16)");
+      ExpectCloseBf16(out_a, "matmul with a broadcast (bf16)");
+    }
+  }
+}
+
+// -------------------------------------------------------- elementwise
+
+TEST_F(OpParityTest, AddForwardAndBackward) {
+  const Shape shape{5, 7, 11};
+  Pair a = Random(shape), b = Random(shape), out = Random(shape);
+  Pair g = Random(shape), ga = Random(shape), gb = Random(shape), gsame = Random(shape);
+  Both([&](Backend& be, Side s) {
+    be.Add({.a = a[s], .b = b[s], .out = out[s]});
+    be.AddBackward({.grad_out = g[s], .grad_a = ga[s], .grad_b = gb[s]});
+    // out = x + x: both gradients land in one buffer.
+    be.AddBackward({.grad_out = g[s], .grad_a = gsame[s], .grad_b = gsame[s]});
+  });
+  ExpectClose(out, kF32Tolerance, "add");
+  ExpectClose(ga, kF32Tolerance, "add grad_a");
+  ExpectClose(gb, kF32Tolerance, "add grad_b");
+  ExpectClose(gsame, kF32Tolerance, "add grad of x + x");
+}
+
+TEST_F(OpParityTest, MulForwardAndBackward) {
+  const Shape shape{5, 7, 11};
+  Pair a = Random(shape), b = Random(shape), out = Random(shape), in_place = Random(shape);
+  Pair g = Random(shape), ga = Random(shape), gb = Random(shape), gb_only = Random(shape);
+  Both([&](Backend& be, Side s) {
+    be.Mul({.a = a[s], .b = b[s], .out = out[s]});
+    be.Mul({.a = in_place[s], .b = b[s], .out = in_place[s]});
+    be.MulBackward({.a = a[s], .b = b[s], .grad_out = g[s], .grad_a = ga[s], .grad_b = gb[s]});
+    be.MulBackward({.a = a[s], .b = b[s], .grad_out = g[s], .grad_b = gb_only[s]});
+  });
+  ExpectClose(out, kF32Tolerance, "mul");
+  ExpectClose(in_place, kF32Tolerance, "mul in place");
+  ExpectClose(ga, kF32Tolerance, "mul grad_a");
+  ExpectClose(gb, kF32Tolerance, "mul grad_b");
+  ExpectClose(gb_only, kF32Tolerance, "mul grad_b alone");
+}
+
+TEST_F(OpParityTest, GeluAndSiluForwardAndBackward) {
+  const Shape shape{5, 7, 11};
+  Pair x = Random(shape, 6.0f), g = Random(shape);
+  Pair gelu = Random(shape), silu = Random(shape);
+  Pair gelu_grad = Random(shape), silu_grad = Random(shape);
+  Both([&](Backend& be, Side s) {
+    be.GeluForward({.in = x[s], .out = gelu[s]});
+    be.SiluForward({.in = x[s], .out = silu[s]});
+    be.GeluBackward({.in = x[s], .grad_out = g[s], .grad_in = gelu_grad[s]});
+    be.SiluBackward({.in = x[s], .grad_out = g[s], .grad_in = silu_grad[s]});
+  });
+  ExpectClose(gelu, kF32Tolerance, "gelu");
+  ExpectClose(silu, kF32Tolerance, "silu");
+  ExpectClose(gelu_grad, kF32Tolerance, "gelu backward");
+  ExpectClose(silu_grad, kF32Tolerance, "silu backward");
+}
+
+TEST_F(OpParityTest, SwiGluForwardAndBackward) {
+  const Shape shape{37, 24};
+  Pair gate = Random(shape, 5.0f), up = Random(shape), out = Random(shape);
+  Pair g = Random(shape), g_gate = Random(shape), g_up = Random(shape);
+  Pair g_gate_only = Random(shape);
+  Both([&](Backend& be, Side s) {
+    be.SwiGluForward({.gate = gate[s], .up = up[s], .out = out[s]});
+    be.SwiGluBackward({.gate = gate[s], .up = up[s], .grad_out = g[s], .grad_gate = g_gate[s],
+                       .grad_up = g_up[s]});
+    be.SwiGluBackward({.gate = gate[s], .up = up[s], .grad_out = g[s],
+                       .grad_gate = g_gate_only[s]});
+  });
+  ExpectClose(out, kF32Tolerance, "swiglu");
+  ExpectClose(g_gate, kF32Tolerance, "swiglu grad_gate");
+  ExpectClose(g_up, kF32Tolerance, "swiglu grad_up");
+  ExpectClose(g_gate_only, kF32Tolerance, "swiglu grad_gate alone");
+}
+
+TEST_F(OpParityTest, BiasAddForwardAndBackward) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 11}, {1000, 13}, {3, 515}}) {
+    Pair x = Random({rows, cols}), bias = Random({cols});
+    Pair g = Random({rows, cols}), g_bias = Random({cols});
+    Both([&](Backend& be, Side s) {
+      be.BiasAdd({.x = x[s], .bias = bias[s]});
+      be.BiasBackward({.grad_out = g[s], .grad_bias = g_bias[s]});
+    });
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    ExpectClose(x, kF32Tolerance, "bias_add " + shape);
+    ExpectClose(g_bias, kF32Tolerance, "bias backward " + shape);
+  }
+}
+
+// --------------------------------------------------------------- norms
+
+TEST_F(OpParityTest, LayerNormForwardAndBackward) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{35, 11}, {70, 515}, {9, 1}}) {
+    // An offset mean makes the two-pass variance matter.
+    Pair x = F32({rows, cols}, Uniform(rows * cols, 2.0f, 4.0f));
+    Pair gain = Random({cols}), bias = Random({cols});
+    Pair out = Random({rows, cols}), mean = Random({rows}), rstd = Random({rows});
+    Pair g = Random({rows, cols}), gx = Random({rows, cols});
+    Pair g_gain = Random({cols}), g_bias = Random({cols});
+    Both([&](Backend& be, Side s) {
+      be.LayerNormForward({.x = x[s], .gain = gain[s], .bias = bias[s], .out = out[s],
+                           .mean = mean[s], .rstd = rstd[s]});
+      be.LayerNormBackward({.x = x[s], .gain = gain[s], .mean = mean[s], .rstd = rstd[s],
+                            .grad_out = g[s], .grad_x = gx[s], .grad_gain = g_gain[s],
+                            .grad_bias = g_bias[s]});
+    });
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    ExpectClose(out, kF32Tolerance, "layer_norm out " + shape);
+    ExpectClose(mean, kF32Tolerance, "layer_norm mean " + shape);
+    ExpectClose(rstd, kF32Tolerance, "layer_norm rstd " + shape);
+    ExpectClose(gx, kF32Tolerance, "layer_norm grad_x " + shape);
+    ExpectClose(g_gain, kF32Tolerance, "layer_norm grad_gain " + shape);
+    ExpectClose(g_bias, kF32Tolerance, "layer_norm grad_bias " + shape);
+  }
+}
+
+TEST_F(OpParityTest, RmsNormForwardAndBackward) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{35, 11}, {70, 515}}) {
+    Pair x = Random({rows, cols}, 3.0f), gain = Random({cols});
+    Pair out = Random({rows, cols}), rstd = Random({rows});
+    Pair g = Random({rows, cols}), gx = Random({rows, cols}), g_gain = Random({cols});
+    Pair g_gain_only = Random({cols});
+    Both([&](Backend& be, Side s) {
+      be.RmsNormForward({.x = x[s], .gain = gain[s], .out = out[s], .rstd = rstd[s]});
+      be.RmsNormBackward({.x = x[s], .gain = gain[s], .rstd = rstd[s], .grad_out = g[s],
+                          .grad_x = gx[s], .grad_gain = g_gain[s]});
+      be.RmsNormBackward({.x = x[s], .gain = gain[s], .rstd = rstd[s], .grad_out = g[s],
+                          .grad_gain = g_gain_only[s]});
+    });
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    ExpectClose(out, kF32Tolerance, "rms_norm out " + shape);
+    ExpectClose(rstd, kF32Tolerance, "rms_norm rstd " + shape);
+    ExpectClose(gx, kF32Tolerance, "rms_norm grad_x " + shape);
+    ExpectClose(g_gain, kF32Tolerance, "rms_norm grad_gain " + shape);
+    ExpectClose(g_gain_only, kF32Tolerance, "rms_norm grad_gain alone " + shape);
+  }
+}
+
+// ---------------------------------------------------------------- rope
+
+TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
+  const int64_t batch = 2, time = 7, heads = 3, head_dim = 8, extra = 5, offset = 3;
+  const int64_t width = heads * head_dim + extra, positions = 16, half = head_dim / 2;
+  std::vector<float> cos(positions * half), sin(positions * half);
+  for (int64_t m = 0; m < positions; ++m) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = m * std::pow(10000.0, -2.0 * i / head_dim);
+      cos[m * half + i] = static_cast<float>(std::cos(angle));
+      sin[m * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  Pair cos_t = F32({positions, half}, cos), sin_t = F32({positions, half}, sin);
+  Pair x = Random({batch, time, width}), out = Random({batch, time, width});
+  Pair in_place = Random({batch, time, width});
+  Pair g = Random({batch, time, width}), gx = Random({batch, time, width});
+  Both([&](Backend& be, Side s) {
+    const RopeParams p{.x = x[s], .out = out[s], .cos = cos_t[s], .sin = sin_t[s],
+                       .time = time, .head_dim = head_dim,
+                       .rotate_channels = heads * head_dim, .position_offset = offset};
+    be.RopeForward(p);
+    RopeParams q = p;
+    q.x = in_place[s];
+    q.out = in_place[s];
+    be.RopeForward(q);
+    be.RopeBackward({.grad_out = g[s], .grad_in = gx[s], .cos = cos_t[s], .sin = sin_t[s],
+                     .time = time, .head_dim = head_dim, .rotate_channels = heads * head_dim,
+                     .position_offset = offset});
+  });
+  ExpectClose(out, kF32Tolerance, "rope");
+  ExpectClose(in_place, kF32Tolerance, "rope in place");
+  ExpectClose(gx, kF32Tolerance, "rope backward");
+}
+
+// ----------------------------------------------------------- attention
+
+class AttentionParityTest : public OpParityTest,
+                            public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(AttentionParityTest, ForwardAndBackwardMatchCpu) {
+  const int64_t head_dim = GetParam();
+  for (auto [batch, time, heads] : {std::tuple<int64_t, int64_t, int64_t>{2, 37, 3},
+                                    {1, 70, 2}, {3, 1, 1}}) {
+    const int64_t c = heads * head_dim;
+    Pair qkv = Random({batch, time, 3 * c});
+    Pair out = Random({batch, time, c}), lse = Random({batch, heads, time});
+    Pair g = Random({batch, time, c}), g_qkv = Random({batch, time, 3 * c});
+    Both([&](Backend& be, Side s) {
+      be.AttentionForward({.qkv = qkv[s], .out = out[s], .lse = lse[s], .batch = batch,
+                           .time = time, .heads = heads, .head_dim = head_dim});
+    });
+    // Both backwards read the CPU's forward results, so that they are judged
+    // on identical inputs.
+    const std::vector<float> cpu_out = Read(kCpu, out[kCpu]);
+    const std::vector<float> cpu_lse = Read(kCpu, lse[kCpu]);
+    Pair ref_out = F32({batch, time, c}, cpu_out);
+    Pair ref_lse = F32({batch, heads, time}, cpu_lse);
+    Both([&](Backend& be, Side s) {
+      be.AttentionBackward({.qkv = qkv[s], .out = ref_out[s], .lse = ref_lse[s],
+                            .grad_out = g[s], .grad_qkv = g_qkv[s], .batch = batch,
+                            .time = time, .heads = heads, .head_dim = head_dim});
+    });
+    const std::string shape = "B=" + std::to_string(batch) + " T=" + std::to_string(time) +
+                              " H=" + std::to_string(heads) + " D=" + std::to_string(head_dim);
+    ExpectClose(out, kF32Tolerance, "attention out " + shape);
+    ExpectClose(lse, kF32Tolerance, "attention lse " + shape);
+    ExpectClose(g_qkv, kAttentionTolerance, "attention grad_qkv " + shape);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadSizes, AttentionParityTest, ::testing::Values(32, 64, 128),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "D" + std::to_string(info.param);
+                         });
+
+// ------------------------------------------------- embedding and loss
+
+TEST_F(OpParityTest, EmbeddingForwardAndBackward) {
+  const int64_t vocab = 11, cols = 7, count = 37;
+  Pair ids = I32({count}, RandomIds(count, vocab));  // many repeats
+  Pair table = Random({vocab, cols}), out = Random({count, cols});
+  Pair g = Random({count, cols}), g_table = Random({vocab, cols});
+  Both([&](Backend& be, Side s) {
+    be.EmbeddingForward({.ids = ids[s], .table = table[s], .out = out[s]});
+    be.EmbeddingBackward({.ids = ids[s], .grad_out = g[s], .grad_table = g_table[s]});
+  });
+  ExpectClose(out, kF32Tolerance, "embedding");
+  ExpectClose(g_table, kF32Tolerance, "embedding backward");
+
+  // More tokens than one segment of the backward kernel, wider rows.
+  const int64_t big_vocab = 300, big_cols = 300, big_count = 3000;
+  Pair big_ids = I32({big_count}, RandomIds(big_count, big_vocab));
+  Pair big_g = Random({big_count, big_cols}), big_table_g = Random({big_vocab, big_cols});
+  Both([&](Backend& be, Side s) {
+    be.EmbeddingBackward({.ids = big_ids[s], .grad_out = big_g[s],
+                          .grad_table = big_table_g[s]});
+  });
+  ExpectClose(big_table_g, kF32Tolerance, "embedding backward, 3000 tokens");
+}
+
+TEST_F(OpParityTest, CrossEntropyForwardAndBackward) {
+  for (auto [rows, vocab, scale] : {std::tuple<int64_t, int64_t, float>{7, 1031, 1.0f},
+                                    {5, 11, 30.0f}, {3, 5000, 8.0f}}) {
+    Pair logits = Random({rows, vocab}, scale);
+    Pair targets = I32({rows}, RandomIds(rows, static_cast<int32_t>(vocab)));
+    Pair losses = Random({rows}), lse = Random({rows});
+    Pair g = Random({rows}), g_logits = Random({rows, vocab});
+    Both([&](Backend& be, Side s) {
+      be.CrossEntropyForward({.logits = logits[s], .targets = targets[s], .losses = losses[s],
+                              .lse = lse[s]});
+    });
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(vocab);
+    ExpectClose(losses, kF32Tolerance, "cross_entropy losses " + shape);
+    ExpectClose(lse, kF32Tolerance, "cross_entropy lse " + shape);
+    Pair ref_lse = F32({rows}, Read(kCpu, lse[kCpu]));
+    Both([&](Backend& be, Side s) {
+      be.CrossEntropyBackward({.logits = logits[s], .targets = targets[s], .lse = ref_lse[s],
+                               .grad_losses = g[s], .grad_logits = g_logits[s]});
+    });
+    ExpectClose(g_logits, kF32Tolerance, "cross_entropy backward " + shape);
+  }
+}
+
+// ---------------------------------------------------------- reductions
+
+TEST_F(OpParityTest, SumAndSumSquares) {
+  for (int64_t count : {int64_t{1}, int64_t{385}, int64_t{1000003}}) {
+    Pair in = Positive({count}, 0.0f, 1.0f);
+    Pair sum = Random({1}), squares = Random({1}), accumulated = Random({1});
+    Both([&](Backend& be, Side s) {
+      be.Sum({.in = in[s], .out = sum[s]});
+      be.SumSquares({.in = in[s], .out = squares[s]});
+      be.SumSquares({.in = in[s], .out = accumulated[s], .accumulate = true});
+    });
+    const std::string n = std::to_string(count);
+    ExpectClose(sum, kF32Tolerance, "sum of " + n);
+    ExpectClose(squares, kF32Tolerance, "sum of squares of " + n);
+    ExpectClose(accumulated, kF32Tolerance, "accumulated sum of squares of " + n);
+  }
+}
+
+TEST_F(OpParityTest, AdamWWithAndWithoutClipping) {
+  const Shape shape{5, 7, 11};
+  // max_grad_norm 0.5 against a norm of 2: clipping scales by 0.25.
+  for (float max_grad_norm : {0.0f, 0.5f, 10.0f}) {
+    Pair param = Random(shape), grad = Random(shape);
+    Pair m = Random(shape, 0.1f), v = Positive(shape, 0.0f, 0.01f);
+    Pair norm_sq = F32({1}, {4.0f});
+    Both([&](Backend& be, Side s) {
+      for (int64_t step = 3; step <= 4; ++step) {
+        be.AdamW({.param = param[s], .grad = grad[s], .m = m[s], .v = v[s],
+                  .grad_norm_sq = norm_sq[s], .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f,
+                  .eps = 1e-8f, .weight_decay = 0.1f, .max_grad_norm = max_grad_norm,
+                  .step = step});
+      }
+    });
+    const std::string what = "adamw max_grad_norm=" + std::to_string(max_grad_norm);
+    ExpectClose(param, kF32Tolerance, what + " param");
+    ExpectClose(m, kF32Tolerance, what + " m");
+    ExpectClose(v, kF32Tolerance, what + " v");
+  }
+}
+
+// --------------------------------------------------------- determinism
+
+// Runs `op` twice into zeroed outputs and expects bitwise equal results.
+class DeterminismTest : public OpParityTest {
+ protected:
+  template <typename F>
+  void ExpectRepeatable(const std::vector<Tensor>& outputs, F&& op, const std::string& what) {
+    std::vector<std::vector<uint8_t>> first;
+    for (int run = 0; run < 2; ++run) {
+      for (const Tensor& t : outputs) gpu_->Fill(t, 0.0f);
+      op();
+      for (size_t i = 0; i < outputs.size(); ++i) {
+        std::vector<uint8_t> bytes = Bytes(outputs[i]);
+        if (run == 0) {
+          first.push_back(std::move(bytes));
+        } else {
+          EXPECT_TRUE(bytes == first[i]) << what << ": output " << i << " changed between runs";
+        }
+      }
+    }
+  }
+};
+
+TEST_F(DeterminismTest, AttentionBackwardIsBitwiseRepeatable) {
+  const int64_t batch = 2, time = 200, heads = 3, head_dim = 64, c = heads * head_dim;
+  Pair qkv = Random({batch, time, 3 * c});
+  Pair out = Zeros({batch, time, c}), lse = Zeros({batch, heads, time});
+  Pair g = Random({batch, time, c}), g_qkv = Zeros({batch, time, 3 * c});
+  gpu_->AttentionForward({.qkv = qkv[kGpu], .out = out[kGpu], .lse = lse[kGpu],
+                          .batch = batch, .time = time, .heads = heads, .head_dim = head_dim});
+  ExpectRepeatable({g_qkv[kGpu]}, [&] {
+    gpu_->AttentionBackward({.qkv = qkv[kGpu], .out = out[kGpu], .lse = lse[kGpu],
+                             .grad_out = g[kGpu], .grad_qkv = g_qkv[kGpu], .batch = batch,
+                             .time = time, .heads = heads, .head_dim = head_dim});
+  }, "attention backward");
+}
+
+TEST_F(DeterminismTest, EmbeddingBackwardIsBitwiseRepeatable) {
+  const int64_t vocab = 50, cols = 96, count = 5000;
+  Pair ids = I32({count}, RandomIds(count, vocab));  // ~100 repeats of each id
+  Pair g = Random({count, cols}), g_table = Zeros({vocab, cols});
+  ExpectRepeatable({g_table[kGpu]}, [&] {
+    gpu_->EmbeddingBackward({.ids = ids[kGpu], .grad_out = g[kGpu],
+                             .grad_table = g_table[kGpu]});
+  }, "embedding backward");
+}
+
+TEST_F(DeterminismTest, ReductionsAreBitwiseRepeatable) {
+  const int64_t rows = 4096, cols = 257;
+  Pair x = Random({rows, cols}), gain = Random({cols}), g = Random({rows, cols});
+  Pair mean = Zeros({rows}), rstd = Zeros({rows}), out = Zeros({rows, cols});
+  Pair sum = Zeros({1}), squares = Zeros({1}), g_bias = Zeros({cols});
+  Pair g_gain = Zeros({cols}), g_norm_bias = Zeros({cols}), gx = Zeros({rows, cols});
+  gpu_->LayerNormForward({.x = x[kGpu], .gain = gain[kGpu], .out = out[kGpu],
+                          .mean = mean[kGpu], .rstd = rstd[kGpu]});
+  ExpectRepeatable({sum[kGpu], squares[kGpu], g_bias[kGpu], g_gain[kGpu], g_norm_bias[kGpu],
+                    gx[kGpu]}, [&] {
+    gpu_->Sum({.in = x[kGpu], .out = sum[kGpu]});
+    gpu_->SumSquares({.in = x[kGpu], .out = squares[kGpu]});
+    gpu_->BiasBackward({.grad_out = g[kGpu], .grad_bias = g_bias[kGpu]});
+    gpu_->LayerNormBackward({.x = x[kGpu], .gain = gain[kGpu], .mean = mean[kGpu],
+                             .rstd = rstd[kGpu], .grad_out = g[kGpu], .grad_x = gx[kGpu],
+                             .grad_gain = g_gain[kGpu], .grad_bias = g_norm_bias[kGpu]});
+  }, "sum, sum of squares, bias and layer-norm gradients");
+}
+
+}  // namespace
+}  // namespace smallem
