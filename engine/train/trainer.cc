@@ -12,7 +12,7 @@
 #include "engine/data/dataset.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
-#include "engine/optim/adamw.h"
+#include "engine/optim/optimizer.h"
 #include "engine/train/batches.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/schedule.h"
@@ -73,14 +73,11 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(config, backend);
   if (!model.ok()) return model.status();
   (*model)->Initialize(static_cast<uint64_t>(spec.seed));
-  absl::StatusOr<std::unique_ptr<AdamWOptimizer>> optimizer = AdamWOptimizer::Create(
-      **model, AdamWOptions{.beta1 = static_cast<float>(spec.beta1),
-                            .beta2 = static_cast<float>(spec.beta2),
-                            .weight_decay = static_cast<float>(spec.weight_decay),
-                            .max_grad_norm = static_cast<float>(spec.grad_clip)});
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = CreateOptimizer(spec, **model);
   if (!optimizer.ok()) return optimizer.status();
 
-  const Schedule schedule{.lr = spec.lr, .warmup = spec.warmup, .min_lr_ratio = spec.min_lr_ratio};
+  // The schedule yields a multiplier; each optimizer scales its own rates.
+  const Schedule schedule{.lr = 1.0, .warmup = spec.warmup, .min_lr_ratio = spec.min_lr_ratio};
   // Batch order depends on the seed only (a different stream than the weights).
   TrainBatches batches(data->train, B, T, static_cast<uint64_t>(spec.seed) * 0x9e3779b9ULL + 1);
   Arena arena(backend);
@@ -160,7 +157,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       {"peak_memory_bytes", backend.PeakMemoryBytes()},
       {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
       {"final_train_loss", last_loss},
-      {"final_lr", last_lr},
+      {"final_lr", last_lr * spec.lr},
       {"device", backend.Name()},
       {"device_class", backend.DeviceClass()},
       {"config", spec_json},
