@@ -1,0 +1,47 @@
+// One fused AdamW step (bias-corrected moments, decoupled weight decay),
+// with the gradient optionally scaled for global-norm clipping first.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/check.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_util.h"
+
+namespace smallem {
+
+void CpuBackend::AdamW(const AdamWParams& p) {
+  const int64_t n = p.param.numel();
+  cpu::CheckF32(p.param, n, "adamw: param");
+  cpu::CheckF32(p.grad, n, "adamw: grad");
+  cpu::CheckF32(p.m, n, "adamw: m");
+  cpu::CheckF32(p.v, n, "adamw: v");
+  CHECK_GE(p.step, 1) << "adamw: step is 1-based";
+  float clip = 1.0f;
+  if (!p.grad_norm_sq.empty() && p.max_grad_norm > 0) {
+    cpu::CheckF32(p.grad_norm_sq, 1, "adamw: grad_norm_sq (1)");
+    const double norm = std::sqrt(static_cast<double>(p.grad_norm_sq.f32()[0]));
+    // A zero norm means a zero gradient: nothing to clip.
+    if (norm > p.max_grad_norm) clip = static_cast<float>(p.max_grad_norm / norm);
+  }
+  const float beta1 = p.beta1, beta2 = p.beta2, eps = p.eps;
+  const auto step = static_cast<double>(p.step);
+  const float correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double{beta1}, step)));
+  const float correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double{beta2}, step)));
+  const float lr = p.lr;
+  const float decay = p.lr * p.weight_decay;
+  float* param = p.param.f32();
+  const float* grad = p.grad.f32();
+  float* m = p.m.f32();
+  float* v = p.v.f32();
+#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * clip;
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+    const float m_hat = m[i] * correction1;
+    const float v_hat = v[i] * correction2;
+    param[i] -= lr * m_hat / (cpu::Sqrt(v_hat) + eps) + decay * param[i];
+  }
+}
+
+}  // namespace smallem

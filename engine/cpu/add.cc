@@ -1,0 +1,34 @@
+// Elementwise addition and its gradient (the identity to both inputs).
+#include "engine/check.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_util.h"
+
+namespace smallem {
+
+void CpuBackend::Add(const BinaryParams& p) {
+  const int64_t n = p.out.numel();
+  cpu::CheckF32(p.a, n, "add: a");
+  cpu::CheckF32(p.b, n, "add: b");
+  cpu::CheckF32(p.out, n, "add: out");
+  // No __restrict: out may alias a or b, which elementwise order allows.
+  const float* a = p.a.f32();
+  const float* b = p.b.f32();
+  float* out = p.out.f32();
+#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void CpuBackend::AddBackward(const BinaryBackwardParams& p) {
+  const int64_t n = p.grad_out.numel();
+  cpu::CheckF32(p.grad_out, n, "add backward: grad_out");
+  const float* g = p.grad_out.f32();
+  for (const Tensor* grad : {&p.grad_a, &p.grad_b}) {
+    if (grad->empty()) continue;
+    cpu::CheckF32(*grad, n, "add backward: grad");
+    float* dst = grad->f32();
+#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dst[i] += g[i];
+  }
+}
+
+}  // namespace smallem

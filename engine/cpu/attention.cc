@@ -1,0 +1,167 @@
+// Causal multi-head attention from packed qkv, one (batch, head) pair per
+// task. Queries are taken in blocks of kBlock rows; a block only ever sees
+// the keys at or before its last row, so the products are GEMMs on a
+// kBlock × T tile and no T × T matrix is kept between calls.
+//
+// Backward, per block, recomputing P = exp(S − lse) from the saved lse:
+//   dV += Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(dO ∘ O)),
+//   dQ += scale·dS·K,  dK += scale·dSᵀ·Q.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/check.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_util.h"
+
+namespace smallem {
+namespace {
+
+constexpr int64_t kBlock = 128;
+
+struct AttentionLayout {
+  int64_t b, t, h, d, c;
+  float scale;
+};
+
+AttentionLayout CheckAttention(const Tensor& qkv, const Tensor& out,
+                               int64_t batch, int64_t time, int64_t heads,
+                               int64_t head_dim, const char* op) {
+  CHECK(batch > 0 && time > 0 && heads > 0 && head_dim > 0)
+      << op << ": batch " << batch << ", time " << time << ", heads " << heads
+      << ", head_dim " << head_dim << " must be positive";
+  const int64_t c = heads * head_dim;
+  cpu::CheckF32(qkv, batch * time * 3 * c, "attention: qkv (B, T, 3C)");
+  cpu::CheckF32(out, batch * time * c, "attention: out (B, T, C)");
+  return {batch, time, heads, head_dim, c,
+          1.0f / std::sqrt(static_cast<float>(head_dim))};
+}
+
+// scores[i, j] = scale·q[r0 + i]·k[j] for the block's rows and keys [0, r1).
+void BlockScores(const AttentionLayout& l, const float* q, const float* k,
+                 int64_t r0, int64_t r1, float* scores) {
+  cpu::Gemm(false, true, r1 - r0, r1, l.d, l.scale, q + r0 * 3 * l.c, 3 * l.c,
+            k, 3 * l.c, 0.0f, scores, l.t);
+}
+
+}  // namespace
+
+void CpuBackend::AttentionForward(const AttentionParams& p) {
+  const AttentionLayout l = CheckAttention(p.qkv, p.out, p.batch, p.time,
+                                           p.heads, p.head_dim, "attention");
+  float* lse = nullptr;
+  if (!p.lse.empty()) {
+    cpu::CheckF32(p.lse, l.b * l.h * l.t, "attention: lse (B, H, T)");
+    lse = p.lse.f32();
+  }
+  const float* qkv = p.qkv.f32();
+  float* out = p.out.f32();
+  const int64_t pairs = l.b * l.h;
+#pragma omp parallel for num_threads(threads_) schedule(static) if (pairs > 1)
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    const int64_t b = pair / l.h, h = pair % l.h;
+    const float* q = qkv + b * l.t * 3 * l.c + h * l.d;
+    const float* k = q + l.c;
+    const float* v = q + 2 * l.c;
+    float* o = out + b * l.t * l.c + h * l.d;
+    float* lse_bh = lse == nullptr ? nullptr : lse + pair * l.t;
+    float* scores = cpu::ThreadScratch(kBlock * l.t);
+    for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
+      const int64_t r1 = std::min(l.t, r0 + kBlock);
+      BlockScores(l, q, k, r0, r1, scores);
+      for (int64_t t = r0; t < r1; ++t) {
+        float* s = scores + (t - r0) * l.t;
+        float row_max = -std::numeric_limits<float>::infinity();
+        // The ?: form, not std::max: GCC 12 vectorizes only this reduction.
+#pragma omp simd reduction(max : row_max)
+        for (int64_t j = 0; j <= t; ++j) row_max = s[j] > row_max ? s[j] : row_max;
+        float sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j <= t; ++j) {
+          s[j] = cpu::Exp(s[j] - row_max);
+          sum += s[j];
+        }
+        const float inv_sum = 1.0f / sum;
+#pragma omp simd
+        for (int64_t j = 0; j <= t; ++j) s[j] *= inv_sum;
+        // Future keys get probability 0 (the block's GEMM spans [0, r1)).
+        std::fill(s + t + 1, s + r1, 0.0f);
+        if (lse_bh != nullptr) lse_bh[t] = row_max + std::log(sum);
+      }
+      cpu::Gemm(false, false, r1 - r0, l.d, r1, 1.0f, scores, l.t, v, 3 * l.c,
+                0.0f, o + r0 * l.c, l.c);
+    }
+  }
+}
+
+void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
+  if (p.grad_qkv.empty()) return;
+  const AttentionLayout l =
+      CheckAttention(p.qkv, p.out, p.batch, p.time, p.heads, p.head_dim,
+                     "attention backward");
+  cpu::CheckF32(p.lse, l.b * l.h * l.t, "attention backward: lse (B, H, T)");
+  cpu::CheckF32(p.grad_out, l.b * l.t * l.c,
+                "attention backward: grad_out (B, T, C)");
+  cpu::CheckF32(p.grad_qkv, l.b * l.t * 3 * l.c,
+                "attention backward: grad_qkv (B, T, 3C)");
+  const float* qkv = p.qkv.f32();
+  const float* out = p.out.f32();
+  const float* lse = p.lse.f32();
+  const float* grad_out = p.grad_out.f32();
+  float* grad_qkv = p.grad_qkv.f32();
+  const int64_t pairs = l.b * l.h;
+  const int64_t ld = 3 * l.c;
+  // Each pair writes only its own head's slices of grad_qkv: no races.
+#pragma omp parallel for num_threads(threads_) schedule(static) if (pairs > 1)
+  for (int64_t pair = 0; pair < pairs; ++pair) {
+    const int64_t b = pair / l.h, h = pair % l.h;
+    const int64_t qkv_offset = b * l.t * ld + h * l.d;
+    const int64_t out_offset = b * l.t * l.c + h * l.d;
+    const float* q = qkv + qkv_offset;
+    const float* k = q + l.c;
+    const float* v = q + 2 * l.c;
+    const float* o = out + out_offset;
+    const float* d_o = grad_out + out_offset;
+    float* dq = grad_qkv + qkv_offset;
+    float* dk = dq + l.c;
+    float* dv = dq + 2 * l.c;
+    const float* lse_bh = lse + pair * l.t;
+    float* probs = cpu::ThreadScratch(2 * kBlock * l.t);
+    float* d_scores = probs + kBlock * l.t;
+    for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
+      const int64_t r1 = std::min(l.t, r0 + kBlock);
+      const int64_t rows = r1 - r0;
+      BlockScores(l, q, k, r0, r1, probs);
+      for (int64_t t = r0; t < r1; ++t) {
+        float* s = probs + (t - r0) * l.t;
+        const float row_lse = lse_bh[t];
+#pragma omp simd
+        for (int64_t j = 0; j <= t; ++j) s[j] = cpu::Exp(s[j] - row_lse);
+        std::fill(s + t + 1, s + r1, 0.0f);
+      }
+      cpu::Gemm(true, false, r1, l.d, rows, 1.0f, probs, l.t,
+                d_o + r0 * l.c, l.c, 1.0f, dv, ld);
+      cpu::Gemm(false, true, rows, r1, l.d, 1.0f, d_o + r0 * l.c, l.c, v, ld,
+                0.0f, d_scores, l.t);
+      for (int64_t t = r0; t < r1; ++t) {
+        const float* o_row = o + t * l.c;
+        const float* d_o_row = d_o + t * l.c;
+        float delta = 0;
+#pragma omp simd reduction(+ : delta)
+        for (int64_t i = 0; i < l.d; ++i) delta += d_o_row[i] * o_row[i];
+        const float* prob = probs + (t - r0) * l.t;
+        float* ds = d_scores + (t - r0) * l.t;
+        // The scale of S = scale·Q·Kᵀ folds in here once for dQ and dK.
+#pragma omp simd
+        for (int64_t j = 0; j <= t; ++j) ds[j] = prob[j] * (ds[j] - delta) * l.scale;
+        std::fill(ds + t + 1, ds + r1, 0.0f);
+      }
+      cpu::Gemm(false, false, rows, l.d, r1, 1.0f, d_scores, l.t, k, ld, 1.0f,
+                dq + r0 * ld, ld);
+      cpu::Gemm(true, false, r1, l.d, rows, 1.0f, d_scores, l.t,
+                q + r0 * ld, ld, 1.0f, dk, ld);
+    }
+  }
+}
+
+}  // namespace smallem

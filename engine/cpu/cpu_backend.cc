@@ -1,0 +1,147 @@
+// CpuBackend: memory, copies, Fill and the device description. The ops live
+// in one file each (see cpu_backend.h).
+#include "engine/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/check.h"
+#include "engine/cpu/cpu_util.h"
+
+#ifdef SMALLEM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace smallem {
+namespace {
+
+// Each allocation starts with a header holding its size, so Free can keep
+// the live-bytes count without a map; the header is one alignment unit long
+// so the caller's pointer stays 64-byte aligned.
+constexpr size_t kAlignment = 64;
+constexpr uint64_t kLiveMagic = 0x536d616c6c656d21;  // "Smallem!"
+struct AllocationHeader {
+  size_t bytes;
+  uint64_t magic;
+};
+static_assert(sizeof(AllocationHeader) <= kAlignment);
+
+AllocationHeader* HeaderOf(void* ptr) {
+  return reinterpret_cast<AllocationHeader*>(static_cast<char*>(ptr) -
+                                             kAlignment);
+}
+
+// "AMD EPYC 7R13 Processor" → "amd-epyc-7r13-processor"; "" when unknown.
+std::string CpuModelName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    std::string name;
+    for (char c : line.substr(colon + 1)) {
+      if (std::isalnum(static_cast<unsigned char>(c))) {
+        name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      } else if (!name.empty() && name.back() != '-') {
+        name += '-';
+      }
+    }
+    while (!name.empty() && name.back() == '-') name.pop_back();
+    return name;
+  }
+  return "";
+}
+
+}  // namespace
+
+namespace cpu {
+
+float* ThreadScratch(size_t count) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < count) scratch.resize(count);
+  return scratch.data();
+}
+
+}  // namespace cpu
+
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+  omp_set_num_threads(threads_);
+#ifdef SMALLEM_HAVE_OPENBLAS
+  // The ops split GEMMs across the OpenMP team themselves; a second pool of
+  // OpenBLAS threads would only compete with it for the same cores.
+  openblas_set_num_threads(1);
+#endif
+}
+
+std::string CpuBackend::DeviceClass() const {
+  static const std::string* const model = new std::string(CpuModelName());
+  std::string device_class = absl::StrCat("cpu-", threads_, "t");
+  if (!model->empty()) absl::StrAppend(&device_class, "-", *model);
+  return device_class;
+}
+
+absl::StatusOr<void*> CpuBackend::Allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* base = std::aligned_alloc(kAlignment, kAlignment + rounded);
+  if (base == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cpu: out of host memory allocating ", bytes, " bytes (", live_bytes_,
+        " already live); use a smaller batch or model"));
+  }
+  std::memset(base, 0, kAlignment + rounded);
+  auto* header = static_cast<AllocationHeader*>(base);
+  header->bytes = bytes;
+  header->magic = kLiveMagic;
+  live_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  return static_cast<char*>(base) + kAlignment;
+}
+
+void CpuBackend::Free(void* ptr) {
+  if (ptr == nullptr) return;
+  AllocationHeader* header = HeaderOf(ptr);
+  CHECK_EQ(header->magic, kLiveMagic)
+      << "Free of a pointer this backend did not allocate, or freed twice";
+  header->magic = 0;
+  live_bytes_ -= header->bytes;
+  std::free(header);
+}
+
+void CpuBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void CpuBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+}
+
+void CpuBackend::Fill(Tensor t, float value) {
+  CHECK(t.data != nullptr) << "Fill of an empty tensor";
+  const int64_t n = t.numel();
+  if (t.dtype == DType::kI32) {
+    std::fill_n(t.i32(), n, static_cast<int32_t>(value));
+    return;
+  }
+  CHECK(t.dtype == DType::kF32) << "Fill: " << DTypeName(t.dtype)
+                                << " is not supported on the cpu backend";
+  float* data = t.f32();
+#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
+  for (int64_t i = 0; i < n; ++i) data[i] = value;
+}
+
+}  // namespace smallem

@@ -1,0 +1,97 @@
+// Helpers shared by the CPU ops (engine/cpu/*.cc) and nothing else: a serial
+// GEMM with leading dimensions, an exp the compiler can vectorize, per-thread
+// scratch and shape checks. Not part of the engine's interface.
+#ifndef SMALLEM_ENGINE_CPU_CPU_UTIL_H_
+#define SMALLEM_ENGINE_CPU_CPU_UTIL_H_
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/check.h"
+#include "engine/tensor.h"
+
+namespace smallem::cpu {
+
+// Below this many elements an op stays on the calling thread: waking the
+// OpenMP team costs more than the work.
+inline constexpr int64_t kParallelMin = 1 << 14;
+
+// c = alpha·op(a)·op(b) + beta·c on the calling thread, row-major with
+// leading dimensions (BLAS conventions: beta = 0 never reads c). op(a) is
+// (m, k), op(b) is (k, n). cblas_sgemm where OpenBLAS is present (it must run
+// single-threaded: the ops split work across threads themselves), a plain
+// loop elsewhere. Defined in matmul.cc.
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc);
+
+// At least `count` floats private to the calling thread, valid until its next
+// call. Lets the ops keep scratch without allocating per call. Defined in
+// cpu_backend.cc.
+float* ThreadScratch(size_t count);
+
+// e^x to about 2 ulp (Cephes' expf polynomial), written with plain float and
+// integer arithmetic so that loops calling it vectorize: std::exp and even
+// std::floor do not without -ffast-math. Underflows to 0 below −87.
+inline float Exp(float x) {
+  const float clamped = std::min(std::max(x, -87.0f), 88.0f);
+  // Adding 1.5·2^23 rounds x·log2(e) to the nearest integer n, which then
+  // sits in the low mantissa bits.
+  constexpr float kRound = 12582912.0f;
+  const float shifted = clamped * 1.44269504088896341f + kRound;
+  const float n = shifted - kRound;
+  const int32_t n_int = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
+  // x − n·ln2 in two steps so the reduction stays exact.
+  float r = clamped - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float result = p * std::bit_cast<float>((n_int + 127) << 23);
+  return x < -87.0f ? 0.0f : result;
+}
+
+// √x for x ≥ 0, within an ulp: a bit-level first guess and three Newton
+// steps. std::sqrt does not vectorize without -fno-math-errno (its errno
+// branch is control flow the vectorizer rejects).
+inline float Sqrt(float x) {
+  float y = std::bit_cast<float>(0x1fbd1df5 + (std::bit_cast<int32_t>(x) >> 1));
+  y = 0.5f * (y + x / y);
+  y = 0.5f * (y + x / y);
+  y = 0.5f * (y + x / y);
+  return x > 0.0f ? y : 0.0f;
+}
+
+inline float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
+
+// CHECKs that t is an f32 tensor of `numel` elements; `what` names it.
+inline void CheckF32(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kF32) << what << " must be f32, is "
+                                << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
+inline void CheckI32(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kI32) << what << " must be i32, is "
+                                << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
+// First element of part `part` when [0, count) is cut into `parts` near-equal
+// contiguous parts.
+inline int64_t PartBegin(int64_t count, int part, int parts) {
+  return count * part / parts;
+}
+
+}  // namespace smallem::cpu
+
+#endif  // SMALLEM_ENGINE_CPU_CPU_UTIL_H_

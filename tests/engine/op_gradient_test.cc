@@ -1,0 +1,246 @@
+// Finite-difference gradient checks of every backward op on the CPU backend.
+// Each case projects the op's outputs on fixed random weights, L = Σ w·out,
+// and compares the analytic gradients with central differences of L in
+// double. Gradients start pre-filled with random values, so the checks also
+// prove that backward ops accumulate (+=) rather than overwrite.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "tests/engine/cpu_op_test_util.h"
+
+namespace smallem {
+namespace {
+
+using TensorPairs = std::vector<std::pair<Tensor, Tensor>>;
+
+class OpGradientTest : public testing::CpuOpTest {
+ protected:
+  // `forward` computes the outputs from the inputs; `backward` adds into
+  // each grad_in from the grad_outs. outputs holds (out, grad_out) pairs,
+  // inputs (in, grad_in) pairs. Checks every element of inputs up to 400
+  // elements, `samples` random ones of larger inputs.
+  void Check(const std::string& name, const std::function<void()>& forward,
+             const std::function<void()>& backward, const TensorPairs& outputs,
+             const TensorPairs& inputs, int64_t samples = 30) {
+    constexpr double kEps = 1e-2, kTolerance = 1e-2;
+    for (auto& [out, grad_out] : outputs) FillRandom(grad_out);
+    std::vector<std::vector<float>> prefill;
+    for (auto& [in, grad] : inputs) {
+      FillRandom(grad);
+      prefill.push_back(Values(grad));
+    }
+    forward();
+    backward();
+
+    auto loss = [&] {
+      forward();
+      double sum = 0;
+      for (auto& [out, w] : outputs) {
+        for (int64_t i = 0; i < out.numel(); ++i) sum += double{w.f32()[i]} * out.f32()[i];
+      }
+      return sum;
+    };
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      Tensor in = inputs[k].first, grad = inputs[k].second;
+      std::vector<int64_t> indices;
+      if (in.numel() <= 400) {
+        for (int64_t i = 0; i < in.numel(); ++i) indices.push_back(i);
+      } else {
+        std::uniform_int_distribution<int64_t> pick(0, in.numel() - 1);
+        for (int64_t s = 0; s < samples; ++s) indices.push_back(pick(rng_));
+      }
+      for (int64_t i : indices) {
+        float& x = in.f32()[i];
+        const float x0 = x;
+        // Divide by the perturbation float arithmetic actually made.
+        const float plus = static_cast<float>(x0 + kEps);
+        const float minus = static_cast<float>(x0 - kEps);
+        x = plus;
+        const double loss_plus = loss();
+        x = minus;
+        const double loss_minus = loss();
+        x = x0;
+        const double numeric = (loss_plus - loss_minus) / (double{plus} - minus);
+        const double analytic = double{grad.f32()[i]} - prefill[k][i];
+        EXPECT_NEAR(analytic, numeric, kTolerance * std::abs(numeric) + 1e-3)
+            << name << ": input " << k << " element " << i;
+      }
+    }
+  }
+};
+
+TEST_F(OpGradientTest, MatmulGradientsAreMatmulsWithTransposes) {
+  // y = x·wᵀ (a linear layer): dx = dy·w, dw = dyᵀ·x.
+  const int64_t n = 5, in = 7, out = 11;
+  Tensor x = Random({n, in}), w = Random({out, in}), y = Zeros({n, out});
+  Tensor dx = Zeros({n, in}), dw = Zeros({out, in}), dy = Zeros({n, out});
+  Check(
+      "matmul",
+      [&] {
+        backend_.Matmul(
+            {.a = x, .b = w, .out = y, .m = n, .n = out, .k = in, .trans_b = true});
+      },
+      [&] {
+        backend_.Matmul({.a = dy, .b = w, .out = dx, .m = n, .n = in, .k = out, .beta = 1});
+        backend_.Matmul({.a = dy, .b = x, .out = dw, .m = out, .n = in, .k = n,
+                         .trans_a = true, .beta = 1});
+      },
+      {{y, dy}}, {{x, dx}, {w, dw}});
+}
+
+TEST_F(OpGradientTest, AddAndMul) {
+  for (int64_t n : {int64_t{35}, int64_t{20011}}) {
+    Tensor a = Random({n}), b = Random({n}), out = Zeros({n});
+    Tensor da = Zeros({n}), db = Zeros({n}), dout = Zeros({n});
+    Check("add", [&] { backend_.Add({a, b, out}); },
+          [&] { backend_.AddBackward({a, b, dout, da, db}); }, {{out, dout}},
+          {{a, da}, {b, db}});
+    Check("mul", [&] { backend_.Mul({a, b, out}); },
+          [&] { backend_.MulBackward({a, b, dout, da, db}); }, {{out, dout}},
+          {{a, da}, {b, db}});
+  }
+}
+
+TEST_F(OpGradientTest, GeluSiluAndSwiGlu) {
+  for (int64_t n : {int64_t{35}, int64_t{20011}}) {
+    Tensor gate = Random({n}, -4, 4), up = Random({n}), out = Zeros({n});
+    Tensor dgate = Zeros({n}), dup = Zeros({n}), dout = Zeros({n});
+    Check("gelu", [&] { backend_.GeluForward({gate, out}); },
+          [&] { backend_.GeluBackward({gate, dout, dgate}); }, {{out, dout}},
+          {{gate, dgate}});
+    Check("silu", [&] { backend_.SiluForward({gate, out}); },
+          [&] { backend_.SiluBackward({gate, dout, dgate}); }, {{out, dout}},
+          {{gate, dgate}});
+    Check("swiglu", [&] { backend_.SwiGluForward({gate, up, out}); },
+          [&] { backend_.SwiGluBackward({gate, up, dout, dgate, dup}); },
+          {{out, dout}}, {{gate, dgate}, {up, dup}});
+  }
+}
+
+TEST_F(OpGradientTest, SwiGluSkipsAnEmptyGradient) {
+  const int64_t n = 35;
+  Tensor gate = Random({n}), up = Random({n}), out = Zeros({n});
+  Tensor dgate = Zeros({n}), dup = Zeros({n}), dout = Zeros({n});
+  auto forward = [&] { backend_.SwiGluForward({gate, up, out}); };
+  Check("swiglu up only", forward,
+        [&] { backend_.SwiGluBackward({gate, up, dout, Tensor{}, dup}); },
+        {{out, dout}}, {{up, dup}});
+  Check("swiglu gate only", forward,
+        [&] { backend_.SwiGluBackward({gate, up, dout, dgate, Tensor{}}); },
+        {{out, dout}}, {{gate, dgate}});
+}
+
+TEST_F(OpGradientTest, BiasAdd) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {67, 257}}) {
+    Tensor x = Random({rows, cols}), bias = Random({cols}), out = Zeros({rows, cols});
+    Tensor dbias = Zeros({cols}), dout = Zeros({rows, cols});
+    Check(
+        "bias_add",
+        [&] {
+          backend_.CopyOnDevice(out.data, x.data, x.bytes());
+          backend_.BiasAdd({out, bias});
+        },
+        [&] { backend_.BiasBackward({dout, dbias}); }, {{out, dout}}, {{bias, dbias}});
+  }
+}
+
+TEST_F(OpGradientTest, LayerNorm) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {67, 257}}) {
+    NormParams p;
+    p.x = Random({rows, cols}, -2, 2), p.gain = Random({cols}), p.bias = Random({cols});
+    p.out = Zeros({rows, cols}), p.mean = Zeros({rows}), p.rstd = Zeros({rows});
+    NormBackwardParams b;
+    b.x = p.x, b.gain = p.gain, b.mean = p.mean, b.rstd = p.rstd;
+    b.grad_out = Zeros({rows, cols}), b.grad_x = Zeros({rows, cols});
+    b.grad_gain = Zeros({cols}), b.grad_bias = Zeros({cols});
+    Check("layer_norm", [&] { backend_.LayerNormForward(p); },
+          [&] { backend_.LayerNormBackward(b); }, {{p.out, b.grad_out}},
+          {{p.x, b.grad_x}, {p.gain, b.grad_gain}, {p.bias, b.grad_bias}});
+  }
+}
+
+TEST_F(OpGradientTest, RmsNorm) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {67, 257}}) {
+    NormParams p;
+    p.x = Random({rows, cols}, -2, 2), p.gain = Random({cols});
+    p.out = Zeros({rows, cols}), p.rstd = Zeros({rows});
+    NormBackwardParams b;
+    b.x = p.x, b.gain = p.gain, b.rstd = p.rstd;
+    b.grad_out = Zeros({rows, cols}), b.grad_x = Zeros({rows, cols});
+    b.grad_gain = Zeros({cols});
+    Check("rms_norm", [&] { backend_.RmsNormForward(p); },
+          [&] { backend_.RmsNormBackward(b); }, {{p.out, b.grad_out}},
+          {{p.x, b.grad_x}, {p.gain, b.grad_gain}});
+  }
+}
+
+TEST_F(OpGradientTest, Rope) {
+  const int64_t batch = 2, time = 5, d = 4, width = 11, offset = 2;
+  RopeParams p;
+  p.x = Random({batch, time, width}), p.out = Zeros({batch, time, width});
+  p.cos = Zeros({time + offset, d / 2}), p.sin = Zeros({time + offset, d / 2});
+  for (int64_t m = 0; m < time + offset; ++m) {
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double angle = m * std::pow(10000.0, -2.0 * i / d);
+      p.cos.f32()[m * d / 2 + i] = static_cast<float>(std::cos(angle));
+      p.sin.f32()[m * d / 2 + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  p.time = time, p.head_dim = d, p.rotate_channels = 2 * d, p.position_offset = offset;
+  Tensor dx = Zeros({batch, time, width}), dout = Zeros({batch, time, width});
+  Check("rope", [&] { backend_.RopeForward(p); },
+        [&] { backend_.RopeBackward({dout, dx, p.cos, p.sin, time, d, 2 * d, offset}); },
+        {{p.out, dout}}, {{p.x, dx}});
+}
+
+TEST_F(OpGradientTest, Attention) {
+  // Small odd shapes, then a T spanning three query blocks.
+  for (auto [batch, time, heads, d] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4}, {1, 150, 2, 8}}) {
+    const int64_t c = heads * d;
+    AttentionParams p;
+    p.qkv = Random({batch, time, 3 * c}, -1.5, 1.5);
+    p.out = Zeros({batch, time, c}), p.lse = Zeros({batch, heads, time});
+    p.batch = batch, p.time = time, p.heads = heads, p.head_dim = d;
+    AttentionBackwardParams b;
+    b.qkv = p.qkv, b.out = p.out, b.lse = p.lse;
+    b.grad_out = Zeros({batch, time, c}), b.grad_qkv = Zeros({batch, time, 3 * c});
+    b.batch = batch, b.time = time, b.heads = heads, b.head_dim = d;
+    Check("attention", [&] { backend_.AttentionForward(p); },
+          [&] { backend_.AttentionBackward(b); }, {{p.out, b.grad_out}},
+          {{p.qkv, b.grad_qkv}}, /*samples=*/150);
+  }
+}
+
+TEST_F(OpGradientTest, Embedding) {
+  const int64_t vocab = 6, cols = 7, n = 15;  // ids repeat
+  Tensor ids = Ids({n}, vocab), table = Random({vocab, cols}), out = Zeros({n, cols});
+  Tensor dtable = Zeros({vocab, cols}), dout = Zeros({n, cols});
+  Check("embedding", [&] { backend_.EmbeddingForward({ids, table, out}); },
+        [&] { backend_.EmbeddingBackward({ids, dout, dtable}); }, {{out, dout}},
+        {{table, dtable}});
+}
+
+TEST_F(OpGradientTest, CrossEntropy) {
+  for (auto [rows, vocab] : {std::pair<int64_t, int64_t>{5, 7}, {40, 501}}) {
+    CrossEntropyParams p;
+    p.logits = Random({rows, vocab}, -3, 3), p.targets = Ids({rows}, vocab);
+    p.losses = Zeros({rows}), p.lse = Zeros({rows});
+    Tensor dlogits = Zeros({rows, vocab}), dlosses = Zeros({rows});
+    Check("cross_entropy", [&] { backend_.CrossEntropyForward(p); },
+          [&] {
+            backend_.CrossEntropyBackward({p.logits, p.targets, p.lse, dlosses, dlogits});
+          },
+          {{p.losses, dlosses}}, {{p.logits, dlogits}});
+  }
+}
+
+}  // namespace
+}  // namespace smallem
