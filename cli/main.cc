@@ -4,6 +4,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/data_command.h"
+#include "cli/service_commands.h"
 #include "cli/train_command.h"
 #include "nlohmann/json.hpp"
 
@@ -74,7 +75,10 @@ int main(int argc, char** argv) {
   tr->add_option("--spec", train.spec_file, "Run spec JSON file; flags override it");
   tr->add_option("--out", train.out, "Output directory (weights, result.json)")->capture_default_str();
   tr->add_option("--threads", train.threads, "CPU threads, 0 = all cores")->capture_default_str();
+  tr->add_option("--device", train.device, "cpu | cuda:N (bf16 matmuls)")->capture_default_str();
   tr->add_flag("--json-progress", train.json_progress, "Progress and result as JSON lines on stdout");
+  tr->add_flag("--profile", train.profile,
+               "Per-step time, optimizer time and op counts (matmuls first) on stderr at the end");
   tr->callback([&] {
     for (auto& f : apply) f();
     exit_code = smallem::RunTrain(train);
@@ -104,6 +108,87 @@ int main(int argc, char** argv) {
 
   // --- service commands (submit, status, watch, report, cancel, retry,
   //     workers, run) ---
+  auto coordinator_flag = [](CLI::App* cmd, smallem::cli::ServiceArgs* service) {
+    cmd->add_option("--coordinator", service->coordinator,
+                    "Coordinator HOST:PORT (default $SMALLEM_COORDINATOR or 127.0.0.1:7070)");
+    cmd->add_option("--timeout", service->deadline_s, "Seconds per call")->capture_default_str();
+  };
+
+  smallem::cli::SubmitArgs submit;
+  CLI::App* sub = app.add_subcommand(
+      "submit", "Queue a grid on a coordinator (uploads its dataset once).\n"
+                "Example: smallemctl submit examples/demo.yaml");
+  sub->add_option("grid", submit.grid, "Grid file")->required();
+  sub->add_option("--retries", submit.retry_budget,
+                  "Engine errors retried per run (0 = the coordinator's default)");
+  coordinator_flag(sub, &submit.service);
+  sub->callback([&] { exit_code = smallem::cli::RunSubmit(submit); });
+
+  smallem::cli::StatusArgs status;
+  CLI::App* st = app.add_subcommand(
+      "status", "Progress of every experiment, or of one experiment's runs.\n"
+                "Example: smallemctl status demo");
+  st->add_option("experiment", status.experiment, "Experiment name or id");
+  coordinator_flag(st, &status.service);
+  st->callback([&] { exit_code = smallem::cli::RunStatus(status); });
+
+  smallem::cli::WatchArgs watch;
+  CLI::App* wa = app.add_subcommand("watch", "Follow one run's progress until it ends.\n"
+                                             "Example: smallemctl watch 3");
+  wa->add_option("run", watch.run_id, "Run id (from `smallemctl status EXP`)")->required();
+  coordinator_flag(wa, &watch.service);
+  wa->callback([&] { exit_code = smallem::cli::RunWatch(watch); });
+
+  smallem::cli::ReportArgs report;
+  CLI::App* re = app.add_subcommand(
+      "report", "Compare each variant with the baseline, against the noise threshold.\n"
+                "Example: smallemctl report demo --format markdown");
+  re->add_option("experiment", report.experiment, "Experiment name or id")->required();
+  re->add_option("--at", report.at, "steps | time | both")->capture_default_str();
+  re->add_option("--format", report.format, "table | markdown | csv | json")
+      ->capture_default_str();
+  re->add_option("--noise-floor", report.noise_floor,
+                 "Floor of the noise threshold, nats/byte (0 = 0.002)");
+  re->add_option("--plot", report.plot, "Write the figure (loss against steps/time) to FILE.svg");
+  coordinator_flag(re, &report.service);
+  re->callback([&] { exit_code = smallem::cli::RunReport(report); });
+
+  smallem::cli::CancelArgs cancel;
+  CLI::App* ca = app.add_subcommand("cancel", "Cancel an experiment's queued and running runs.\n"
+                                              "Example: smallemctl cancel demo");
+  ca->add_option("experiment", cancel.experiment, "Experiment name or id");
+  ca->add_option("--run", cancel.run_ids, "Run ids instead of an experiment");
+  coordinator_flag(ca, &cancel.service);
+  ca->callback([&] { exit_code = smallem::cli::RunCancel(cancel); });
+
+  smallem::cli::RetryArgs retry;
+  CLI::App* rt = app.add_subcommand("retry", "Queue failed and cancelled runs again.\n"
+                                             "Example: smallemctl retry demo");
+  rt->add_option("experiment", retry.experiment, "Experiment name or id");
+  rt->add_option("--run", retry.run_ids, "Run ids instead of an experiment");
+  coordinator_flag(rt, &retry.service);
+  rt->callback([&] { exit_code = smallem::cli::RunRetry(retry); });
+
+  smallem::cli::WorkersArgs workers;
+  CLI::App* wo = app.add_subcommand("workers", "List the workers, their devices and runs.");
+  coordinator_flag(wo, &workers.service);
+  wo->callback([&] { exit_code = smallem::cli::RunWorkers(workers); });
+
+  smallem::cli::RunLocalArgs run;
+  CLI::App* ru = app.add_subcommand(
+      "run", "Run a grid on this machine: embedded coordinator (SQLite file here), local\n"
+             "workers, progress, then the report. Running it again resumes.\n"
+             "Example: smallemctl run examples/demo.yaml");
+  ru->add_option("grid", run.grid, "Grid file")->required();
+  ru->add_option("--db", run.db, "SQLite database file")->capture_default_str();
+  ru->add_option("--cache", run.cache, "Worker cache directory")->capture_default_str();
+  ru->add_option("--workers", run.workers, "Local CPU workers")->capture_default_str();
+  ru->add_option("--threads", run.threads, "CPU threads per run (0 = cores / workers)");
+  ru->add_option("--format", run.format, "Report format: table | markdown | csv | json")
+      ->capture_default_str();
+  ru->add_option("--worker-binary", run.worker_binary,
+                 "smallem-worker to spawn (default: $SMALLEM_WORKER, or next to smallemctl)");
+  ru->callback([&] { exit_code = smallem::cli::RunLocal(run); });
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;

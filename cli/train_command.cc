@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "cli/progress.h"
 #include "engine/arena.h"
@@ -12,9 +15,13 @@
 #include "engine/data/tokenizer.h"
 #include "engine/model/generator.h"
 #include "engine/model/weights.h"
+#include "engine/profiler.h"
 #include "engine/train/batches.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/trainer.h"
+#ifdef SMALLEM_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 
 namespace smallem {
 namespace {
@@ -36,6 +43,24 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   return j;
 }
 
+// The backend --device names: "cpu" (with `threads`) or "cuda:N".
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads) {
+  if (device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads));
+  int index = -1;
+  if (!device.starts_with("cuda:") || !absl::SimpleAtoi(device.substr(5), &index) || index < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--device %s: expected cpu or cuda:N (N a GPU index, e.g. cuda:0)", device));
+  }
+#ifdef SMALLEM_HAVE_CUDA
+  return CreateCudaBackend(index, kTrainingMatmulPrecision);
+#else
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--device %s: this smallemctl was built without CUDA (configure with -DSMALLEM_CUDA=ON "
+      "where nvcc exists); use --device cpu",
+      device));
+#endif
+}
+
 }  // namespace
 
 int RunTrain(const TrainArgs& args) {
@@ -55,7 +80,12 @@ int RunTrain(const TrainArgs& args) {
   absl::StatusOr<RunSpec> spec = RunSpec::FromJson(spec_json);
   if (!spec.ok()) return Fail(spec.status());
 
-  CpuBackend backend(args.threads);
+  absl::StatusOr<std::unique_ptr<Backend>> created = CreateBackend(args.device, args.threads);
+  if (!created.ok()) return Fail(created.status());
+  // --profile: every call goes through the profiler to the real backend.
+  std::unique_ptr<ProfilingBackend> profiler;
+  if (args.profile) profiler = std::make_unique<ProfilingBackend>(**created);
+  Backend& backend = profiler ? *profiler : **created;
   ProgressLine line(stderr);
   TrainOptions options{.out_dir = args.out};
   const int64_t steps = spec->budget.steps.value_or(0);
@@ -81,12 +111,17 @@ int RunTrain(const TrainArgs& args) {
                 p.step == p.total_steps);
   };
   if (!args.json_progress) {
-    std::fprintf(stderr, "training on %s (%d threads): %s\n", backend.DeviceClass().c_str(),
-                 backend.threads(), spec->ToJson().dump().c_str());
+    const std::string where =
+        args.device == "cpu"
+            ? absl::StrFormat("%d threads", static_cast<CpuBackend&>(**created).threads())
+            : absl::StrFormat("%s, bf16 matmuls", backend.Name());
+    std::fprintf(stderr, "training on %s (%s): %s\n", backend.DeviceClass().c_str(),
+                 where.c_str(), spec->ToJson().dump().c_str());
   }
   absl::StatusOr<nlohmann::json> result = Train(*spec, backend, options);
   line.Finish();
   if (!result.ok()) return Fail(result.status());
+  if (profiler) std::fprintf(stderr, "%s", profiler->FormatTable().c_str());
   if (args.json_progress) {
     std::printf("%s\n", nlohmann::json{{"event", "result"}, {"result", *result}}.dump().c_str());
     return 0;

@@ -15,8 +15,14 @@ struct TrainArgs {
   nlohmann::json spec;       // run-spec keys given on the command line
   std::string spec_file;     // --spec FILE.json, merged under the flags
   std::string out = "runs/latest";
-  int threads = 0;           // 0 = every core
+  int threads = 0;           // 0 = every core (CPU only)
+  // "cpu" or "cuda:N" (bf16 matmuls, kernels/cuda_backend.h); cuda:N in a
+  // build without CUDA is an error that says so.
+  std::string device = "cpu";
   bool json_progress = false;  // JSON lines on stdout (for machines)
+  // Times and counts every backend call (engine/profiler.h) and prints the
+  // mean per-step table to stderr after training.
+  bool profile = false;
 };
 int RunTrain(const TrainArgs& args);
 

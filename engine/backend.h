@@ -180,6 +180,30 @@ struct AdamWParams {
   int64_t step = 1;  // 1-based, for bias correction
 };
 
+// Per-row statistics for optimizers (Muon's per-matrix Frobenius norms,
+// NorMuon's per-neuron running mean): with in viewed as (R, K), R = rows()
+// of its shape and K = cols(),
+//   out[r] = alpha · Σ_k in[r, k]² + beta · out[r]   (beta = 0 never reads out)
+// accumulated in double, in a fixed order (independent of the thread count).
+struct RowReduceParams {
+  Tensor in;   // (R, K)
+  Tensor out;  // (R)
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+// Per-row scaling for optimizers: with in viewed as (R, K),
+//   out[r, :] = alpha · in[r, :] · √numer[r] / √(denom[r] + eps)
+// where an empty numer or denom counts as 1, and a row whose denom[r] + eps
+// is not positive gets a factor 0 (a zero matrix stays zero). With both
+// empty it is a plain scale by alpha. out may alias in.
+struct RowScaleParams {
+  Tensor in;     // (R, K)
+  Tensor out;    // (R, K)
+  Tensor numer;  // (R) or empty
+  Tensor denom;  // (R) or empty
+  float alpha = 1.0f, eps = 0.0f;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -232,6 +256,12 @@ class Backend {
   virtual void Sum(const ReduceParams& p) = 0;
   virtual void SumSquares(const ReduceParams& p) = 0;
   virtual void AdamW(const AdamWParams& p) = 0;
+  // Optimizer ops without gradients. The default implementations copy the
+  // operands to the host, run the CPU reference and copy the result back:
+  // correct on every backend, slow and synchronizing where memory is not
+  // host memory, until the backend overrides them with its own kernels.
+  virtual void RowSumSquares(const RowReduceParams& p);
+  virtual void RowScale(const RowScaleParams& p);
 };
 
 }  // namespace smallem

@@ -26,6 +26,8 @@ enum class Op : uint8_t {
   kSum,           // sum of all elements to a scalar
   kSumSquares,    // sum of squares to a scalar (gradient norm)
   kAdamW,         // fused AdamW update with global-norm clipping
+  kRowSumSquares, // per-row sum of squares (optimizer statistics, no gradient)
+  kRowScale,      // rows scaled by √numer / √(denom + eps) (optimizer, no gradient)
   kCount,
 };
 

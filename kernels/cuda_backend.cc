@@ -492,6 +492,12 @@ void CudaBackend::AttentionForward(const AttentionParams& p) {
   const cuda::AttentionShape shape =
       CheckAttention(p.qkv, p.out, p.batch, p.time, p.heads, p.head_dim, "attention");
   float* lse = OptionalF32(p.lse, p.batch * p.heads * p.time, "attention: lse (B, H, T)");
+  // The speed mode runs attention's products on the tensor cores too.
+  if (matmul_precision_ == MatmulPrecision::kBf16) {
+    CheckCuda(cuda::LaunchAttentionForwardBf16(p.qkv.f32(), p.out.f32(), lse, shape, stream_),
+              "attention (bf16)");
+    return;
+  }
   CheckCuda(cuda::LaunchAttentionForward(p.qkv.f32(), p.out.f32(), lse, shape, stream_),
             "attention");
 }
@@ -505,6 +511,13 @@ void CudaBackend::AttentionBackward(const AttentionBackwardParams& p) {
   CheckF32(p.grad_out, p.batch * p.time * c, "attention backward: grad_out (B, T, C)");
   CheckF32(p.grad_qkv, p.batch * p.time * 3 * c, "attention backward: grad_qkv (B, T, 3C)");
   float* scratch = Scratch(cuda::AttentionBackwardScratchFloats(shape));
+  if (matmul_precision_ == MatmulPrecision::kBf16) {
+    CheckCuda(cuda::LaunchAttentionBackwardBf16(p.qkv.f32(), p.out.f32(), p.lse.f32(),
+                                                p.grad_out.f32(), p.grad_qkv.f32(), shape,
+                                                scratch, stream_),
+              "attention backward (bf16)");
+    return;
+  }
   CheckCuda(cuda::LaunchAttentionBackward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
                                           p.grad_out.f32(), p.grad_qkv.f32(), shape, scratch,
                                           stream_),

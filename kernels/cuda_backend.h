@@ -3,8 +3,10 @@
 // Every op is enqueued on the backend's one stream and returns at once;
 // CopyToHost and Synchronize wait for the stream. Tensor memory is plain
 // cudaMalloc memory (zeroed on allocation). Matmuls go through cuBLASLt in
-// the precision set by set_matmul_precision; every other op computes in f32
-// (kernels/*.cu), so kF32 mode matches the CPU reference to ~1e-5.
+// the precision set by set_matmul_precision, and so do attention's products:
+// kF32 runs kernels/attention.cu (f32), kBf16 kernels/attention_bf16.cu
+// (tensor cores). Every other op computes in f32 (kernels/*.cu), so kF32
+// mode matches the CPU reference to ~1e-5 and kBf16 to ~1e-2.
 //
 // A kernel launch error, or a shape that breaks an op's contract, is a broken
 // invariant: CHECK (abort with file, line and the CUDA error). Errors raised
@@ -30,9 +32,16 @@
 
 namespace smallem {
 
-// What the matmuls multiply in: kF32 (true f32; the parity mode) or kBf16
-// (inputs rounded to bf16, f32 accumulation and output; the speed mode).
+// What the matmuls and attention's products multiply in: kF32 (true f32;
+// the parity mode) or kBf16 (inputs rounded to bf16, f32 accumulation and
+// output; the speed mode).
 using MatmulPrecision = cuda::MatmulPrecision;
+
+// The precision training runs use on a GPU (`smallemctl train --device
+// cuda:N`, the worker): the speed mode. Every run of one device class uses
+// the same, so their losses and times compare; the parity tests ask for kF32
+// explicitly.
+inline constexpr MatmulPrecision kTrainingMatmulPrecision = MatmulPrecision::kBf16;
 
 class CudaBackend final : public Backend {
  public:

@@ -155,6 +155,21 @@ cudaError_t LaunchAttentionBackward(const float* qkv, const float* out,
                                     const AttentionShape& shape,
                                     float* scratch, cudaStream_t stream);
 
+// attention_bf16.cu: the same two operations on the tensor cores, what
+// CudaBackend runs when its matmuls are bf16. q, k, v, dO and the
+// probabilities are rounded to bf16 (f32 accumulation; scores, softmax
+// statistics, lse and delta in f32): ~1e-2 relative accuracy. Same shapes,
+// head sizes, lse, scratch (AttentionBackwardScratchFloats) and determinism
+// (no atomics) as the f32 launchers above.
+cudaError_t LaunchAttentionForwardBf16(const float* qkv, float* out, float* lse,
+                                       const AttentionShape& shape,
+                                       cudaStream_t stream);
+cudaError_t LaunchAttentionBackwardBf16(const float* qkv, const float* out,
+                                        const float* lse,
+                                        const float* grad_out, float* grad_qkv,
+                                        const AttentionShape& shape,
+                                        float* scratch, cudaStream_t stream);
+
 // embedding.cu
 // out (count, cols) = table (vocab, cols)[ids (count) i32]. An id outside
 // [0, vocab) is a broken invariant: the kernel traps (a sticky CUDA error).

@@ -110,6 +110,14 @@ ComparisonPlan ComparisonPlan::ForGrid(const Grid& grid) {
   for (const GridVariant& v : grid.variants) plan.variants.push_back(v.name);
   plan.seeds = grid.seeds;
   plan.budget = grid.budget;
+  if (grid.reference) {
+    ReferencePlan reference{.budgets = grid.reference->budgets, .seeds = grid.reference->seeds,
+                            .shared_variant = ""};
+    for (const GridVariant& v : grid.variants) {
+      if (v.spec_hash == grid.reference->spec_hash) reference.shared_variant = v.name;
+    }
+    plan.reference = std::move(reference);
+  }
   return plan;
 }
 

@@ -60,6 +60,20 @@ struct ComparedRun {
   double train_seconds = 0;
   int64_t params = 0;
   std::string device_class;
+  // Optimizer steps done (the result's "steps"); unset: the budget's steps.
+  // Only plots read it (loss against steps for a minutes budget).
+  std::optional<int64_t> steps;
+};
+
+// The equal-time reference curve a plan compares against (Grid::reference;
+// server/reference_curve.h builds the curve). Reference runs are the runs of
+// the variant named "reference" at these budgets and seeds, plus those of
+// `shared_variant`: Grid::Cells lists a reference cell identical to a
+// variant's cell (same spec, seed and budget) once, as the variant's.
+struct ReferencePlan {
+  std::vector<Budget> budgets;  // strictly increasing; all steps or all minutes
+  std::vector<int64_t> seeds;
+  std::string shared_variant;   // the variant whose spec is the reference's; "" = none
 };
 
 // What to compare.
@@ -72,8 +86,10 @@ struct ComparisonPlan {
   double noise_floor = 0.002;         // nats per byte; τ never goes below it
   double params_warning_fraction = 0.02;
   std::string device_class;           // "" = the baseline's (see above)
+  // The reference curve for the equal-time comparison; ignored at equal steps.
+  std::optional<ReferencePlan> reference;
 
-  // The equal-steps comparison a grid file describes.
+  // The comparison a grid file describes (with its reference curve, if any).
   static ComparisonPlan ForGrid(const Grid& grid);
 };
 

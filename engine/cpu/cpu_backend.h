@@ -63,6 +63,8 @@ class CpuBackend final : public Backend {
   void Sum(const ReduceParams& p) override;                        // reduce.cc
   void SumSquares(const ReduceParams& p) override;                 // reduce.cc
   void AdamW(const AdamWParams& p) override;                       // adamw.cc
+  void RowSumSquares(const RowReduceParams& p) override;           // row_sum_squares.cc
+  void RowScale(const RowScaleParams& p) override;                 // row_scale.cc
 
  private:
   int threads_;

@@ -28,6 +28,15 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc);
 
+// The row ops on host memory, for CpuBackend and for Backend's default
+// (copy-to-host) implementations: row_sum_squares.cc and row_scale.cc. in is
+// (rows, cols); see RowReduceParams and RowScaleParams in engine/backend.h.
+void RowSumSquares(const float* in, int64_t rows, int64_t cols, float alpha,
+                   float beta, float* out, int threads);
+void RowScale(const float* in, int64_t rows, int64_t cols, const float* numer,
+              const float* denom, float alpha, float eps, float* out,
+              int threads);
+
 // At least `count` floats private to the calling thread, valid until its next
 // call. Lets the ops keep scratch without allocating per call. Defined in
 // cpu_backend.cc.

@@ -5,7 +5,13 @@ namespace smallem {
 absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
     Model& model, const AdamWOptions& options) {
   std::unique_ptr<AdamWOptimizer> opt(new AdamWOptimizer(model, options));
-  const int64_t n = model.ParameterCount();
+  int64_t n = 0;
+  const std::vector<Model::Parameter>& params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (options.include && !options.include(params[i])) continue;
+    opt->slots_.push_back(Slot{.parameter = i, .offset = n});
+    n += params[i].value.numel();
+  }
   // m and v, then one scalar (padded to keep 64-byte alignment).
   absl::StatusOr<void*> buffer = model.backend().Allocate((2 * n + 16) * sizeof(float));
   if (!buffer.ok()) return buffer.status();
@@ -26,9 +32,9 @@ void AdamWOptimizer::Step(float lr) {
   ++step_;
   const bool clip = options_.max_grad_norm > 0;
   if (clip) be.SumSquares(ReduceParams{.in = model_.grads(), .out = norm_sq_});
-  const float* values = model_.values().f32();
-  for (const Model::Parameter& p : model_.parameters()) {
-    const int64_t offset = p.value.f32() - values;
+  for (const Slot& slot : slots_) {
+    const Model::Parameter& p = model_.parameters()[slot.parameter];
+    const int64_t offset = slot.offset;
     be.AdamW(AdamWParams{
         .param = p.value, .grad = p.grad,
         .m = Tensor{.data = m_.f32() + offset, .shape = p.value.shape},

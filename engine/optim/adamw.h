@@ -1,11 +1,14 @@
-// AdamW over every parameter of a Model: f32 moments in buffers laid out like
-// the parameters, decoupled weight decay on matrices and embeddings only,
-// clipping by the global gradient norm computed on the device (no host sync).
+// AdamW over the parameters of a Model (every one, or those a filter keeps):
+// f32 moments in one buffer laid out like the kept parameters, decoupled
+// weight decay on matrices and embeddings only, clipping by the global
+// gradient norm of the whole model computed on the device (no host sync).
 #ifndef SMALLEM_ENGINE_OPTIM_ADAMW_H_
 #define SMALLEM_ENGINE_OPTIM_ADAMW_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/model/model.h"
@@ -16,6 +19,9 @@ struct AdamWOptions {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float weight_decay = 0.1f;
   float max_grad_norm = 1.0f;  // 0 disables clipping
+  // The parameters this optimizer updates (Muon keeps the hidden matrices
+  // for itself); empty means every parameter.
+  std::function<bool(const Model::Parameter&)> include;
 };
 
 class AdamWOptimizer {
@@ -33,8 +39,14 @@ class AdamWOptimizer {
  private:
   AdamWOptimizer(Model& model, const AdamWOptions& options) : model_(model), options_(options) {}
 
+  struct Slot {
+    size_t parameter;  // index in model_.parameters()
+    int64_t offset;    // of its moments in m_ and v_
+  };
+
   Model& model_;
   AdamWOptions options_;
+  std::vector<Slot> slots_;
   void* buffer_ = nullptr;  // m, v, then the norm scalar
   Tensor m_, v_, norm_sq_;
   int64_t step_ = 0;

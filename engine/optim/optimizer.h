@@ -21,7 +21,10 @@ class Optimizer {
   virtual void Step(float lr_scale) = 0;
 };
 
-// The optimizer `spec.optimizer` names, with the spec's hyper-parameters.
+// The optimizer `spec.optimizer` names (engine/optim/optimizer_spec.h), with
+// the spec's hyper-parameters: AdamW at spec.lr, or Muon at spec.muon_lr on
+// the hidden matrices with AdamW at spec.lr on the rest. When the model's
+// backend is a ProfilingBackend (engine/profiler.h) each step is marked on it.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const RunSpec& spec, Model& model);
 
 }  // namespace smallem

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/optim/optimizer_spec.h"
 #include "nlohmann/json.hpp"
 
 namespace smallem {
@@ -47,7 +48,8 @@ constexpr const char* kKeys[] = {
     "data",   "arch",      "norm",         "feed_forward", "positions", "bias",
     "layers", "heads",     "embed",        "context",      "batch",     "steps",
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
-    "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed"};
+    "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
+    "muon_lr"};
 
 }  // namespace
 
@@ -70,6 +72,7 @@ json RunSpec::ToJson() const {
             {"batch", batch},
             {"optimizer", optimizer},
             {"lr", lr},
+            {"muon_lr", muon_lr},
             {"min_lr_ratio", min_lr_ratio},
             {"warmup", warmup},
             {"weight_decay", weight_decay},
@@ -131,6 +134,7 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     }
     else if (k == "optimizer") st = ReadString(v, k, &s.optimizer);
     else if (k == "lr") st = ReadDouble(v, k, &s.lr);
+    else if (k == "muon_lr") st = ReadDouble(v, k, &s.muon_lr);
     else if (k == "min_lr_ratio") st = ReadDouble(v, k, &s.min_lr_ratio);
     else if (k == "warmup") st = ReadDouble(v, k, &s.warmup);
     else if (k == "weight_decay") st = ReadDouble(v, k, &s.weight_decay);
@@ -156,8 +160,9 @@ absl::Status RunSpec::Validate() const {
   if (warmup < 0 || warmup >= 1) return bad("\"warmup\": a fraction of the budget in [0, 1)");
   if (min_lr_ratio < 0 || min_lr_ratio > 1) return bad("\"min_lr_ratio\": must be in [0, 1]");
   if (eval_batches <= 0) return bad("\"eval_batches\": must be positive");
-  if (optimizer != "adamw") {
-    return bad("unknown optimizer \"", optimizer, "\" (expected adamw)");
+  if (!(muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", muon_lr, ")");
+  if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
+    return bad("\"optimizer\": ", o.status().message());
   }
   // vocab is the dataset's; any legal value checks the rest of the shape.
   return ModelFor(256).Validate();

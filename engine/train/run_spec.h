@@ -30,8 +30,11 @@ struct RunSpec {
   Architecture architecture = Architecture::Gpt2();
   int64_t batch = 16;  // B: sequences per step
   Budget budget{.steps = 200, .minutes = std::nullopt};
+  // "adamw" or "muon[:short][,period=K][,norm][,boost=G][,stack=off]"
+  // (engine/optim/optimizer_spec.h).
   std::string optimizer = "adamw";
-  double lr = 3e-3;
+  double lr = 3e-3;            // AdamW's rate (with Muon: for the non-matrix parameters)
+  double muon_lr = 0.02;       // Muon's rate for the hidden matrices
   double min_lr_ratio = 0.1;   // the schedule decays to lr · min_lr_ratio
   double warmup = 0.05;        // fraction of the budget spent warming up
   double weight_decay = 0.1;

@@ -135,6 +135,15 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
         "training diverged: loss is ", last_loss, " at step ", step, " (lower --lr?)"));
   }
 
+  // "Ends fully decayed": training stops once the fraction of the budget
+  // done reaches 1, where the schedule is at its floor lr·min_lr_ratio.
+  // final_lr is the schedule's value where training stopped (the floor for
+  // every run that reached its budget); the last update used the value where
+  // it began, less than one step earlier.
+  const double end_fraction =
+      budget_steps ? static_cast<double>(step) / budget_steps : train_s / budget_s;
+  const double final_lr = schedule.At(end_fraction) * spec.lr;
+
   const EvalResult eval = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *plan);
   const int64_t params = (*model)->ParameterCount();
   const int64_t tokens = step * B * T;
@@ -157,7 +166,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       {"peak_memory_bytes", backend.PeakMemoryBytes()},
       {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
       {"final_train_loss", last_loss},
-      {"final_lr", last_lr * spec.lr},
+      {"final_lr", final_lr},
       {"device", backend.Name()},
       {"device_class", backend.DeviceClass()},
       {"config", spec_json},

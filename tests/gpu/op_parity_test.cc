@@ -2,9 +2,11 @@
 // shapes go through CpuBackend (the reference) and CudaBackend, forward and
 // backward, and the outputs must agree to the precision's tolerance. The
 // backward cases start every gradient from random values, so they also check
-// that gradients accumulate (+=) rather than overwrite. A second group checks
-// that the reductions without atomics give bitwise the same results when run
-// twice. Every test skips when no GPU is present.
+// that gradients accumulate (+=) rather than overwrite. The bf16 mode's
+// matmuls and tensor-core attention are judged with bf16 tolerances (tests
+// named Bf16…, which scripts/gpu-check runs in a second process). A last
+// group checks that the reductions without atomics give bitwise the same
+// results when run twice. Every test skips when no GPU is present.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -538,6 +540,62 @@ INSTANTIATE_TEST_SUITE_P(HeadSizes, AttentionParityTest, ::testing::Values(32, 6
                            return "D" + std::to_string(info.param);
                          });
 
+// The tensor-core attention of the bf16 mode (kernels/attention_bf16.cu)
+// against the f32 CPU reference, with bf16 tolerances. Gradients start from
+// random values; their increments are compared.
+class Bf16AttentionParityTest : public AttentionParityTest {};
+
+TEST_P(Bf16AttentionParityTest, ForwardAndBackwardAreCloseToTheCpu) {
+  const int64_t head_dim = GetParam();
+  cuda_->set_matmul_precision(MatmulPrecision::kBf16);
+  for (auto [batch, time, heads] : {std::tuple<int64_t, int64_t, int64_t>{2, 37, 3},
+                                    {1, 70, 2}, {3, 1, 1}, {1, 130, 1}}) {
+    const int64_t c = heads * head_dim;
+    Pair qkv = Random({batch, time, 3 * c});
+    Pair out = Random({batch, time, c}), lse = Random({batch, heads, time});
+    const std::vector<float> start = Uniform(batch * time * 3 * c, -1, 1);
+    Pair g = Random({batch, time, c}), g_qkv = F32({batch, time, 3 * c}, start);
+    Both([&](Backend& be, Side s) {
+      be.AttentionForward({.qkv = qkv[s], .out = out[s], .lse = lse[s], .batch = batch,
+                           .time = time, .heads = heads, .head_dim = head_dim});
+    });
+    const std::vector<float> cpu_out = Read(kCpu, out[kCpu]);
+    const std::vector<float> cpu_lse = Read(kCpu, lse[kCpu]);
+    Pair ref_out = F32({batch, time, c}, cpu_out);
+    Pair ref_lse = F32({batch, heads, time}, cpu_lse);
+    Both([&](Backend& be, Side s) {
+      be.AttentionBackward({.qkv = qkv[s], .out = ref_out[s], .lse = ref_lse[s],
+                            .grad_out = g[s], .grad_qkv = g_qkv[s], .batch = batch,
+                            .time = time, .heads = heads, .head_dim = head_dim});
+    });
+    // Increments: what the backward added to the random start.
+    std::vector<float> cpu_inc = Read(kCpu, g_qkv[kCpu]), gpu_inc = Read(kGpu, g_qkv[kGpu]);
+    for (size_t i = 0; i < start.size(); ++i) {
+      cpu_inc[i] -= start[i];
+      gpu_inc[i] -= start[i];
+    }
+    Pair increments = F32({batch, time, 3 * c}, cpu_inc);
+    gpu_->CopyToDevice(increments[kGpu].data, gpu_inc.data(), increments[kGpu].bytes());
+    const std::string shape = "B=" + std::to_string(batch) + " T=" + std::to_string(time) +
+                              " H=" + std::to_string(heads) + " D=" + std::to_string(head_dim);
+    ExpectCloseBf16(out, "bf16 attention out " + shape);
+    ExpectCloseBf16(increments, "bf16 attention grad_qkv increments " + shape);
+    // lse carries the scores' absolute error (bf16 q·k), which is relative
+    // to |q||k|, not to lse: with T = 1, lse is one score and may be near 0.
+    const std::vector<float> want = Read(kCpu, lse[kCpu]), got = Read(kGpu, lse[kGpu]);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_LE(std::fabs(got[i] - want[i]), kBf16Tolerance * (1.0f + std::fabs(want[i])))
+          << "bf16 attention lse " << shape << " at " << i << ": cpu " << want[i] << ", cuda "
+          << got[i];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadSizes, Bf16AttentionParityTest, ::testing::Values(32, 64, 128),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "D" + std::to_string(info.param);
+                         });
+
 // ------------------------------------------------- embedding and loss
 
 TEST_F(OpParityTest, EmbeddingForwardAndBackward) {
@@ -661,6 +719,22 @@ TEST_F(DeterminismTest, AttentionBackwardIsBitwiseRepeatable) {
                              .grad_out = g[kGpu], .grad_qkv = g_qkv[kGpu], .batch = batch,
                              .time = time, .heads = heads, .head_dim = head_dim});
   }, "attention backward");
+}
+
+TEST_F(DeterminismTest, Bf16AttentionIsBitwiseRepeatable) {
+  cuda_->set_matmul_precision(MatmulPrecision::kBf16);
+  const int64_t batch = 2, time = 200, heads = 3, head_dim = 64, c = heads * head_dim;
+  Pair qkv = Random({batch, time, 3 * c});
+  Pair out = Zeros({batch, time, c}), lse = Zeros({batch, heads, time});
+  Pair g = Random({batch, time, c}), g_qkv = Zeros({batch, time, 3 * c});
+  ExpectRepeatable({out[kGpu], lse[kGpu], g_qkv[kGpu]}, [&] {
+    gpu_->AttentionForward({.qkv = qkv[kGpu], .out = out[kGpu], .lse = lse[kGpu],
+                            .batch = batch, .time = time, .heads = heads,
+                            .head_dim = head_dim});
+    gpu_->AttentionBackward({.qkv = qkv[kGpu], .out = out[kGpu], .lse = lse[kGpu],
+                             .grad_out = g[kGpu], .grad_qkv = g_qkv[kGpu], .batch = batch,
+                             .time = time, .heads = heads, .head_dim = head_dim});
+  }, "bf16 attention forward and backward");
 }
 
 TEST_F(DeterminismTest, EmbeddingBackwardIsBitwiseRepeatable) {

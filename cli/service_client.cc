@@ -1,0 +1,204 @@
+#include "cli/service_client.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "server/coordinator.h"
+#include "server/dataset_upload.h"
+#include "server/grid.h"
+#include "server/grpc_status.h"
+#include "server/status_macros.h"
+
+namespace smallem {
+namespace {
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ReportRequest> MakeReportRequest(const std::string& at,
+                                                   const std::string& format,
+                                                   double noise_floor) {
+  v1::ReportRequest request;
+  if (at == "steps") request.set_at(v1::REPORT_AT_STEPS);
+  else if (at == "time") request.set_at(v1::REPORT_AT_TIME);
+  else if (at == "both") request.set_at(v1::REPORT_AT_BOTH);
+  else {
+    return absl::InvalidArgumentError(absl::StrCat("--at ", at, ": expected steps, time or both"));
+  }
+  if (format == "table") request.set_format(v1::REPORT_FORMAT_TABLE);
+  else if (format == "markdown") request.set_format(v1::REPORT_FORMAT_MARKDOWN);
+  else if (format == "csv") request.set_format(v1::REPORT_FORMAT_CSV);
+  else if (format == "json") request.set_format(v1::REPORT_FORMAT_JSON);
+  else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format ", format, ": expected table, markdown, csv or json"));
+  }
+  if (noise_floor < 0) return absl::InvalidArgumentError("--noise-floor: must not be negative");
+  request.set_noise_floor(noise_floor);
+  return request;
+}
+
+std::string DefaultCoordinatorAddress() {
+  const char* env = std::getenv("SMALLEM_COORDINATOR");
+  return env != nullptr && *env != '\0' ? env : "127.0.0.1:7070";
+}
+
+absl::Status ExplainUnavailable(const absl::Status& status, const std::string& address) {
+  if (status.code() != absl::StatusCode::kUnavailable &&
+      status.code() != absl::StatusCode::kDeadlineExceeded) {
+    return status;
+  }
+  return absl::Status(status.code(),
+                      absl::StrCat("cannot reach the coordinator at ", address, " (",
+                                   status.message(),
+                                   "); start one with `smallem-coordinator --listen ", address,
+                                   "`, point at another with --coordinator HOST:PORT, or run "
+                                   "everything here with `smallemctl run GRID`"));
+}
+
+ServiceClient::ServiceClient(const std::string& address, int64_t deadline_s)
+    : address_(address), deadline_s_(deadline_s) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  stub_ = v1::ClientService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+template <typename Response, typename Request, typename Method>
+absl::StatusOr<Response> ServiceClient::Call(Method method, const Request& request) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s_));
+  Response response;
+  grpc::Status status = ((*stub_).*method)(&context, request, &response);
+  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address_);
+  return response;
+}
+
+absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::string meta_text, ReadWholeFile(dir + "/meta.json"));
+  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, false);
+  const std::string hash = meta.is_object() ? meta.value("content_hash", "") : "";
+  if (hash.empty()) {
+    return absl::DataLossError(absl::StrCat(dir, "/meta.json has no content_hash; prepare the "
+                                            "dataset again with `smallemctl data prepare`"));
+  }
+  {
+    v1::HasDatasetRequest request;
+    request.set_content_hash(hash);
+    absl::StatusOr<v1::HasDatasetResponse> has =
+        Call<v1::HasDatasetResponse>(&v1::ClientService::Stub::HasDataset, request);
+    if (!has.ok()) return has.status();
+    if (has->present()) return hash;
+  }
+  grpc::ClientContext context;
+  // Uploads are allowed longer: a large corpus over a slow link.
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s_ * 20));
+  v1::UploadDatasetResponse response;
+  auto writer = stub_->UploadDataset(&context, &response);
+  for (const char* name : kDatasetFiles) {
+    ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(absl::StrCat(dir, "/", name)));
+    for (size_t offset = 0; offset == 0 || offset < bytes.size(); offset += kDatasetChunkBytes) {
+      v1::DatasetChunk chunk;
+      chunk.set_content_hash(hash);
+      chunk.set_file_name(name);
+      chunk.set_file_size(static_cast<int64_t>(bytes.size()));
+      chunk.set_offset(static_cast<int64_t>(offset));
+      chunk.set_data(bytes.substr(offset, kDatasetChunkBytes));
+      if (!writer->Write(chunk)) break;  // Finish says why
+      if (bytes.empty()) break;
+    }
+  }
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address_);
+  return hash;
+}
+
+absl::StatusOr<v1::SubmitResponse> ServiceClient::SubmitGridFile(const std::string& path,
+                                                                 int retry_budget) {
+  ASSIGN_OR_RETURN(std::string yaml, ReadWholeFile(path));
+  // Parsed here first: a malformed grid is reported before any upload, and
+  // the dataset directory is the grid's.
+  ASSIGN_OR_RETURN(Grid grid, ParseGrid(yaml, path));
+  ASSIGN_OR_RETURN(std::string hash, EnsureDataset(grid.data_dir));
+  v1::SubmitRequest request;
+  request.set_grid_yaml(yaml);
+  request.set_grid_file_name(path);
+  request.set_retry_budget(retry_budget);
+  (*request.mutable_dataset_hashes())[grid.data_dir] = hash;
+  return Call<v1::SubmitResponse>(&v1::ClientService::Stub::Submit, request);
+}
+
+absl::StatusOr<v1::ListExperimentsResponse> ServiceClient::ListExperiments() {
+  return Call<v1::ListExperimentsResponse>(&v1::ClientService::Stub::ListExperiments, v1::ListExperimentsRequest());
+}
+
+absl::StatusOr<v1::GetExperimentResponse> ServiceClient::GetExperiment(
+    const std::string& experiment) {
+  v1::GetExperimentRequest request;
+  int64_t id = 0;
+  if (absl::SimpleAtoi(experiment, &id)) request.set_experiment_id(id);
+  else request.set_name(experiment);
+  return Call<v1::GetExperimentResponse>(&v1::ClientService::Stub::GetExperiment, request);
+}
+
+absl::StatusOr<v1::GetRunResponse> ServiceClient::GetRun(int64_t run_id) {
+  v1::GetRunRequest request;
+  request.set_run_id(run_id);
+  return Call<v1::GetRunResponse>(&v1::ClientService::Stub::GetRun, request);
+}
+
+absl::StatusOr<v1::CancelResponse> ServiceClient::Cancel(const v1::CancelRequest& request) {
+  return Call<v1::CancelResponse>(&v1::ClientService::Stub::Cancel, request);
+}
+
+absl::StatusOr<v1::RetryResponse> ServiceClient::Retry(const v1::RetryRequest& request) {
+  return Call<v1::RetryResponse>(&v1::ClientService::Stub::Retry, request);
+}
+
+absl::StatusOr<v1::ReportResponse> ServiceClient::Report(v1::ReportRequest request,
+                                                         const std::string& experiment) {
+  int64_t id = 0;
+  if (absl::SimpleAtoi(experiment, &id)) request.set_experiment_id(id);
+  else request.set_name(experiment);
+  return Call<v1::ReportResponse>(&v1::ClientService::Stub::Report, request);
+}
+
+absl::StatusOr<v1::ListWorkersResponse> ServiceClient::ListWorkers() {
+  return Call<v1::ListWorkersResponse>(&v1::ClientService::Stub::ListWorkers, v1::ListWorkersRequest());
+}
+
+absl::Status ServiceClient::StreamMetrics(
+    int64_t run_id, const std::function<bool(const v1::StreamMetricsResponse&)>& on_update) {
+  grpc::ClientContext context;
+  // It follows the run as long as it lasts; a day bounds a forgotten watch.
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(24));
+  v1::StreamMetricsRequest request;
+  request.set_run_id(run_id);
+  request.set_after_step(-1);
+  request.set_follow(true);
+  auto reader = stub_->StreamMetrics(&context, request);
+  v1::StreamMetricsResponse response;
+  while (reader->Read(&response)) {
+    if (!on_update(response)) {
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
+  return ExplainUnavailable(FromGrpcStatus(status), address_);
+}
+
+}  // namespace smallem

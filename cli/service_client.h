@@ -1,0 +1,72 @@
+// ServiceClient: smallemctl's side of smallem.v1.ClientService — every call
+// with a deadline, errors as absl::Status — plus the two steps of a
+// submission: upload the grid's dataset (once, by content hash, in chunks)
+// and submit the grid's text.
+//
+// Thread-safe (gRPC stubs are).
+#ifndef SMALLEM_CLI_SERVICE_CLIENT_H_
+#define SMALLEM_CLI_SERVICE_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "smallem/v1/client.grpc.pb.h"
+
+namespace smallem {
+
+// The coordinator smallemctl talks to by default: $SMALLEM_COORDINATOR, else
+// 127.0.0.1:7070.
+std::string DefaultCoordinatorAddress();
+
+class ServiceClient {
+ public:
+  ServiceClient(const std::string& address, int64_t deadline_s);
+
+  const std::string& address() const { return address_; }
+
+  // Uploads dataset directory `dir` unless the coordinator has it. Returns its
+  // content hash (meta.json's). NotFound/DataLoss when the directory is not a
+  // prepared dataset.
+  absl::StatusOr<std::string> EnsureDataset(const std::string& dir);
+
+  // Reads the grid file at `path`, uploads its dataset if needed and submits
+  // it. A malformed grid is reported before anything is sent.
+  absl::StatusOr<v1::SubmitResponse> SubmitGridFile(const std::string& path, int retry_budget);
+
+  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments();
+  // `experiment` is a name or a numeric id.
+  absl::StatusOr<v1::GetExperimentResponse> GetExperiment(const std::string& experiment);
+  absl::StatusOr<v1::GetRunResponse> GetRun(int64_t run_id);
+  absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& request);
+  absl::StatusOr<v1::RetryResponse> Retry(const v1::RetryRequest& request);
+  absl::StatusOr<v1::ReportResponse> Report(v1::ReportRequest request,
+                                            const std::string& experiment);
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
+  // Streams a run's metrics until it ends (no deadline: it follows the run).
+  // `on_update` returning false stops the stream.
+  absl::Status StreamMetrics(int64_t run_id,
+                             const std::function<bool(const v1::StreamMetricsResponse&)>& on_update);
+
+ private:
+  template <typename Response, typename Request, typename Method>
+  absl::StatusOr<Response> Call(Method method, const Request& request);
+
+  std::string address_;
+  int64_t deadline_s_;
+  std::unique_ptr<v1::ClientService::Stub> stub_;
+};
+
+// A report request from the command line's --at (steps, time, both),
+// --format and --noise-floor; InvalidArgument naming the choices.
+absl::StatusOr<v1::ReportRequest> MakeReportRequest(const std::string& at,
+                                                   const std::string& format, double noise_floor);
+
+// Adds the next command to try to an error talking to the coordinator.
+absl::Status ExplainUnavailable(const absl::Status& status, const std::string& address);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_CLI_SERVICE_CLIENT_H_

@@ -1,0 +1,185 @@
+// The client verbs: submit, status, watch, report, cancel, retry, workers.
+// `run` is in cli/run_command.cc.
+#include "cli/service_commands.h"
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/progress.h"
+#include "cli/service_client.h"
+#include "cli/status_view.h"
+#include "server/plot.h"
+
+namespace smallem::cli {
+namespace {
+
+ServiceClient Connect(const ServiceArgs& args) {
+  return ServiceClient(args.coordinator.empty() ? DefaultCoordinatorAddress() : args.coordinator,
+                       args.deadline_s);
+}
+
+// Prints the error and returns the exit code: 2 for bad input, 1 otherwise.
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// Fills the selector of a cancel/retry request from the arguments.
+template <typename Request>
+absl::StatusOr<Request> SelectRuns(ServiceClient& client, const CancelArgs& args) {
+  Request request;
+  if (!args.experiment.empty()) {
+    absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
+    if (!e.ok()) return e.status();
+    request.set_experiment_id(e->experiment().experiment_id());
+  } else if (!args.run_ids.empty()) {
+    for (int64_t id : args.run_ids) request.add_run_ids(id);
+  } else {
+    return absl::InvalidArgumentError("name an experiment or give --run IDs");
+  }
+  return request;
+}
+
+std::string FormatAge(int64_t unix_ms) {
+  const double seconds = std::max<double>(0, std::time(nullptr) - unix_ms / 1000.0);
+  return seconds < 1 ? "now" : absl::StrCat(FormatDuration(seconds), " ago");
+}
+
+}  // namespace
+
+int RunSubmit(const SubmitArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::SubmitResponse> r = client.SubmitGridFile(args.grid, args.retry_budget);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("experiment %s (id %lld): %d runs — %d queued, %d reissued, %d unchanged\n",
+              r->experiment_name().c_str(), static_cast<long long>(r->experiment_id()),
+              r->runs_total(), r->runs_added(), r->runs_reissued(), r->runs_unchanged());
+  std::printf("next: smallemctl status %s   (then: smallemctl report %s)\n",
+              r->experiment_name().c_str(), r->experiment_name().c_str());
+  return 0;
+}
+
+int RunStatus(const StatusArgs& args) {
+  ServiceClient client = Connect(args.service);
+  if (args.experiment.empty()) {
+    absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments();
+    if (!list.ok()) return Fail(list.status());
+    if (list->experiments().empty()) {
+      std::printf("no experiments yet; submit one with `smallemctl submit GRID`\n");
+      return 0;
+    }
+    for (const v1::Experiment& e : list->experiments()) {
+      std::printf("%s\n", FormatExperimentLine(e).c_str());
+    }
+    return 0;
+  }
+  absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
+  if (!e.ok()) return Fail(e.status());
+  std::printf("%s\n\n%s", FormatExperimentLine(e->experiment()).c_str(),
+              FormatRunTable(e->runs()).c_str());
+  if (e->experiment().counts().failed() > 0) {
+    std::printf("\nnext: smallemctl retry %s   (requeues the failed runs)\n",
+                e->experiment().name().c_str());
+  }
+  return 0;
+}
+
+int RunWatch(const WatchArgs& args) {
+  ServiceClient client = Connect(args.service);
+  ProgressLine line(stdout, /*plain_interval_s=*/5.0);
+  v1::Run last;
+  absl::Status status = client.StreamMetrics(args.run_id, [&](const v1::StreamMetricsResponse& r) {
+    last = r.run();
+    line.Update(FormatRunLine(last));
+    return true;
+  });
+  line.Update(FormatRunLine(last), /*force=*/true);
+  line.Finish();
+  if (!status.ok()) return Fail(status);
+  if (last.status() == v1::RUN_STATUS_FAILED) {
+    std::printf("failed: %s\n", last.last_error().c_str());
+    return 1;
+  }
+  if (last.status() == v1::RUN_STATUS_SUCCEEDED) std::printf("%s\n", last.result_json().c_str());
+  return 0;
+}
+
+int RunReport(const ReportArgs& args) {
+  absl::StatusOr<v1::ReportRequest> request =
+      MakeReportRequest(args.at, args.format, args.noise_floor);
+  if (!request.ok()) return Fail(request.status());
+  if (!args.plot.empty()) {
+    // Checked before asking: a bad path should not cost a report.
+    if (absl::Status ok = CheckPlotPath(args.plot); !ok.ok()) return Fail(ok);
+    request->set_plot(true);
+  }
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::ReportResponse> report = client.Report(*request, args.experiment);
+  if (!report.ok()) return Fail(report.status());
+  std::fputs(report->text().c_str(), stdout);
+  if (!args.plot.empty()) {
+    std::ofstream out(args.plot, std::ios::trunc);
+    out << report->plot_svg();
+    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", args.plot)));
+    std::fprintf(stderr, "figure written to %s\n", args.plot.c_str());
+  }
+  if (report->runs_done() < report->runs_total() && args.format == "table") {
+    std::printf("\n%d of %d runs done; `smallemctl status %s` shows the rest.\n",
+                report->runs_done(), report->runs_total(), args.experiment.c_str());
+  }
+  return 0;
+}
+
+int RunCancel(const CancelArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::CancelRequest> request = SelectRuns<v1::CancelRequest>(client, args);
+  if (!request.ok()) return Fail(request.status());
+  absl::StatusOr<v1::CancelResponse> r = client.Cancel(*request);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("cancelled %d run%s (`smallemctl retry` queues them again)\n", r->cancelled(),
+              r->cancelled() == 1 ? "" : "s");
+  return 0;
+}
+
+int RunRetry(const RetryArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::RetryRequest> request = SelectRuns<v1::RetryRequest>(client, args);
+  if (!request.ok()) return Fail(request.status());
+  absl::StatusOr<v1::RetryResponse> r = client.Retry(*request);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("requeued %d run%s\n", r->requeued(), r->requeued() == 1 ? "" : "s");
+  return 0;
+}
+
+int RunWorkers(const WorkersArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::ListWorkersResponse> r = client.ListWorkers();
+  if (!r.ok()) return Fail(r.status());
+  if (r->workers().empty()) {
+    std::printf("no workers; start one with `smallem-worker --coordinator %s`\n",
+                client.address().c_str());
+    return 0;
+  }
+  for (const v1::Worker& w : r->workers()) {
+    std::printf("%s  (%s)  last seen %s\n", w.worker_id().c_str(), w.hostname().c_str(),
+                FormatAge(w.last_seen_unix_ms()).c_str());
+    for (const v1::Device& d : w.devices()) {
+      std::printf("  %-8s %s%s\n", d.name().c_str(), d.device_class().c_str(),
+                  d.memory_bytes() > 0
+                      ? absl::StrFormat("  %.1f GiB", d.memory_bytes() / 1073741824.0).c_str()
+                      : "");
+    }
+    if (!w.leased_run_ids().empty()) {
+      std::string runs;
+      for (int64_t id : w.leased_run_ids()) absl::StrAppend(&runs, runs.empty() ? "" : ", ", id);
+      std::printf("  running: %s\n", runs.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace smallem::cli

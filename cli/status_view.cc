@@ -1,0 +1,101 @@
+#include "cli/status_view.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/progress.h"
+
+namespace smallem {
+namespace {
+
+int64_t PlannedSteps(const v1::Run& run) {
+  if (run.progress().total_steps() > 0) return run.progress().total_steps();
+  // budget is "steps:N" or "minutes:M".
+  if (run.budget().rfind("steps:", 0) == 0) return std::atoll(run.budget().c_str() + 6);
+  return 0;
+}
+
+int64_t DoneSteps(const v1::Run& run) {
+  return run.status() == v1::RUN_STATUS_SUCCEEDED ? PlannedSteps(run) : run.progress().step();
+}
+
+}  // namespace
+
+const char* RunStatusLabel(v1::RunStatus status) {
+  switch (status) {
+    case v1::RUN_STATUS_QUEUED: return "queued";
+    case v1::RUN_STATUS_LEASED: return "running";
+    case v1::RUN_STATUS_SUCCEEDED: return "succeeded";
+    case v1::RUN_STATUS_FAILED: return "failed";
+    case v1::RUN_STATUS_CANCELLED: return "cancelled";
+    default: return "?";
+  }
+}
+
+std::string FormatExperimentLine(const v1::Experiment& e) {
+  const v1::RunCounts& c = e.counts();
+  const double fraction =
+      e.steps_total() > 0 ? static_cast<double>(e.steps_done()) / e.steps_total() : 0.0;
+  std::string line = absl::StrCat(e.name(), "  ", FormatBar(fraction), "  ", c.succeeded(), "/",
+                                   c.total(), " runs done");
+  if (c.leased() > 0) absl::StrAppend(&line, " · ", c.leased(), " running");
+  if (c.queued() > 0) absl::StrAppend(&line, " · ", c.queued(), " queued");
+  if (c.failed() > 0) absl::StrAppend(&line, " · ", c.failed(), " failed");
+  if (c.cancelled() > 0) absl::StrAppend(&line, " · ", c.cancelled(), " cancelled");
+  absl::StrAppend(&line, " · ", e.steps_done(), "/", e.steps_total(), " steps");
+  if (e.eta_s() > 0 && (c.leased() > 0 || c.queued() > 0)) {
+    absl::StrAppend(&line, " · ETA ", FormatDuration(e.eta_s()));
+  }
+  return line;
+}
+
+std::string FormatRunLine(const v1::Run& run) {
+  const int64_t total = PlannedSteps(run);
+  const int64_t done = DoneSteps(run);
+  std::string line = absl::StrCat("run ", run.run_id(), " (", run.variant(), ", seed ",
+                                  run.seed(), "): ", RunStatusLabel(run.status()), " ",
+                                  FormatBar(total > 0 ? static_cast<double>(done) / total : 0),
+                                  " ", done, "/", total, " steps");
+  if (run.progress().loss() > 0) {
+    absl::StrAppend(&line, absl::StrFormat(" · loss %.4f", run.progress().loss()));
+  }
+  if (run.progress().tokens_per_s() > 0) {
+    absl::StrAppend(&line, absl::StrFormat(" · %.0f tok/s", run.progress().tokens_per_s()));
+  }
+  if (run.status() == v1::RUN_STATUS_LEASED && run.progress().eta_s() > 0) {
+    absl::StrAppend(&line, " · ETA ", FormatDuration(run.progress().eta_s()));
+  }
+  return line;
+}
+
+std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs) {
+  size_t variant_width = 7;
+  for (const v1::Run& run : runs) variant_width = std::max(variant_width, run.variant().size());
+  std::string out = absl::StrFormat("%5s  %-*s  %4s  %-9s  %-22s  %11s  %8s  %s\n", "run",
+                                    static_cast<int>(variant_width), "variant", "seed", "status",
+                                    "progress", "steps", "loss", "ETA");
+  for (const v1::Run& run : runs) {
+    const int64_t total = PlannedSteps(run);
+    const int64_t done = DoneSteps(run);
+    const std::string loss =
+        run.progress().loss() > 0 ? absl::StrFormat("%.4f", run.progress().loss()) : "";
+    const std::string eta = run.status() == v1::RUN_STATUS_LEASED && run.progress().eta_s() > 0
+                                ? FormatDuration(run.progress().eta_s())
+                                : "";
+    absl::StrAppend(
+        &out, absl::StrFormat("%5d  %-*s  %4d  %-9s  %-22s  %11s  %8s  %s\n", run.run_id(),
+                              static_cast<int>(variant_width), run.variant(), run.seed(),
+                              RunStatusLabel(run.status()),
+                              FormatBar(total > 0 ? static_cast<double>(done) / total : 0),
+                              absl::StrCat(done, "/", total), loss, eta));
+    if ((run.status() == v1::RUN_STATUS_FAILED || run.status() == v1::RUN_STATUS_QUEUED) &&
+        !run.last_error().empty()) {
+      absl::StrAppend(&out, "       last error (attempt ", run.attempt(), "): ",
+                      run.last_error(), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace smallem

@@ -1,0 +1,31 @@
+// How smallemctl shows experiments and runs: one progress line per
+// experiment (runs done, steps done / total, ETA) and a table of runs with a
+// progress bar each (steps done / total, current loss, ETA). Pure functions
+// of the messages.
+#ifndef SMALLEM_CLI_STATUS_VIEW_H_
+#define SMALLEM_CLI_STATUS_VIEW_H_
+
+#include <string>
+
+#include "google/protobuf/repeated_field.h"
+#include "smallem/v1/common.pb.h"
+
+namespace smallem {
+
+// "queued", "running", "succeeded", "failed", "cancelled".
+const char* RunStatusLabel(v1::RunStatus status);
+
+// "demo  [########............]  3/6 runs done · 1 running · 2 queued ·
+//  1200/1800 steps · ETA 1m05s"
+std::string FormatExperimentLine(const v1::Experiment& experiment);
+
+// One row per run: id, variant, seed, budget, status, bar, steps, loss, ETA;
+// the last error of failed runs under their row.
+std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs);
+
+// "run 12 (rope, seed 2): [#####...] 120/300 steps · loss 4.512 · 950 tok/s · ETA 12s"
+std::string FormatRunLine(const v1::Run& run);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_CLI_STATUS_VIEW_H_

@@ -1,0 +1,46 @@
+// Per-row scaling (optimizer normalizations): out[r,:] = alpha·in[r,:]·
+// √numer[r] / √(denom[r] + eps), empty numer/denom counting as 1.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/check.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_util.h"
+
+namespace smallem {
+namespace cpu {
+
+void RowScale(const float* in, int64_t rows, int64_t cols, const float* numer,
+              const float* denom, float alpha, float eps, float* out,
+              int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (rows * cols >= kParallelMin && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    double factor = alpha;
+    if (numer) factor *= std::sqrt(std::max(0.0, static_cast<double>(numer[r])));
+    if (denom) {
+      const double d = static_cast<double>(denom[r]) + eps;
+      // A zero row has a zero statistic: keep it zero rather than 0/0.
+      factor = d > 0 ? factor / std::sqrt(d) : 0.0;
+    }
+    const float f = static_cast<float>(factor);
+    const float* src = in + r * cols;
+    float* dst = out + r * cols;
+#pragma omp simd
+    for (int64_t k = 0; k < cols; ++k) dst[k] = src[k] * f;
+  }
+}
+
+}  // namespace cpu
+
+void CpuBackend::RowScale(const RowScaleParams& p) {
+  const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
+  cpu::CheckF32(p.in, p.in.numel(), "row_scale: in");
+  cpu::CheckF32(p.out, p.in.numel(), "row_scale: out");
+  if (!p.numer.empty()) cpu::CheckF32(p.numer, rows, "row_scale: numer (R)");
+  if (!p.denom.empty()) cpu::CheckF32(p.denom, rows, "row_scale: denom (R)");
+  cpu::RowScale(p.in.f32(), rows, cols, p.numer.empty() ? nullptr : p.numer.f32(),
+                p.denom.empty() ? nullptr : p.denom.f32(), p.alpha, p.eps, p.out.f32(),
+                threads_);
+}
+
+}  // namespace smallem

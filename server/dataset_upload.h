@@ -1,0 +1,60 @@
+// Datasets on the coordinator: a prepared dataset directory travels as
+// chunks of its four files (tokenizer.json, train.bin, val.bin, meta.json),
+// is stored by content hash, and is checked before it counts as present —
+// every file whole, each file's SHA-256 as meta.json records it, and the
+// content hash (DatasetContentHash) equal to the one claimed.
+#ifndef SMALLEM_SERVER_DATASET_UPLOAD_H_
+#define SMALLEM_SERVER_DATASET_UPLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "server/clock.h"
+#include "server/sqlite_store.h"
+
+namespace smallem {
+
+inline constexpr int64_t kDatasetChunkBytes = 1 << 20;  // bytes per chunk, at most
+inline constexpr const char* kDatasetFiles[] = {"meta.json", "tokenizer.json", "train.bin",
+                                                "val.bin"};
+
+// True for the four file names a dataset directory holds (nothing else, so
+// no path can escape a directory).
+bool IsDatasetFileName(std::string_view name);
+
+struct UploadSummary {
+  std::string content_hash;
+  int64_t total_bytes = 0;
+  int files = 0;
+  bool already_present = false;
+};
+
+// One upload stream. Not thread-safe (one per call); the store is.
+class DatasetUpload {
+ public:
+  DatasetUpload(SqliteStore* store, const Clock* clock) : store_(store), clock_(clock) {}
+
+  // Stores one chunk. The first chunk names the dataset; every later one must
+  // name the same. When that dataset is already complete, chunks are
+  // ignored. InvalidArgument for a bad file name, size or offset.
+  absl::Status Add(std::string_view content_hash, const DatasetChunkRef& where,
+                   std::string_view data);
+
+  // Checks what was received and marks the dataset complete. DataLoss when a
+  // file is incomplete or its hash differs (the partial upload is dropped).
+  absl::StatusOr<UploadSummary> Finish();
+
+ private:
+  absl::StatusOr<UploadSummary> Verify();
+
+  SqliteStore* store_;
+  const Clock* clock_;
+  std::string content_hash_;
+  bool already_present_ = false;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_DATASET_UPLOAD_H_

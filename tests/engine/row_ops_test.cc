@@ -1,0 +1,140 @@
+// The optimizer row ops (row_sum_squares, row_scale) against plain loops, on
+// the CPU backend and through Backend's default host round trip. They have
+// no gradient, so no finite-difference check.
+#include <cmath>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
+#include "gtest/gtest.h"
+#include "tests/engine/cpu_op_test_util.h"
+
+namespace smallem {
+namespace {
+
+// A Backend that overrides neither row op, so calls reach Backend's default
+// implementations; everything else goes to a CpuBackend.
+class DefaultRowOps final : public Backend {
+ public:
+  std::string Name() const override { return "default-row-ops"; }
+  std::string DeviceClass() const override { return cpu_.DeviceClass(); }
+  bool Supports(Op) const override { return true; }
+  absl::StatusOr<void*> Allocate(size_t bytes) override { return cpu_.Allocate(bytes); }
+  void Free(void* p) override { cpu_.Free(p); }
+  void CopyToDevice(void* d, const void* s, size_t n) override { cpu_.CopyToDevice(d, s, n); }
+  void CopyToHost(void* d, const void* s, size_t n) override { cpu_.CopyToHost(d, s, n); }
+  void CopyOnDevice(void* d, const void* s, size_t n) override { cpu_.CopyOnDevice(d, s, n); }
+  void Fill(Tensor t, float v) override { cpu_.Fill(t, v); }
+  void Synchronize() override {}
+  size_t PeakMemoryBytes() const override { return 0; }
+#define FORWARD(Method, Params) \
+  void Method(const Params& p) override { cpu_.Method(p); }
+  FORWARD(Matmul, MatmulParams)
+  FORWARD(Add, BinaryParams)
+  FORWARD(AddBackward, BinaryBackwardParams)
+  FORWARD(Mul, BinaryParams)
+  FORWARD(MulBackward, BinaryBackwardParams)
+  FORWARD(GeluForward, UnaryParams)
+  FORWARD(GeluBackward, UnaryBackwardParams)
+  FORWARD(SiluForward, UnaryParams)
+  FORWARD(SiluBackward, UnaryBackwardParams)
+  FORWARD(SwiGluForward, SwiGluParams)
+  FORWARD(SwiGluBackward, SwiGluBackwardParams)
+  FORWARD(BiasAdd, BiasAddParams)
+  FORWARD(BiasBackward, BiasBackwardParams)
+  FORWARD(LayerNormForward, NormParams)
+  FORWARD(LayerNormBackward, NormBackwardParams)
+  FORWARD(RmsNormForward, NormParams)
+  FORWARD(RmsNormBackward, NormBackwardParams)
+  FORWARD(RopeForward, RopeParams)
+  FORWARD(RopeBackward, RopeBackwardParams)
+  FORWARD(AttentionForward, AttentionParams)
+  FORWARD(AttentionBackward, AttentionBackwardParams)
+  FORWARD(EmbeddingForward, EmbeddingParams)
+  FORWARD(EmbeddingBackward, EmbeddingBackwardParams)
+  FORWARD(CrossEntropyForward, CrossEntropyParams)
+  FORWARD(CrossEntropyBackward, CrossEntropyBackwardParams)
+  FORWARD(Sum, ReduceParams)
+  FORWARD(SumSquares, ReduceParams)
+  FORWARD(AdamW, AdamWParams)
+#undef FORWARD
+
+ private:
+  CpuBackend cpu_{2};
+};
+
+class RowOpsTest : public testing::CpuOpTest {
+ protected:
+  // Both implementations of the row ops.
+  std::vector<Backend*> Backends() { return {&backend_, &fallback_}; }
+  DefaultRowOps fallback_;
+};
+
+TEST_F(RowOpsTest, RowSumSquaresMatchesALoopWithAlphaAndBeta) {
+  for (Backend* be : Backends()) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {300, 129}}) {
+      const Tensor in = Random({rows, cols});
+      const Tensor out = Random({rows});
+      const std::vector<float> before(out.f32(), out.f32() + rows);
+      be->RowSumSquares(RowReduceParams{.in = in, .out = out, .alpha = 0.25f, .beta = 0.5f});
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int64_t k = 0; k < cols; ++k) sum += double{in.f32()[r * cols + k]} * in.f32()[r * cols + k];
+        EXPECT_NEAR(out.f32()[r], 0.25 * sum + 0.5 * before[r], 1e-5 * (1 + sum)) << be->Name();
+      }
+    }
+  }
+}
+
+TEST_F(RowOpsTest, RowSumSquaresWithZeroBetaIgnoresOut) {
+  const Tensor in = FromValues({2, 2}, {1, 2, 3, 4});
+  const Tensor out = FromValues({2}, {NAN, NAN});
+  for (Backend* be : Backends()) {
+    be->RowSumSquares(RowReduceParams{.in = in, .out = out});
+    EXPECT_EQ(out.f32()[0], 5.0f);
+    EXPECT_EQ(out.f32()[1], 25.0f);
+  }
+}
+
+TEST_F(RowOpsTest, RowScaleAppliesNumeratorDenominatorAndAlpha) {
+  for (Backend* be : Backends()) {
+    const int64_t rows = 6, cols = 5;
+    const Tensor in = Random({rows, cols});
+    const Tensor numer = Random({rows}, 0.5f, 2.0f);
+    const Tensor denom = Random({rows}, 0.5f, 2.0f);
+    const Tensor out = Zeros({rows, cols});
+    be->RowScale(RowScaleParams{.in = in, .out = out, .numer = numer, .denom = denom,
+                                .alpha = -3.0f, .eps = 0.25f});
+    for (int64_t r = 0; r < rows; ++r) {
+      const double f = -3.0 * std::sqrt(numer.f32()[r]) / std::sqrt(denom.f32()[r] + 0.25);
+      for (int64_t k = 0; k < cols; ++k) {
+        EXPECT_NEAR(out.f32()[r * cols + k], f * in.f32()[r * cols + k], 1e-5) << be->Name();
+      }
+    }
+  }
+}
+
+TEST_F(RowOpsTest, RowScaleWithoutStatisticsScalesInPlace) {
+  for (Backend* be : Backends()) {
+    const Tensor x = FromValues({3}, {1, -2, 4});
+    be->RowScale(RowScaleParams{.in = x, .out = x, .alpha = 0.5f});
+    EXPECT_EQ(x.f32()[0], 0.5f);
+    EXPECT_EQ(x.f32()[1], -1.0f);
+    EXPECT_EQ(x.f32()[2], 2.0f);
+  }
+}
+
+TEST_F(RowOpsTest, RowScaleKeepsAZeroRowZero) {
+  for (Backend* be : Backends()) {
+    const Tensor x = FromValues({2, 2}, {0, 0, 3, 4});
+    const Tensor norm = FromValues({2}, {0, 25});
+    be->RowScale(RowScaleParams{.in = x, .out = x, .denom = norm});
+    EXPECT_EQ(x.f32()[0], 0.0f);
+    EXPECT_EQ(x.f32()[1], 0.0f);
+    EXPECT_FLOAT_EQ(x.f32()[2], 0.6f);
+    EXPECT_FLOAT_EQ(x.f32()[3], 0.8f);
+  }
+}
+
+}  // namespace
+}  // namespace smallem

@@ -1,0 +1,383 @@
+// The coordinator as its clients see it: a real Coordinator on 127.0.0.1
+// port 0 with a real SQLite file, driven through the generated stubs.
+#include "server/coordinator.h"
+
+#include <memory>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "server/grid.h"
+#include "smallem/v1/worker.grpc.pb.h"
+#include "tests/server/service_test_support.h"
+#include "tests/server/test_support.h"
+
+namespace smallem {
+namespace {
+
+using testing::Context;
+using testing::MakeGridYaml;
+using testing::TempDir;
+using testing::UploadDirectory;
+using testing::WriteFakeDataset;
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_dir_ = dir_.Join("data");
+    hash_ = WriteFakeDataset(data_dir_);
+    Start();
+  }
+
+  void Start() {
+    CoordinatorOptions options;
+    options.listen = "127.0.0.1:0";
+    options.db_path = dir_.Join("smallem.db");
+    options.clock = &clock_;
+    options.reaper = false;  // tests reap by hand, with the manual clock
+    options.queue.lease_duration_ms = 10'000;
+    absl::StatusOr<std::unique_ptr<Coordinator>> c = Coordinator::Start(options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = std::move(*c);
+    ASSERT_GT(coordinator_->port(), 0);
+    auto channel = grpc::CreateChannel(coordinator_->address(), grpc::InsecureChannelCredentials());
+    client_ = v1::ClientService::NewStub(channel);
+    worker_ = v1::WorkerService::NewStub(channel);
+  }
+
+  void Restart() {
+    client_.reset();
+    worker_.reset();
+    coordinator_.reset();
+    Start();
+  }
+
+  grpc::Status Submit(const std::string& yaml, v1::SubmitResponse* response,
+                      const std::string& file_name = "grid.yaml") {
+    v1::SubmitRequest request;
+    request.set_grid_yaml(yaml);
+    request.set_grid_file_name(file_name);
+    absl::StatusOr<Grid> grid = ParseGrid(yaml, file_name);
+    if (grid.ok()) (*request.mutable_dataset_hashes())[grid->data_dir] = hash_;
+    return client_->Submit(Context().get(), request, response);
+  }
+
+  void UploadAndSubmit(int variants, int seeds, v1::SubmitResponse* response) {
+    ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_).ok());
+    grpc::Status status = Submit(MakeGridYaml("exp", data_dir_, variants, seeds), response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  v1::LeaseResponse Lease(const std::string& worker = "w1") {
+    v1::RegisterRequest reg;
+    reg.set_worker_id(worker);
+    reg.set_hostname("test");
+    v1::Device* d = reg.add_devices();
+    d->set_name("cpu");
+    d->set_device_class("cpu-test");
+    v1::RegisterResponse reg_response;
+    EXPECT_TRUE(worker_->Register(Context().get(), reg, &reg_response).ok());
+    v1::LeaseRequest request;
+    request.set_worker_id(worker);
+    request.set_device("cpu");
+    request.set_device_class("cpu-test");
+    v1::LeaseResponse response;
+    grpc::Status status = worker_->Lease(Context().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  grpc::Status Complete(const v1::LeaseResponse& lease, const std::string& worker = "w1",
+                        v1::CompleteResponse* response = nullptr) {
+    v1::CompleteResponse ignored;
+    v1::CompleteRequest request;
+    request.set_worker_id(worker);
+    request.set_run_id(lease.run_id());
+    request.set_attempt(lease.attempt());
+    request.set_result_json(R"({"val_nats_per_byte":1.25,"train_seconds":3.0,"params":1000,)"
+                            R"("device_class":"cpu-test"})");
+    return worker_->Complete(Context().get(), request, response ? response : &ignored);
+  }
+
+  TempDir dir_;
+  ManualClock clock_;
+  std::string data_dir_;
+  std::string hash_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<v1::ClientService::Stub> client_;
+  std::unique_ptr<v1::WorkerService::Stub> worker_;
+};
+
+TEST_F(CoordinatorTest, MalformedGridIsRejectedWithFileLineAndKey) {
+  v1::SubmitResponse response;
+  grpc::Status status = Submit(
+      "name: bad\ndata: /d\nbudget: {steps: 10}\nseeds: [1]\nbaseline: a\n"
+      "variants:\n  a: {norm: rsm}\n",
+      &response, "bad.yaml");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("bad.yaml:7"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("rsm"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CoordinatorTest, GridWhoseDatasetWasNotUploadedIsRefused) {
+  v1::SubmitResponse response;
+  grpc::Status status = Submit(MakeGridYaml("exp", data_dir_, 1, 1), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("upload"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CoordinatorTest, UploadedDatasetIsPresentAndUploadingItAgainIsANoOp) {
+  v1::HasDatasetRequest has;
+  has.set_content_hash(hash_);
+  v1::HasDatasetResponse present;
+  ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
+  EXPECT_FALSE(present.present());
+  v1::UploadDatasetResponse upload;
+  ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 1000, &upload).ok());
+  EXPECT_EQ(upload.files(), 4);
+  EXPECT_FALSE(upload.already_present());
+  ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
+  EXPECT_TRUE(present.present());
+  EXPECT_EQ(present.total_bytes(), upload.total_bytes());
+  ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 1000, &upload).ok());
+  EXPECT_TRUE(upload.already_present());
+}
+
+TEST_F(CoordinatorTest, CorruptDatasetUploadIsRejected) {
+  testing::WriteFile(data_dir_ + "/val.bin", "tampered");
+  grpc::Status status = UploadDirectory(*client_, data_dir_, hash_);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_NE(status.error_message().find("val.bin"), std::string::npos) << status.error_message();
+  v1::HasDatasetRequest has;
+  has.set_content_hash(hash_);
+  v1::HasDatasetResponse present;
+  ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
+  EXPECT_FALSE(present.present());
+}
+
+TEST_F(CoordinatorTest, WorkerFetchesTheDatasetItUploadedByteForByte) {
+  ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 700).ok());
+  v1::FetchDatasetRequest request;
+  request.set_content_hash(hash_);
+  auto context = Context();
+  auto reader = worker_->FetchDataset(context.get(), request);
+  std::map<std::string, std::string> files;
+  v1::DatasetChunk chunk;
+  while (reader->Read(&chunk)) {
+    std::string& f = files[chunk.file_name()];
+    EXPECT_EQ(static_cast<int64_t>(f.size()), chunk.offset());
+    f += chunk.data();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files["train.bin"], testing::ReadFile(data_dir_ + "/train.bin"));
+}
+
+TEST_F(CoordinatorTest, SubmitQueuesEveryCellAndResubmitAddsNothing) {
+  v1::SubmitResponse response;
+  UploadAndSubmit(3, 2, &response);
+  EXPECT_EQ(response.experiment_name(), "exp");
+  EXPECT_EQ(response.runs_added(), 6);
+  ASSERT_TRUE(Submit(MakeGridYaml("exp", data_dir_, 3, 2), &response).ok());
+  EXPECT_EQ(response.runs_added(), 0);
+  EXPECT_EQ(response.runs_unchanged(), 6);
+}
+
+TEST_F(CoordinatorTest, LeaseHeartbeatCompleteRecordsTheResult) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  ASSERT_TRUE(lease.leased());
+  EXPECT_EQ(lease.attempt(), 1);
+  EXPECT_EQ(lease.dataset_hash(), hash_);
+  EXPECT_NE(lease.spec_json().find(hash_), std::string::npos);
+
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w1");
+  beat.set_run_id(lease.run_id());
+  beat.set_attempt(lease.attempt());
+  v1::Progress* p = beat.add_points();
+  p->set_step(10);
+  p->set_total_steps(20);
+  p->set_loss(4.5);
+  v1::HeartbeatResponse beat_response;
+  ASSERT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
+  EXPECT_FALSE(beat_response.cancel());
+
+  v1::CompleteResponse done;
+  ASSERT_TRUE(Complete(lease, "w1", &done).ok());
+  EXPECT_FALSE(done.duplicate());
+  ASSERT_TRUE(Complete(lease, "w1", &done).ok());
+  EXPECT_TRUE(done.duplicate());
+
+  v1::GetRunRequest get;
+  get.set_run_id(lease.run_id());
+  v1::GetRunResponse run;
+  ASSERT_TRUE(client_->GetRun(Context().get(), get, &run).ok());
+  EXPECT_EQ(run.run().status(), v1::RUN_STATUS_SUCCEEDED);
+  EXPECT_EQ(run.run().progress().step(), 10);
+  EXPECT_NE(run.run().result_json().find("1.25"), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, CompletionFromExpiredAttemptIsRejected) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse first = Lease("w1");
+  clock_.AdvanceMs(10'001);
+  ASSERT_EQ(*coordinator_->queue().ReapExpiredLeases(), 1);
+  v1::LeaseResponse second = Lease("w2");
+  ASSERT_EQ(second.run_id(), first.run_id());
+  EXPECT_EQ(second.attempt(), 2);
+  grpc::Status late = Complete(first, "w1");
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(Complete(second, "w2").ok());
+}
+
+TEST_F(CoordinatorTest, RestartKeepsEverySubmittedRunAndResult) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(2, 2, &submitted);
+  v1::LeaseResponse lease = Lease();
+  ASSERT_TRUE(Complete(lease).ok());
+  Restart();
+  v1::GetExperimentRequest get;
+  get.set_name("exp");
+  v1::GetExperimentResponse experiment;
+  ASSERT_TRUE(client_->GetExperiment(Context().get(), get, &experiment).ok());
+  ASSERT_EQ(experiment.runs_size(), 4);
+  EXPECT_EQ(experiment.experiment().counts().succeeded(), 1);
+  EXPECT_EQ(experiment.experiment().counts().queued(), 3);
+  EXPECT_EQ(experiment.runs(0).status(), v1::RUN_STATUS_SUCCEEDED);
+  EXPECT_NE(experiment.runs(0).result_json().find("1.25"), std::string::npos);
+  // The dataset survives too: a worker can still fetch it.
+  v1::HasDatasetRequest has;
+  has.set_content_hash(hash_);
+  v1::HasDatasetResponse present;
+  ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
+  EXPECT_TRUE(present.present());
+}
+
+TEST_F(CoordinatorTest, CancelReachesTheWorkerAtItsNextHeartbeat) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 2, &submitted);
+  v1::LeaseResponse lease = Lease();
+  v1::CancelRequest cancel;
+  cancel.set_experiment_id(submitted.experiment_id());
+  v1::CancelResponse cancelled;
+  ASSERT_TRUE(client_->Cancel(Context().get(), cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.cancelled(), 2);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w1");
+  beat.set_run_id(lease.run_id());
+  beat.set_attempt(lease.attempt());
+  v1::HeartbeatResponse beat_response;
+  ASSERT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
+  EXPECT_TRUE(beat_response.cancel());
+  v1::RetryRequest retry;
+  retry.set_experiment_id(submitted.experiment_id());
+  v1::RetryResponse retried;
+  ASSERT_TRUE(client_->Retry(Context().get(), retry, &retried).ok());
+  EXPECT_EQ(retried.requeued(), 2);
+}
+
+TEST_F(CoordinatorTest, StreamMetricsFollowsARunUntilItEnds) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  std::thread worker([&] {
+    for (int step = 5; step <= 20; step += 5) {
+      v1::HeartbeatRequest beat;
+      beat.set_worker_id("w1");
+      beat.set_run_id(lease.run_id());
+      beat.set_attempt(lease.attempt());
+      beat.add_points()->set_step(step);
+      v1::HeartbeatResponse r;
+      EXPECT_TRUE(worker_->Heartbeat(Context().get(), beat, &r).ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(Complete(lease).ok());
+  });
+  v1::StreamMetricsRequest request;
+  request.set_run_id(lease.run_id());
+  request.set_after_step(-1);
+  request.set_follow(true);
+  auto context = Context(20);
+  auto reader = client_->StreamMetrics(context.get(), request);
+  std::vector<int64_t> steps;
+  v1::StreamMetricsResponse response;
+  v1::RunStatus last = v1::RUN_STATUS_UNSPECIFIED;
+  while (reader->Read(&response)) {
+    for (const v1::MetricPoint& p : response.points()) steps.push_back(p.step());
+    last = response.run().status();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  worker.join();
+  EXPECT_EQ(steps, (std::vector<int64_t>{5, 10, 15, 20}));
+  EXPECT_EQ(last, v1::RUN_STATUS_SUCCEEDED);
+}
+
+TEST_F(CoordinatorTest, ReportComparesFinishedVariants) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(2, 1, &submitted);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  v1::ReportRequest request;
+  request.set_name("exp");
+  request.set_format(v1::REPORT_FORMAT_JSON);
+  v1::ReportResponse report;
+  grpc::Status status = client_->Report(Context().get(), request, &report);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(report.runs_done(), 2);
+  nlohmann::json j = nlohmann::json::parse(report.text());
+  EXPECT_EQ(j["baseline"], "v0");
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][1]["verdict"], "within noise");
+}
+
+TEST_F(CoordinatorTest, ReportSendsTheFigureAndRefusesEqualTimeWithoutAReferenceCurve) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(2, 1, &submitted);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  v1::ReportRequest request;
+  request.set_name("exp");
+  request.set_plot(true);
+  v1::ReportResponse report;
+  grpc::Status status = client_->Report(Context().get(), request, &report);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_NE(report.plot_svg().find("<svg"), std::string::npos);
+  request.set_at(v1::REPORT_AT_TIME);
+  status = client_->Report(Context().get(), request, &report);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+}
+
+TEST_F(CoordinatorTest, ListWorkersShowsDevicesAndLeasedRuns) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease("w7");
+  v1::ListWorkersResponse workers;
+  ASSERT_TRUE(client_->ListWorkers(Context().get(), v1::ListWorkersRequest(), &workers).ok());
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_EQ(workers.workers(0).worker_id(), "w7");
+  ASSERT_EQ(workers.workers(0).devices_size(), 1);
+  EXPECT_EQ(workers.workers(0).devices(0).device_class(), "cpu-test");
+  ASSERT_EQ(workers.workers(0).leased_run_ids_size(), 1);
+  EXPECT_EQ(workers.workers(0).leased_run_ids(0), lease.run_id());
+}
+
+TEST_F(CoordinatorTest, MalformedWorkerRequestsAreRejected) {
+  v1::CompleteRequest request;  // no worker, run or attempt
+  v1::CompleteResponse response;
+  EXPECT_EQ(worker_->Complete(Context().get(), request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  request.set_worker_id("w1");
+  request.set_run_id(1);
+  request.set_attempt(1);
+  request.set_result_json("not json");
+  EXPECT_EQ(worker_->Complete(Context().get(), request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::RegisterRequest reg;  // no devices
+  reg.set_worker_id("w1");
+  v1::RegisterResponse reg_response;
+  EXPECT_EQ(worker_->Register(Context().get(), reg, &reg_response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace smallem

@@ -1,0 +1,299 @@
+// The figure: rendered, parsed back as XML, and checked series by series.
+#include "server/plot.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/test_support.h"
+
+namespace smallem {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ---- A small XML reader: enough for the SVG we write --------------------
+
+struct Element {
+  std::string name;
+  std::map<std::string, std::string> attributes;
+  std::vector<std::unique_ptr<Element>> children;
+  std::string text;  // character data directly inside, entities decoded
+
+  std::string Attr(const std::string& key) const {
+    auto it = attributes.find(key);
+    return it == attributes.end() ? "" : it->second;
+  }
+  // Every descendant (and itself) for which `match` holds, in document order.
+  template <typename F>
+  void Find(F match, std::vector<const Element*>& out) const {
+    if (match(*this)) out.push_back(this);
+    for (const auto& c : children) c->Find(match, out);
+  }
+};
+
+std::string Decode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '&') {
+      out += s[i];
+      continue;
+    }
+    const size_t end = s.find(';', i);
+    const std::string entity = s.substr(i + 1, end - i - 1);
+    static const std::map<std::string, char> kEntities = {
+        {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
+    auto it = kEntities.find(entity);
+    if (it == kEntities.end()) throw std::runtime_error("unknown entity &" + entity + ";");
+    out += it->second;
+    i = end;
+  }
+  return out;
+}
+
+// Throws on anything malformed: unbalanced tags, a bare '&' or '<', a
+// missing quote.
+std::unique_ptr<Element> ParseXml(const std::string& xml) {
+  size_t pos = 0;
+  if (xml.compare(0, 5, "<?xml") == 0) pos = xml.find("?>") + 2;
+  std::vector<Element*> stack;
+  std::unique_ptr<Element> root;
+  while (pos < xml.size()) {
+    const size_t lt = xml.find('<', pos);
+    const std::string text =
+        xml.substr(pos, lt == std::string::npos ? std::string::npos : lt - pos);
+    if (!stack.empty())
+      stack.back()->text += Decode(text);
+    else if (text.find_first_not_of(" \n\t") != std::string::npos)
+      throw std::runtime_error("text outside the root");
+    if (lt == std::string::npos) break;
+    const size_t gt = xml.find('>', lt);
+    if (gt == std::string::npos) throw std::runtime_error("unclosed tag");
+    std::string tag = xml.substr(lt + 1, gt - lt - 1);
+    pos = gt + 1;
+    if (tag[0] == '/') {
+      if (stack.empty() || stack.back()->name != tag.substr(1)) {
+        throw std::runtime_error("mismatched </" + tag.substr(1) + ">");
+      }
+      stack.pop_back();
+      continue;
+    }
+    const bool self_closing = tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    auto element = std::make_unique<Element>();
+    size_t i = tag.find_first_of(" \n");
+    element->name = tag.substr(0, i);
+    while (i != std::string::npos && i < tag.size()) {
+      i = tag.find_first_not_of(" \n", i);
+      if (i == std::string::npos) break;
+      const size_t eq = tag.find('=', i);
+      if (eq == std::string::npos || tag[eq + 1] != '"')
+        throw std::runtime_error("bad attribute in <" + tag + ">");
+      const size_t close = tag.find('"', eq + 2);
+      if (close == std::string::npos) throw std::runtime_error("unterminated attribute");
+      const std::string value = tag.substr(eq + 2, close - eq - 2);
+      if (value.find('<') != std::string::npos) throw std::runtime_error("'<' in an attribute");
+      element->attributes[tag.substr(i, eq - i)] = Decode(value);
+      i = close + 1;
+    }
+    Element* raw = element.get();
+    if (stack.empty()) {
+      if (root) throw std::runtime_error("two roots");
+      root = std::move(element);
+    } else {
+      stack.back()->children.push_back(std::move(element));
+    }
+    if (!self_closing) stack.push_back(raw);
+  }
+  if (!stack.empty()) throw std::runtime_error("unclosed <" + stack.back()->name + ">");
+  if (!root) throw std::runtime_error("no root");
+  return root;
+}
+
+std::vector<std::pair<double, double>> PointsOf(const Element& e) {
+  std::vector<std::pair<double, double>> out;
+  const std::vector<std::string> pairs = absl::StrSplit(e.Attr("points"), ' ', absl::SkipEmpty());
+  for (const std::string& pair : pairs) {
+    std::vector<std::string> xy = absl::StrSplit(pair, ',');
+    out.emplace_back(std::stod(xy.at(0)), std::stod(xy.at(1)));
+  }
+  return out;
+}
+
+// ---- The data ------------------------------------------------------------
+
+Budget Steps(int64_t n) { return Budget{.steps = n, .minutes = std::nullopt}; }
+
+ComparedRun Finished(const std::string& variant, int64_t seed, int64_t steps, double loss,
+                     double seconds) {
+  ComparedRun r;
+  r.variant = variant;
+  r.seed = seed;
+  r.budget = Steps(steps);
+  r.state = RunState::kSucceeded;
+  r.val_nats_per_byte = loss;
+  r.train_seconds = seconds;
+  r.params = 1000;
+  r.device_class = "cpu";
+  return r;
+}
+
+// Reference at 1500/3000/6000/12000 steps (101, 201, 402, 804 s); the
+// variant "a<b&c" is faster than the whole curve (extrapolated below it).
+TimeReport Fixture() {
+  ComparisonPlan plan;
+  plan.experiment = "plot";
+  plan.baseline = "base";
+  plan.variants = {"base", "muon", "a<b&c"};
+  plan.seeds = {1, 2};
+  plan.budget = Steps(6000);
+  plan.reference = ReferencePlan{.budgets = {Steps(1500), Steps(3000), Steps(6000), Steps(12000)},
+                                 .seeds = {1, 2},
+                                 .shared_variant = "base"};
+  std::vector<ComparedRun> runs = {
+      Finished("reference", 1, 1500, 1.100, 100),  Finished("reference", 2, 1500, 1.102, 102),
+      Finished("reference", 1, 3000, 1.000, 200),  Finished("reference", 2, 3000, 1.002, 202),
+      Finished("reference", 1, 12000, 0.900, 800), Finished("reference", 2, 12000, 0.902, 808),
+      Finished("base", 1, 6000, 0.950, 400),       Finished("base", 2, 6000, 0.951, 404),
+      Finished("muon", 1, 6000, 0.930, 560),       Finished("muon", 2, 6000, 0.931, 570),
+      Finished("a<b&c", 1, 6000, 1.134, 80),       Finished("a<b&c", 2, 6000, 1.135, 82)};
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return *report;
+}
+
+const Element* Only(const Element& root, const std::string& name, const std::string& key,
+                    const std::string& value) {
+  std::vector<const Element*> found;
+  root.Find([&](const Element& e) { return e.name == name && e.Attr(key) == value; }, found);
+  EXPECT_EQ(found.size(), 1u) << name << " " << key << "=" << value;
+  return found.empty() ? nullptr : found[0];
+}
+
+size_t Count(const Element& root, const std::string& name) {
+  std::vector<const Element*> found;
+  root.Find([&](const Element& e) { return e.name == name; }, found);
+  return found.size();
+}
+
+TEST(PlotTest, TimePanelHasTheCurveItsBandAndEverySeed) {
+  const std::string svg = RenderPlotSvg(PlotDataFor(Fixture()));
+  std::unique_ptr<Element> root;
+  ASSERT_NO_THROW(root = ParseXml(svg)) << svg;
+  EXPECT_EQ(root->name, "svg");
+  const Element* panel = Only(*root, "g", "id", "time-panel");
+  ASSERT_NE(panel, nullptr);
+
+  // The reference points: four squares, and the interpolation through them,
+  // left to right; a lower loss is drawn lower on screen (larger y).
+  const Element* reference = Only(*panel, "g", "data-series", "reference");
+  ASSERT_NE(reference, nullptr);
+  EXPECT_EQ(Count(*reference, "rect"), 4u);
+  const Element* line = Only(*panel, "polyline", "class", "reference-line");
+  ASSERT_NE(line, nullptr);
+  const auto points = PointsOf(*line);
+  ASSERT_EQ(points.size(), 4u);
+  for (size_t i = 1; i < points.size(); ++i) {
+    EXPECT_GT(points[i].first, points[i - 1].first);
+    EXPECT_GT(points[i].second, points[i - 1].second);  // the loss falls
+  }
+  // Log time: the points are evenly spaced in x (each budget twice the last).
+  EXPECT_NEAR(points[2].first - points[1].first, points[1].first - points[0].first, 1.0);
+
+  // The variant below the curve's span makes the line extrapolated there.
+  const Element* extrapolated = Only(*panel, "polyline", "class", "reference-extrapolated");
+  ASSERT_NE(extrapolated, nullptr);
+  EXPECT_LT(PointsOf(*extrapolated)[0].first, points[0].first);
+
+  // The τ band surrounds the line: 2 × its vertices, the line in the middle.
+  const Element* band = Only(*panel, "polygon", "class", "tau-band");
+  ASSERT_NE(band, nullptr);
+  const auto band_points = PointsOf(*band);
+  ASSERT_EQ(band_points.size(), 2u * 5u);  // extrapolated start + 4 points
+  for (size_t i = 0; i < 5; ++i) {
+    const auto& upper = band_points[i];
+    const auto& lower = band_points[band_points.size() - 1 - i];
+    EXPECT_NEAR(upper.first, lower.first, 0.11);
+    EXPECT_LT(upper.second, lower.second);  // upper = loss + τ, drawn higher
+  }
+  EXPECT_THAT(band->children.at(0)->text, HasSubstr("τ = 0.0020"));
+
+  // Every seed of every variant, names escaped and read back intact.
+  for (const std::string& name : {"base", "muon", "a<b&c"}) {
+    const Element* series = Only(*panel, "g", "data-series", "variant:" + name);
+    ASSERT_NE(series, nullptr);
+    EXPECT_EQ(Count(*series, "circle"), 2u) << name;
+  }
+  const Element* muon = Only(*panel, "g", "data-series", "variant:muon");
+  EXPECT_THAT(muon->children.at(0)->children.at(0)->text, HasSubstr("muon: 9.33 min, 0.9300"));
+}
+
+TEST(PlotTest, StepsPanelHasEveryReferenceSeedAndVariant) {
+  const std::string svg = RenderPlotSvg(PlotDataFor(Fixture()));
+  std::unique_ptr<Element> root = ParseXml(svg);
+  const Element* panel = Only(*root, "g", "id", "steps-panel");
+  ASSERT_NE(panel, nullptr);
+  const Element* reference = Only(*panel, "g", "data-series", "reference");
+  ASSERT_NE(reference, nullptr);
+  EXPECT_EQ(Count(*reference, "rect"), 8u);  // 4 budgets × 2 seeds
+  EXPECT_EQ(PointsOf(*Only(*panel, "polyline", "class", "reference-line")).size(), 4u);
+  for (const std::string& name : {"base", "muon", "a<b&c"}) {
+    const Element* series = Only(*panel, "g", "data-series", "variant:" + name);
+    ASSERT_NE(series, nullptr);
+    EXPECT_EQ(Count(*series, "circle"), 2u) << name;
+  }
+  // Axis titles and the legend say what is drawn.
+  EXPECT_THAT(svg, HasSubstr("training time (log scale)"));
+  EXPECT_THAT(svg, HasSubstr("optimizer steps (log scale)"));
+  EXPECT_THAT(svg, HasSubstr("validation loss (nats/byte)"));
+  EXPECT_THAT(svg, HasSubstr("a&lt;b&amp;c"));
+}
+
+TEST(PlotTest, WithoutAReferenceCurveTheVariantsAreStillDrawn) {
+  ComparisonPlan plan;
+  plan.experiment = "steps-only";
+  plan.baseline = "base";
+  plan.variants = {"base", "rope"};
+  plan.seeds = {1};
+  plan.budget = Steps(300);
+  std::vector<ComparedRun> runs = {Finished("base", 1, 300, 1.5, 12),
+                                   Finished("rope", 1, 300, 1.49, 13)};
+  absl::StatusOr<Report> report = CompareAtEqualSteps(plan, runs);
+  ASSERT_TRUE(report.ok());
+  std::unique_ptr<Element> root = ParseXml(RenderPlotSvg(PlotDataFor(*report, plan, runs)));
+  std::vector<const Element*> lines;
+  root->Find([](const Element& e) { return e.name == "polyline"; }, lines);
+  EXPECT_TRUE(lines.empty());
+  for (const char* id : {"time-panel", "steps-panel"}) {
+    const Element* panel = Only(*root, "g", "id", id);
+    ASSERT_NE(panel, nullptr);
+    EXPECT_EQ(Count(*Only(*panel, "g", "data-series", "variant:rope"), "circle"), 1u) << id;
+  }
+}
+
+TEST(PlotTest, WritePlotWritesSvgAndRefusesPng) {
+  testing::TempDir dir;
+  const PlotData data = PlotDataFor(Fixture());
+  ASSERT_TRUE(WritePlot(data, dir.Join("plot.svg")).ok());
+  std::ifstream in(dir.Join("plot.svg"));
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), RenderPlotSvg(data));
+
+  absl::Status png = WritePlot(data, dir.Join("plot.png"));
+  EXPECT_EQ(png.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(png.message(), HasSubstr("use .svg"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("plot.png")));
+  EXPECT_EQ(WritePlot(data, dir.Join("plot.pdf")).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace smallem

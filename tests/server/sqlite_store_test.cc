@@ -1,0 +1,283 @@
+#include "server/sqlite_store.h"
+
+#include <memory>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "server/migrations.h"
+#include "tests/server/test_support.h"
+
+namespace smallem {
+namespace {
+
+using testing::MakeSubmission;
+using testing::TempDir;
+
+constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kLater = kNow + 60'000;
+
+RunStatus Requeue(const RunRecord&) { return RunStatus::kQueued; }
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+  void Reopen() {
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+  // Leases the next run to worker "w1" until kLater.
+  LeaseRecord LeaseNext() {
+    absl::StatusOr<std::optional<LeaseRecord>> lease =
+        store_->LeaseNextRun("w1", "cpu", "cpu-2t", kNow, kLater);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(lease->has_value());
+    return **lease;
+  }
+
+  TempDir dir_;
+  std::string path_ = dir_.Join("smallem.db");
+  std::unique_ptr<SqliteStore> store_;
+};
+
+TEST_F(SqliteStoreTest, NewDatabaseIsAtNewestSchemaVersion) {
+  absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path_);
+  ASSERT_TRUE(db.ok());
+  absl::StatusOr<int> version = SchemaVersion(**db);
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, static_cast<int>(EmbeddedMigrations().size()));
+}
+
+TEST_F(SqliteStoreTest, DatabaseNewerThanBinaryIsRefused) {
+  store_.reset();
+  {
+    absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path_);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE((*db)->Exec("PRAGMA user_version = 99").ok());
+  }
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(store.status().message().find("schema version 99"), std::string_view::npos)
+      << store.status();
+}
+
+TEST_F(SqliteStoreTest, FailedMigrationLeavesSchemaAtPreviousVersion) {
+  TempDir other;
+  absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(other.Join("m.db"));
+  ASSERT_TRUE(db.ok());
+  std::vector<Migration> migrations = {
+      {1, "0001_a", "CREATE TABLE a (x INTEGER);"},
+      {2, "0002_b", "CREATE TABLE b (x INTEGER); INSERT INTO nowhere VALUES (1);"}};
+  absl::Status status = ApplyMigrations(**db, migrations);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("0002_b"), std::string_view::npos) << status;
+  EXPECT_EQ(*SchemaVersion(**db), 1);
+  // Table b was created inside the failed transaction: rolled back.
+  EXPECT_FALSE((*db)->Exec("SELECT * FROM b").ok());
+  EXPECT_TRUE((*db)->Exec("SELECT * FROM a").ok());
+}
+
+TEST_F(SqliteStoreTest, MigrationNumbersWithGapAreRefused) {
+  TempDir other;
+  absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(other.Join("m.db"));
+  ASSERT_TRUE(db.ok());
+  std::vector<Migration> migrations = {{1, "0001_a", "CREATE TABLE a (x INTEGER);"},
+                                       {3, "0003_c", "CREATE TABLE c (x INTEGER);"}};
+  EXPECT_EQ(ApplyMigrations(**db, migrations).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SqliteStoreTest, SubmittedRunsSurviveReopen) {
+  absl::StatusOr<SubmitOutcome> out = store_->Submit(MakeSubmission("exp", 3, 2), kNow);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->added, 6);
+  Reopen();
+  absl::StatusOr<ExperimentRecord> exp = store_->FindExperiment("exp");
+  ASSERT_TRUE(exp.ok()) << exp.status();
+  EXPECT_EQ(exp->baseline, "v0");
+  absl::StatusOr<std::vector<RunRecord>> runs = store_->ListRuns(exp->id);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 6u);
+  EXPECT_EQ((*runs)[0].variant, "v0");
+  EXPECT_EQ((*runs)[0].status, RunStatus::kQueued);
+  EXPECT_EQ((*runs)[0].budget_steps, 20);
+}
+
+TEST_F(SqliteStoreTest, ResubmissionAddsNothingForFinishedCellsAndReissuesFailedOnes) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 2, 1), kNow).ok());
+  LeaseRecord first = LeaseNext();
+  ASSERT_TRUE(store_->Complete(first.run.id, first.run.attempt, "w1", "{}", {}, kNow).ok());
+  LeaseRecord second = LeaseNext();
+  ASSERT_TRUE(store_->Fail(second.run.id, second.run.attempt, "w1",
+                           FailureClass::kInvalidConfig, "bad", kNow,
+                           [](const RunRecord&) { return RunStatus::kFailed; })
+                  .ok());
+
+  absl::StatusOr<SubmitOutcome> again = store_->Submit(MakeSubmission("exp", 3, 1), kLater);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->total, 3);
+  EXPECT_EQ(again->unchanged, 1);  // the succeeded one
+  EXPECT_EQ(again->reissued, 1);   // the failed one
+  EXPECT_EQ(again->added, 1);      // the new variant
+  absl::StatusOr<RunRecord> reissued = store_->GetRun(second.run.id);
+  EXPECT_EQ(reissued->status, RunStatus::kQueued);
+  EXPECT_EQ(reissued->engine_failures, 0);
+}
+
+TEST_F(SqliteStoreTest, ResubmissionWithAnotherDatasetIsRefused) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  SubmissionRecord other = MakeSubmission("exp", 1, 1);
+  other.dataset_hash = "0ther";
+  absl::StatusOr<SubmitOutcome> out = store_->Submit(other, kNow);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SqliteStoreTest, LeaseTakesOldestQueuedRunAndNumbersTheAttempt) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 2, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  EXPECT_EQ(lease.run.id, 1);
+  EXPECT_EQ(lease.run.attempt, 1);
+  EXPECT_EQ(lease.run.status, RunStatus::kLeased);
+  EXPECT_EQ(lease.run.lease_expires_unix_ms, kLater);
+  EXPECT_EQ(lease.dataset_hash, "feedbeef");
+  EXPECT_EQ(LeaseNext().run.id, 2);
+  absl::StatusOr<std::optional<LeaseRecord>> none =
+      store_->LeaseNextRun("w1", "cpu", "cpu-2t", kNow, kLater);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_F(SqliteStoreTest, CompletedResultSurvivesReopen) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  absl::StatusOr<bool> dup = store_->Complete(lease.run.id, 1, "w1",
+                                              R"({"val_nats_per_byte":1.5})", {}, kNow);
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_FALSE(*dup);
+  Reopen();
+  absl::StatusOr<std::optional<ResultRecord>> result = store_->GetResult(lease.run.id);
+  ASSERT_TRUE(result.ok());
+  ASSERT_TRUE(result->has_value());
+  EXPECT_EQ((*result)->result_json, R"({"val_nats_per_byte":1.5})");
+  EXPECT_EQ(store_->GetRun(lease.run.id)->status, RunStatus::kSucceeded);
+}
+
+TEST_F(SqliteStoreTest, RepeatedCompletionIsANoOp) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  ASSERT_TRUE(store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow).ok());
+  absl::StatusOr<bool> dup = store_->Complete(lease.run.id, 1, "w1", "{\"a\":2}", {}, kNow);
+  ASSERT_TRUE(dup.ok()) << dup.status();
+  EXPECT_TRUE(*dup);
+  EXPECT_EQ((*store_->GetResult(lease.run.id))->result_json, "{\"a\":1}");
+}
+
+TEST_F(SqliteStoreTest, CompletionFromSupersededAttemptIsRejected) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  LeaseRecord first = LeaseNext();
+  ASSERT_TRUE(store_->Fail(first.run.id, 1, "w1", FailureClass::kLeaseLost, "lost", kNow,
+                           &Requeue)
+                  .ok());
+  LeaseRecord second = LeaseNext();
+  ASSERT_EQ(second.run.attempt, 2);
+  absl::StatusOr<bool> late = store_->Complete(first.run.id, 1, "w1", "{}", {}, kNow);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(late.status().message().find("superseded"), std::string_view::npos)
+      << late.status();
+  EXPECT_TRUE(store_->Complete(first.run.id, 2, "w1", "{}", {}, kNow).ok());
+}
+
+TEST_F(SqliteStoreTest, HeartbeatRecordsPointsOnceAndUpdatesProgress) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  std::vector<ProgressRecord> points = {{.step = 10, .total_steps = 20, .loss = 5.0},
+                                        {.step = 20, .total_steps = 20, .loss = 4.0}};
+  ASSERT_TRUE(store_->Heartbeat(lease.run.id, 1, "w1", points, kNow, kLater + 1).ok());
+  // The same heartbeat again, as after a lost reply.
+  ASSERT_TRUE(store_->Heartbeat(lease.run.id, 1, "w1", points, kNow, kLater + 2).ok());
+  absl::StatusOr<std::vector<MetricPointRecord>> stored =
+      store_->ListMetricPoints(lease.run.id, 1, -1);
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ((*stored)[1].loss, 4.0);
+  absl::StatusOr<RunRecord> run = store_->GetRun(lease.run.id);
+  EXPECT_EQ(run->progress.step, 20);
+  EXPECT_EQ(run->lease_expires_unix_ms, kLater + 2);
+}
+
+TEST_F(SqliteStoreTest, CancelledRunTellsItsWorkerToStopAndRefusesItsResult) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 2, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  absl::StatusOr<int> cancelled = store_->Cancel(RunSelector{.experiment_id = 1}, kNow);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(*cancelled, 2);
+  absl::StatusOr<HeartbeatOutcome> beat = store_->Heartbeat(lease.run.id, 1, "w1", {}, kNow, kLater);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_TRUE(beat->cancel);
+  EXPECT_EQ(store_->Complete(lease.run.id, 1, "w1", "{}", {}, kNow).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<int> retried = store_->Retry(RunSelector{.run_ids = {lease.run.id}}, kNow);
+  EXPECT_EQ(*retried, 1);
+  EXPECT_EQ(store_->GetRun(lease.run.id)->status, RunStatus::kQueued);
+}
+
+TEST_F(SqliteStoreTest, DatasetChunksRoundTripAndCompleteOnlyWhenMarked) {
+  const std::string bytes(3000, 'x');
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", {.file_name = "train.bin", .file_size = 3000,
+                                              .offset = 0},
+                                      bytes, kNow)
+                  .ok());
+  EXPECT_FALSE(store_->DatasetBytes("abc")->has_value());
+  ASSERT_TRUE(store_->MarkDatasetComplete("abc", 3000).ok());
+  Reopen();
+  EXPECT_EQ(**store_->DatasetBytes("abc"), 3000);
+  absl::StatusOr<std::vector<DatasetChunkRef>> chunks = store_->ListDatasetChunks("abc");
+  ASSERT_EQ(chunks->size(), 1u);
+  EXPECT_EQ((*chunks)[0].length, 3000);
+  EXPECT_EQ(*store_->ReadDatasetChunk("abc", "train.bin", 0), bytes);
+  EXPECT_EQ(store_->PutDatasetChunk("abc", {.file_name = "x"}, "y", kNow).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SqliteStoreTest, ConcurrentWritesCommitTogetherAndAFailedOneUndoesOnlyItself) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 20, 1), kNow).ok());
+  for (int i = 0; i < 20; ++i) LeaseNext();
+  std::vector<absl::Status> statuses(40);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 40; ++i) {
+    threads.emplace_back([&, i] {
+      // Even threads complete run i/2+1 properly; odd ones with a wrong
+      // attempt, which must be refused without undoing their batch-mates.
+      const int64_t run = i / 2 + 1;
+      statuses[i] = store_->Complete(run, i % 2 == 0 ? 1 : 7, "w1", "{}", {{.step = 1}}, kNow)
+                        .status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 40; ++i) {
+    if (i % 2 == 0) EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i];
+    else EXPECT_EQ(statuses[i].code(), absl::StatusCode::kFailedPrecondition) << i;
+  }
+  Reopen();
+  EXPECT_EQ(store_->ListResults(1)->size(), 20u);
+  EXPECT_EQ(store_->CountRuns(1)->succeeded, 20);
+}
+
+TEST_F(SqliteStoreTest, WorkerRegistrationIsUpsertedAndSurvivesReopen) {
+  ASSERT_TRUE(store_->UpsertWorker({.id = "w1", .hostname = "h", .devices_json = "[]",
+                                    .registered_unix_ms = kNow, .last_seen_unix_ms = kNow})
+                  .ok());
+  ASSERT_TRUE(store_->UpsertWorker({.id = "w1", .hostname = "h2", .devices_json = "[]",
+                                    .registered_unix_ms = kLater, .last_seen_unix_ms = kLater})
+                  .ok());
+  Reopen();
+  absl::StatusOr<std::vector<WorkerRecord>> workers = store_->ListWorkers();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].hostname, "h2");
+  EXPECT_EQ((*workers)[0].registered_unix_ms, kNow);
+  EXPECT_EQ((*workers)[0].last_seen_unix_ms, kLater);
+}
+
+}  // namespace
+}  // namespace smallem

@@ -1,0 +1,60 @@
+// Helpers shared by the server, worker and e2e tests: a temporary directory
+// removed at the end of the test, and small submissions.
+#ifndef SMALLEM_TESTS_SERVER_TEST_SUPPORT_H_
+#define SMALLEM_TESTS_SERVER_TEST_SUPPORT_H_
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/store_types.h"
+
+namespace smallem::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), deleted with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/smallem_test_XXXXXX");
+    char* made = mkdtemp(pattern.data());
+    if (made == nullptr) std::abort();
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string Join(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A submission of `variants` × `seeds` cells at `steps` steps.
+inline SubmissionRecord MakeSubmission(const std::string& name, int variants, int seeds,
+                                       int64_t steps = 20) {
+  SubmissionRecord s{.name = name, .baseline = "v0", .grid_file = name + ".yaml",
+                     .grid_yaml = "name: " + name, .dataset_hash = "feedbeef",
+                     .retry_budget = 2, .cells = {}};
+  for (int seed = 1; seed <= seeds; ++seed) {
+    for (int v = 0; v < variants; ++v) {
+      s.cells.push_back(CellRecord{
+          .variant = absl::StrCat("v", v), .variant_kind = "variant",
+          .spec_json = absl::StrCat("{\"layers\":1,\"lr\":0.00", v + 1, "}"),
+          .spec_hash = absl::StrCat("hash", v), .seed = seed,
+          .budget = absl::StrCat("steps:", steps), .budget_steps = steps,
+          .budget_minutes = std::nullopt});
+    }
+  }
+  return s;
+}
+
+}  // namespace smallem::testing
+
+#endif  // SMALLEM_TESTS_SERVER_TEST_SUPPORT_H_

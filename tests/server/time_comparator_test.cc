@@ -1,0 +1,242 @@
+#include "server/time_comparator.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace smallem {
+namespace {
+
+using ::testing::HasSubstr;
+
+Budget Steps(int64_t n) { return Budget{.steps = n, .minutes = std::nullopt}; }
+
+ComparedRun Finished(const std::string& variant, int64_t seed, int64_t steps, double loss,
+                     double seconds, const std::string& device_class = "cpu") {
+  ComparedRun r;
+  r.variant = variant;
+  r.seed = seed;
+  r.budget = Steps(steps);
+  r.state = RunState::kSucceeded;
+  r.val_nats_per_byte = loss;
+  r.train_seconds = seconds;
+  r.params = 1'000'000;
+  r.device_class = device_class;
+  return r;
+}
+
+// Baseline "base" = the reference spec (its 6000-step cells are the curve's
+// 6000-step point); variants at 6000 steps; reference AdamW at 1500, 3000,
+// 6000 and 12000 steps, two seeds each.
+ComparisonPlan Plan() {
+  ComparisonPlan plan;
+  plan.experiment = "article16";
+  plan.baseline = "base";
+  plan.variants = {"base", "muon", "fast", "tiny", "late"};
+  plan.seeds = {1, 2};
+  plan.budget = Steps(6000);
+  plan.reference = ReferencePlan{.budgets = {Steps(1500), Steps(3000), Steps(6000), Steps(12000)},
+                                 .seeds = {1, 2},
+                                 .shared_variant = "base"};
+  return plan;
+}
+
+std::vector<ComparedRun> ReferenceRuns(const std::string& device_class = "cpu") {
+  return {Finished("reference", 1, 1500, 1.100, 100, device_class),
+          Finished("reference", 2, 1500, 1.102, 102, device_class),
+          Finished("reference", 1, 3000, 1.000, 200, device_class),
+          Finished("reference", 2, 3000, 1.002, 202, device_class),
+          Finished("reference", 1, 12000, 0.900, 800, device_class),
+          Finished("reference", 2, 12000, 0.902, 808, device_class)};
+}
+
+// The hand-computed fixture. Curve points (mean seconds, mean loss):
+// (101, 1.101), (201, 1.001), (402, 0.9505: the baseline's runs), (804, 0.901).
+// τ = 0.002 (baseline spread 0.001 < floor).
+//   base  t = 402: on the point, R = 0.9505, Δt = 0                  within noise
+//   muon  t = 565: R = 0.9505 + ln(565/402)/ln 2 · (0.901 − 0.9505)
+//                    = 0.926192759, Δt = 0.9305 − R = +0.004307241   worse (2.2τ)
+//         (at equal steps Δ = −0.0200: better (10.0τ) — wins per step, loses per minute)
+//   fast  t = 302: R = 1.001 + ln(302/201)/ln 2 · (0.9505 − 1.001)
+//                    = 0.971338671, Δt = 0.9555 − R = −0.015838671   better (7.9τ)
+//   tiny  t = 81 < 101: extrapolated ×0.802 along the first segment,
+//                    R = 1.133065732, Δt = 1.1345 − R = +0.001434268 within noise
+//   late  one seed of two: pending.
+std::vector<ComparedRun> Fixture() {
+  std::vector<ComparedRun> runs = ReferenceRuns();
+  for (const ComparedRun& r :
+       {Finished("base", 1, 6000, 0.950, 400), Finished("base", 2, 6000, 0.951, 404),
+        Finished("muon", 1, 6000, 0.930, 560), Finished("muon", 2, 6000, 0.931, 570),
+        Finished("fast", 1, 6000, 0.955, 300), Finished("fast", 2, 6000, 0.956, 304),
+        Finished("tiny", 1, 6000, 1.134, 80), Finished("tiny", 2, 6000, 1.135, 82),
+        Finished("late", 1, 6000, 0.940, 500)}) {
+    runs.push_back(r);
+  }
+  return runs;
+}
+
+const TimeRow& Row(const TimeReport& report, const std::string& variant) {
+  for (const TimeRow& row : report.rows) {
+    if (row.variant == variant) return row;
+  }
+  ADD_FAILURE() << "no row " << variant;
+  static const TimeRow none;
+  return none;
+}
+
+TEST(TimeComparatorTest, HandComputedFixture) {
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(Plan(), Fixture());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->device_class, "cpu");
+  ASSERT_TRUE(report->steps.tau.has_value());
+  EXPECT_DOUBLE_EQ(*report->steps.tau, 0.002);
+  ASSERT_EQ(report->curve.size(), 4u);
+  EXPECT_DOUBLE_EQ(report->curve[2].seconds, 402);
+  EXPECT_DOUBLE_EQ(report->curve[2].loss, 0.9505);
+  ASSERT_EQ(report->rows.size(), 5u);
+  EXPECT_EQ(report->rows[0].variant, "base");
+
+  const TimeRow& base = Row(*report, "base");
+  EXPECT_EQ(base.verdict, Verdict::kWithinNoise);
+  EXPECT_DOUBLE_EQ(*base.reference_loss, 0.9505);
+  EXPECT_DOUBLE_EQ(*base.delta, 0);
+  EXPECT_FALSE(base.extrapolated);
+
+  const TimeRow& muon = Row(*report, "muon");
+  EXPECT_DOUBLE_EQ(*muon.mean_seconds, 565);
+  EXPECT_NEAR(*muon.reference_loss, 0.926192759, 1e-9);
+  EXPECT_NEAR(*muon.delta, 0.004307241, 1e-9);
+  EXPECT_EQ(muon.verdict, Verdict::kWorse);
+  EXPECT_EQ(muon.VerdictText(), "worse (2.2τ)");
+  EXPECT_EQ(report->steps.rows[1].VerdictText(), "better (10.0τ)");
+
+  const TimeRow& fast = Row(*report, "fast");
+  EXPECT_NEAR(*fast.reference_loss, 0.971338671, 1e-9);
+  EXPECT_NEAR(*fast.delta, -0.015838671, 1e-9);
+  EXPECT_EQ(fast.VerdictText(), "better (7.9τ)");
+
+  const TimeRow& tiny = Row(*report, "tiny");
+  EXPECT_TRUE(tiny.extrapolated);
+  EXPECT_NEAR(tiny.span_ratio, 81.0 / 101.0, 1e-12);
+  EXPECT_NEAR(*tiny.reference_loss, 1.133065732, 1e-9);
+  EXPECT_NEAR(*tiny.delta, 0.001434268, 1e-9);
+  EXPECT_EQ(tiny.verdict, Verdict::kWithinNoise);
+
+  const TimeRow& late = Row(*report, "late");
+  EXPECT_EQ(late.verdict, Verdict::kPending);
+  EXPECT_EQ(late.VerdictText(), "pending: 1 of 2 seeds finished");
+  EXPECT_EQ(late.seconds, (std::vector<double>{500}));
+  EXPECT_FALSE(report->Complete());
+
+  // Per-seed values for plots, in seed order.
+  EXPECT_EQ(muon.seconds, (std::vector<double>{560, 570}));
+  EXPECT_EQ(muon.losses, (std::vector<double>{0.930, 0.931}));
+  EXPECT_EQ(muon.steps, (std::vector<int64_t>{6000, 6000}));
+
+  // The extrapolation is said, with how far.
+  bool said = false;
+  for (const std::string& note : report->notes) {
+    said = said || (note.find("tiny") != std::string::npos &&
+                    note.find("0.80× the shortest reference run") != std::string::npos &&
+                    note.find("extrapolated") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << "no extrapolation note";
+}
+
+TEST(TimeComparatorTest, NoReferenceCurveIsRefused) {
+  ComparisonPlan plan = Plan();
+  plan.reference.reset();
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, Fixture());
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(report.status().message(), HasSubstr("has no reference curve"));
+  EXPECT_THAT(report.status().message(), HasSubstr("--at steps"));
+}
+
+TEST(TimeComparatorTest, ReferenceOnAnotherDeviceClassIsRefused) {
+  ComparisonPlan plan = Plan();
+  plan.reference->shared_variant = "";  // the curve's runs are all "reference" runs
+  std::vector<ComparedRun> runs = ReferenceRuns("cuda:NVIDIA H200");
+  runs.push_back(Finished("reference", 1, 6000, 0.95, 400, "cuda:NVIDIA H200"));
+  runs.push_back(Finished("reference", 2, 6000, 0.95, 400, "cuda:NVIDIA H200"));
+  runs.push_back(Finished("base", 1, 6000, 0.950, 400, "cpu:16"));
+  runs.push_back(Finished("base", 2, 6000, 0.951, 404, "cpu:16"));
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(report.status().message(),
+              HasSubstr("the reference curve ran on device class cuda:NVIDIA H200 but the "
+                        "variants are compared on cpu:16"));
+  EXPECT_THAT(report.status().message(), HasSubstr("only within one device class"));
+}
+
+TEST(TimeComparatorTest, ReferenceRunsOnOtherClassesAreLeftOutAndSaidSo) {
+  std::vector<ComparedRun> runs = Fixture();
+  runs.push_back(Finished("reference", 1, 1500, 0.5, 10, "cuda:NVIDIA H200"));
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(Plan(), runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_DOUBLE_EQ(report->curve[0].loss, 1.101);  // unchanged by the GPU run
+  bool said = false;
+  for (const std::string& note : report->notes) {
+    said = said || note.find(
+                       "1 finished reference run(s) on device class cuda:NVIDIA H200 "
+                       "left out") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
+TEST(TimeComparatorTest, RowsWaitForTwoReferencePoints) {
+  // Only the 1500-step budget has finished; the baseline's cells are not
+  // shared with the curve here, so it has one point.
+  std::vector<ComparedRun> runs;
+  for (const ComparedRun& r : Fixture()) {
+    if (r.variant == "reference" && r.budget.steps != 1500) continue;
+    runs.push_back(r);
+  }
+  ComparisonPlan plan = Plan();
+  plan.reference->shared_variant = "";
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->curve.size(), 1u);
+  EXPECT_EQ(Row(*report, "muon").verdict, Verdict::kPending);
+  EXPECT_EQ(Row(*report, "muon").pending_reason,
+            "waiting for the reference curve (1 of 4 budgets finished on cpu)");
+}
+
+TEST(TimeComparatorTest, AnIncompleteCurveIsUsedAndSaidSo) {
+  std::vector<ComparedRun> runs;
+  for (const ComparedRun& r : Fixture()) {
+    if (r.variant == "reference" && r.budget.steps == 12000 && r.seed == 2) continue;
+    runs.push_back(r);
+  }
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(Plan(), runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->curve.size(), 3u);
+  // muon's 565 s are now beyond the last point (402 s): extrapolated.
+  EXPECT_TRUE(Row(*report, "muon").extrapolated);
+  EXPECT_NEAR(Row(*report, "muon").span_ratio, 565.0 / 402.0, 1e-12);
+  ASSERT_FALSE(report->notes.empty());
+  EXPECT_THAT(report->notes[0], HasSubstr("3 of 4 budgets finished on cpu"));
+  EXPECT_THAT(report->notes[0], HasSubstr("12000 steps: 1 of 2 seeds finished"));
+}
+
+TEST(TimeComparatorTest, RowsWaitForTheBaselinesNoise) {
+  std::vector<ComparedRun> runs;
+  for (const ComparedRun& r : Fixture()) {
+    if (r.variant == "base" && r.seed == 2) continue;
+    runs.push_back(r);
+  }
+  ComparisonPlan plan = Plan();
+  plan.reference->shared_variant = "";
+  runs.push_back(Finished("reference", 1, 6000, 0.950, 400));
+  runs.push_back(Finished("reference", 2, 6000, 0.951, 404));
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(Row(*report, "muon").pending_reason, "waiting for the baseline (τ)");
+}
+
+}  // namespace
+}  // namespace smallem

@@ -1,0 +1,244 @@
+// WorkerDaemon against a real Coordinator (127.0.0.1:0, real SQLite file).
+// Most tests use a scripted child (a shell script speaking the child
+// protocol) to make timing and exit codes deterministic; the first trains
+// the tiny real config through the real `smallem-worker child`.
+#include "worker/daemon.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "server/coordinator.h"
+#include "server/grid.h"
+#include "tests/server/service_test_support.h"
+#include "tests/server/test_support.h"
+#include "tests/worker/worker_test_support.h"
+
+namespace smallem {
+namespace {
+
+using testing::TempDir;
+
+// A child that prints `steps` progress lines `sleep_s` apart, then writes a
+// result and exits with `exit_code`.
+std::string WriteScriptedChild(const std::string& path, int steps, double sleep_s,
+                               int exit_code, const std::string& stderr_line = "") {
+  std::string script = "#!/bin/sh\n# args: child --spec S --out D ...\nout=\"$5\"\n";
+  for (int i = 1; i <= steps; ++i) {
+    absl::StrAppend(&script, "echo '{\"event\":\"progress\",\"step\":", i,
+                    ",\"total_steps\":", steps, ",\"loss\":", 5.0 - 0.1 * i,
+                    ",\"tokens_per_s\":100,\"elapsed_s\":", i * sleep_s, ",\"eta_s\":1}'\n",
+                    "sleep ", sleep_s, "\n");
+  }
+  absl::StrAppend(&script,
+                  "echo '{\"val_nats_per_byte\":1.5,\"train_seconds\":1,\"params\":10,"
+                  "\"device_class\":\"cpu-test\",\"steps\":",
+                  steps, "}' > \"$out/result.json\"\n");
+  if (!stderr_line.empty()) absl::StrAppend(&script, "echo '", stderr_line, "' >&2\n");
+  absl::StrAppend(&script, "exit ", exit_code, "\n");
+  testing::WriteFile(path, script);
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StartCoordinator("127.0.0.1:0");
+    data_dir_ = dir_.Join("data");
+    hash_ = testing::WriteFakeDataset(data_dir_);
+  }
+  void TearDown() override {
+    StopDaemon();
+    coordinator_.reset();
+  }
+
+  void StartCoordinator(const std::string& listen) {
+    CoordinatorOptions options;
+    options.listen = listen;
+    options.db_path = dir_.Join("smallem.db");
+    options.queue.heartbeat_interval_ms = 100;
+    options.queue.lease_duration_ms = 5'000;
+    options.queue.reap_interval_ms = 100;
+    absl::StatusOr<std::unique_ptr<Coordinator>> c = Coordinator::Start(options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = std::move(*c);
+    client_ = v1::ClientService::NewStub(
+        grpc::CreateChannel(coordinator_->address(), grpc::InsecureChannelCredentials()));
+  }
+
+  void Submit(int variants, int seeds, int retry_budget = 2) {
+    ASSERT_TRUE(testing::UploadDirectory(*client_, data_dir_, hash_).ok());
+    const std::string yaml = testing::MakeGridYaml("exp", data_dir_, variants, seeds);
+    v1::SubmitRequest request;
+    request.set_grid_yaml(yaml);
+    request.set_grid_file_name("grid.yaml");
+    request.set_retry_budget(retry_budget);
+    (*request.mutable_dataset_hashes())[ParseGrid(yaml, "grid.yaml")->data_dir] = hash_;
+    v1::SubmitResponse response;
+    grpc::Status status = client_->Submit(testing::Context().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  void StartDaemon(const std::string& child_program, const std::string& address = "") {
+    WorkerOptions options;
+    options.coordinator = address.empty() ? coordinator_->address() : address;
+    options.devices = {DeviceInfo{.name = "cpu", .device_class = "cpu-test", .memory_bytes = 0}};
+    options.cache_dir = dir_.Join("cache");
+    options.child_program = child_program;
+    options.worker_id = "test-worker";
+    options.child_threads = 1;
+    options.initial_backoff_ms = 50;
+    options.max_backoff_ms = 200;
+    options.rpc_deadline_ms = 2'000;
+    daemon_ = std::make_unique<WorkerDaemon>(options);
+    daemon_thread_ = std::thread([this] { EXPECT_TRUE(daemon_->Run().ok()); });
+  }
+
+  void StopDaemon() {
+    if (daemon_ == nullptr) return;
+    daemon_->Stop();
+    daemon_thread_.join();
+    daemon_.reset();
+  }
+
+  // Polls until every run of experiment 1 is finished (or `seconds` pass).
+  RunCountsRecord WaitForRunsToFinish(int seconds = 60) {
+    RunCountsRecord counts;
+    for (int i = 0; i < seconds * 20; ++i) {
+      counts = *coordinator_->store().CountRuns(1);
+      if (counts.total > 0 && counts.queued == 0 && counts.leased == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return counts;
+  }
+
+  // Polls until run 1 has recorded progress.
+  void WaitForProgress(int64_t run_id = 1) {
+    for (int i = 0; i < 400; ++i) {
+      if (coordinator_->store().GetRun(run_id)->progress.step > 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    FAIL() << "run " << run_id << " never reported progress";
+  }
+
+  TempDir dir_;
+  std::string data_dir_;
+  std::string hash_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<v1::ClientService::Stub> client_;
+  std::unique_ptr<WorkerDaemon> daemon_;
+  std::thread daemon_thread_;
+};
+
+TEST_F(DaemonTest, TrainsLeasedRunsWithTheRealChildAndRecordsResults) {
+  if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
+  // A real dataset this time: the child really trains.
+  data_dir_ = dir_.Join("real");
+  ASSERT_TRUE(testing::PrepareTinyDataset(dir_.path(), data_dir_).ok());
+  hash_ = Dataset::Open(data_dir_)->content_hash();
+  Submit(2, 1);
+  StartDaemon(testing::WorkerBinary());
+  RunCountsRecord counts = WaitForRunsToFinish();
+  EXPECT_EQ(counts.succeeded, 2);
+  std::optional<ResultRecord> result = *coordinator_->store().GetResult(1);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_NE(result->result_json.find("val_nats_per_byte"), std::string::npos);
+  // The dataset was fetched once, into the cache, by content hash.
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("cache/datasets/" + hash_ + "/train.bin")));
+  std::vector<MetricPointRecord> points = *coordinator_->store().ListMetricPoints(1, 1, -1);
+  ASSERT_FALSE(points.empty());
+  EXPECT_EQ(points.back().step, 20);
+}
+
+TEST_F(DaemonTest, RelaysProgressThenCompletes) {
+  Submit(1, 1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 5, 0.1, 0));
+  RunCountsRecord counts = WaitForRunsToFinish();
+  EXPECT_EQ(counts.succeeded, 1);
+  std::vector<MetricPointRecord> points = *coordinator_->store().ListMetricPoints(1, 1, -1);
+  ASSERT_EQ(points.size(), 5u);
+  EXPECT_EQ(points[4].step, 5);
+  EXPECT_EQ(coordinator_->store().GetRun(1)->progress.step, 5);
+}
+
+TEST_F(DaemonTest, CancelKillsTheChildAndReportsNothing) {
+  Submit(1, 1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0));
+  WaitForProgress();
+  ASSERT_EQ(*coordinator_->queue().Cancel(RunSelector{.experiment_id = 1}), 1);
+  // The worker stops the child at its next heartbeat and leases nothing.
+  for (int i = 0; i < 100; ++i) {
+    std::vector<AttemptRecord> attempts = *coordinator_->store().ListAttempts(1);
+    if (attempts.back().outcome == "cancelled") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(coordinator_->store().GetRun(1)->status, RunStatus::kCancelled);
+  EXPECT_EQ(coordinator_->store().ListAttempts(1)->size(), 1u);
+  EXPECT_FALSE(coordinator_->store().GetResult(1)->has_value());
+}
+
+TEST_F(DaemonTest, EngineErrorIsRetriedUntilTheBudgetIsSpent) {
+  Submit(1, 1, /*retry_budget=*/1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 1, 0, 1, "engine exploded"));
+  RunCountsRecord counts = WaitForRunsToFinish();
+  EXPECT_EQ(counts.failed, 1);
+  RunRecord run = *coordinator_->store().GetRun(1);
+  EXPECT_EQ(run.attempt, 2);  // the first try and one retry
+  EXPECT_EQ(run.engine_failures, 2);
+  EXPECT_EQ(run.last_failure, FailureClass::kEngineError);
+  EXPECT_EQ(run.last_error, "engine exploded");
+}
+
+TEST_F(DaemonTest, InvalidConfigIsNotRetried) {
+  Submit(1, 1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 1, 0, 2, "heads must divide embed"));
+  RunCountsRecord counts = WaitForRunsToFinish();
+  EXPECT_EQ(counts.failed, 1);
+  RunRecord run = *coordinator_->store().GetRun(1);
+  EXPECT_EQ(run.attempt, 1);
+  EXPECT_EQ(run.last_failure, FailureClass::kInvalidConfig);
+  EXPECT_EQ(run.last_error, "heads must divide embed");
+}
+
+TEST_F(DaemonTest, DrainLetsTheRunningJobFinishAndLeasesNothingMore) {
+  Submit(1, 2);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 5, 0.1, 0));
+  WaitForProgress();
+  daemon_->Drain();
+  daemon_thread_.join();
+  daemon_.reset();
+  RunCountsRecord counts = *coordinator_->store().CountRuns(1);
+  EXPECT_EQ(counts.succeeded, 1);
+  EXPECT_EQ(counts.queued, 1);
+}
+
+TEST_F(DaemonTest, StopKillsTheChildAndRequeuesItsRunAtOnce) {
+  Submit(1, 1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0));
+  WaitForProgress();
+  StopDaemon();
+  RunRecord run = *coordinator_->store().GetRun(1);
+  EXPECT_EQ(run.status, RunStatus::kQueued);
+  EXPECT_EQ(run.lease_losses, 1);
+  EXPECT_EQ(run.engine_failures, 0);
+}
+
+TEST_F(DaemonTest, ReconnectsWhenTheCoordinatorComesBack) {
+  Submit(1, 2);
+  const std::string address = coordinator_->address();
+  const std::string listen = absl::StrCat("127.0.0.1:", coordinator_->port());
+  client_.reset();
+  coordinator_.reset();  // the coordinator goes away before the worker starts
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 2, 0.05, 0), address);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  StartCoordinator(listen);  // same port, same database
+  RunCountsRecord counts = WaitForRunsToFinish();
+  EXPECT_EQ(counts.succeeded, 2);
+}
+
+}  // namespace
+}  // namespace smallem

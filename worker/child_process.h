@@ -1,0 +1,71 @@
+// ChildProcess: one spawned program with its stdout read line by line and
+// its stderr kept (the last line is the child's error message, by the
+// worker's child protocol). The child gets its own process group (a Ctrl-C
+// meant for the daemon does not reach it) and is killed by the kernel if
+// the thread that spawned it dies (PR_SET_PDEATHSIG), so a kill -9 of the
+// daemon leaves no orphan training.
+//
+// Not thread-safe: one owner thread polls, kills and waits.
+#ifndef SMALLEM_WORKER_CHILD_PROCESS_H_
+#define SMALLEM_WORKER_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace smallem {
+
+struct ChildExit {
+  int exit_code = -1;  // when the child exited normally, else -1
+  int signal = 0;      // the signal that killed it, else 0
+  bool ok() const { return exit_code == 0; }
+};
+
+class ChildProcess {
+ public:
+  // Starts `program` with `args` (argv[1..]). Internal when fork or exec
+  // setup fails; an exec failure shows as exit code 127 with the reason on
+  // stderr.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::string& program,
+                                                             const std::vector<std::string>& args);
+  ~ChildProcess();  // kills and reaps a child still running
+
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // Waits up to timeout_ms for output and appends complete stdout lines to
+  // `lines`. Returns false once the child has closed both pipes (it exited
+  // or is exiting): call Wait next.
+  bool Poll(int timeout_ms, std::vector<std::string>* lines);
+
+  // Sends SIGKILL (no-op once reaped).
+  void Kill();
+  // Reaps the child (blocking) and returns how it ended; idempotent.
+  ChildExit Wait();
+
+  pid_t pid() const { return pid_; }
+  // The last non-empty line the child wrote to stderr ("" if none).
+  const std::string& last_stderr_line() const { return last_stderr_line_; }
+
+ private:
+  ChildProcess(pid_t pid, int out_fd, int err_fd) : pid_(pid), out_fd_(out_fd), err_fd_(err_fd) {}
+  // Splits buffered bytes into lines.
+  void Drain(std::string* buffer, bool is_stdout, std::vector<std::string>* lines, bool eof);
+
+  pid_t pid_;
+  int out_fd_;
+  int err_fd_;
+  std::string out_buffer_;
+  std::string err_buffer_;
+  std::string last_stderr_line_;
+  bool reaped_ = false;
+  ChildExit exit_;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_WORKER_CHILD_PROCESS_H_

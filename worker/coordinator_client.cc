@@ -1,0 +1,99 @@
+#include "worker/coordinator_client.h"
+
+#include <chrono>
+
+#include "grpcpp/grpcpp.h"
+#include "server/coordinator.h"
+#include "server/grpc_status.h"
+
+namespace smallem {
+namespace {
+
+std::unique_ptr<grpc::ClientContext> ContextWithDeadline(int64_t ms) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
+  return context;
+}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> Unary(int64_t deadline_ms, Call call) {
+  Response response;
+  auto context = ContextWithDeadline(deadline_ms);
+  grpc::Status status = call(context.get(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+}  // namespace
+
+bool IsTransient(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded ||
+         status.code() == absl::StatusCode::kAborted ||
+         status.code() == absl::StatusCode::kResourceExhausted ||
+         status.code() == absl::StatusCode::kInternal ||
+         status.code() == absl::StatusCode::kUnknown;
+}
+
+CoordinatorClient::CoordinatorClient(const std::string& address, int64_t deadline_ms)
+    : deadline_ms_(deadline_ms) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  // Reconnect quickly once the coordinator is back (gRPC's default backoff
+  // grows to two minutes).
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  stub_ = v1::WorkerService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const v1::RegisterRequest& r) {
+  return Unary<v1::RegisterResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+    return stub_->Register(c, r, out);
+  });
+}
+
+absl::StatusOr<v1::LeaseResponse> CoordinatorClient::Lease(const v1::LeaseRequest& r) {
+  return Unary<v1::LeaseResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+    return stub_->Lease(c, r, out);
+  });
+}
+
+absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(const v1::HeartbeatRequest& r) {
+  return Unary<v1::HeartbeatResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+    return stub_->Heartbeat(c, r, out);
+  });
+}
+
+absl::StatusOr<v1::CompleteResponse> CoordinatorClient::Complete(const v1::CompleteRequest& r) {
+  return Unary<v1::CompleteResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+    return stub_->Complete(c, r, out);
+  });
+}
+
+absl::StatusOr<v1::FailResponse> CoordinatorClient::Fail(const v1::FailRequest& r) {
+  return Unary<v1::FailResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+    return stub_->Fail(c, r, out);
+  });
+}
+
+absl::Status CoordinatorClient::FetchDataset(
+    const std::string& content_hash, int64_t deadline_s,
+    const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk) {
+  auto context = ContextWithDeadline(deadline_s * 1000);
+  v1::FetchDatasetRequest request;
+  request.set_content_hash(content_hash);
+  auto reader = stub_->FetchDataset(context.get(), request);
+  v1::DatasetChunk chunk;
+  absl::Status handled;
+  while (handled.ok() && reader->Read(&chunk)) handled = on_chunk(chunk);
+  if (!handled.ok()) {
+    context->TryCancel();
+    reader->Finish().ok();
+    return handled;
+  }
+  return FromGrpcStatus(reader->Finish());
+}
+
+}  // namespace smallem

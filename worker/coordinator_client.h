@@ -1,0 +1,48 @@
+// CoordinatorClient: the worker's side of smallem.v1.WorkerService. Every
+// call has a deadline and fails fast when the coordinator is unreachable
+// (Unavailable / DeadlineExceeded: the daemon backs off and retries);
+// FailedPrecondition and NotFound mean the attempt is no longer this
+// worker's to run.
+//
+// Thread-safe (gRPC stubs are).
+#ifndef SMALLEM_WORKER_COORDINATOR_CLIENT_H_
+#define SMALLEM_WORKER_COORDINATOR_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "smallem/v1/worker.grpc.pb.h"
+
+namespace smallem {
+
+class CoordinatorClient {
+ public:
+  // `address` is host:port; calls other than FetchDataset time out after
+  // deadline_ms.
+  explicit CoordinatorClient(const std::string& address, int64_t deadline_ms = 10'000);
+
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
+  absl::StatusOr<v1::LeaseResponse> Lease(const v1::LeaseRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
+  absl::StatusOr<v1::FailResponse> Fail(const v1::FailRequest& request);
+  // Streams the dataset's chunks to `on_chunk` (which may stop the fetch by
+  // returning an error). The whole fetch has deadline_s.
+  absl::Status FetchDataset(const std::string& content_hash, int64_t deadline_s,
+                            const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk);
+
+ private:
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  int64_t deadline_ms_;
+};
+
+// True for errors after which the same call may succeed later (the
+// coordinator is restarting, the network hiccuped, the database was busy).
+bool IsTransient(const absl::Status& status);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_WORKER_COORDINATOR_CLIENT_H_

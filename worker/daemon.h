@@ -1,0 +1,99 @@
+// WorkerDaemon: smallem-worker's main loop. It registers its devices with
+// the coordinator, then runs one loop per device: lease a run, make sure its
+// dataset is in the local cache, spawn ONE child process
+// (`<child_program> child --spec ... --out ...`, see worker/child.h) for it,
+// relay the child's progress in heartbeats, and report the outcome
+// (Complete, or Fail with the failure class the exit code implies).
+//
+//  * Cancel: a heartbeat answering `cancel` kills the child; nothing is
+//    reported.
+//  * Lease lost: a heartbeat answering FailedPrecondition/NotFound (the
+//    coordinator gave the run to someone else) kills the child.
+//  * Coordinator away: calls fail fast; the loop backs off exponentially
+//    (with jitter) up to max_backoff_ms, re-registers when it is back, and
+//    keeps running children meanwhile (their progress waits for the next
+//    heartbeat that gets through; Complete and Fail are retried — both are
+//    idempotent on the coordinator).
+//  * Drain (SIGTERM): lease nothing more, let running children finish and
+//    report, then Run returns. Stop (a second signal): kill the children and
+//    report their runs lost, so they are requeued at once.
+//
+// Thread-safe: Drain and Stop may be called from any thread while Run runs.
+#ifndef SMALLEM_WORKER_DAEMON_H_
+#define SMALLEM_WORKER_DAEMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/coordinator_client.h"
+#include "worker/dataset_cache.h"
+#include "worker/devices.h"
+
+namespace smallem {
+
+struct WorkerOptions {
+  std::string coordinator = "127.0.0.1:7070";  // host:port
+  std::vector<DeviceInfo> devices;
+  std::string cache_dir;        // datasets/ and jobs/ live here
+  std::string child_program;    // executable run as `child_program child --spec ...`
+  std::string worker_id;        // "" = <hostname>-<pid>
+  int child_threads = 0;        // CPU threads per child; 0 = all
+  int64_t progress_every = 10;  // steps between the child's progress lines
+  int64_t initial_backoff_ms = 200;
+  int64_t max_backoff_ms = 5'000;
+  int64_t rpc_deadline_ms = 10'000;
+};
+
+class WorkerDaemon {
+ public:
+  explicit WorkerDaemon(WorkerOptions options);
+  ~WorkerDaemon();
+
+  // Runs until Drain or Stop has taken effect. InvalidArgument for options
+  // without devices, cache directory or child program.
+  absl::Status Run();
+  void Drain();
+  void Stop();
+
+  const std::string& worker_id() const { return options_.worker_id; }
+
+ private:
+  void DeviceLoop(const DeviceInfo& device);
+  void RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease);
+  // Registers unless already registered; false when the coordinator could
+  // not be reached (the caller backs off).
+  bool EnsureRegistered();
+  // Sleeps up to ms, waking early on Drain/Stop. Returns false when woken.
+  bool SleepUnlessStopping(int64_t ms);
+  // Retries a report (Complete/Fail) until it gets through, is refused for
+  // good, or Stop. Returns the last status.
+  template <typename Call>
+  absl::Status ReportWithRetry(const char* what, int64_t run_id, Call call);
+  int64_t NextBackoffMs(int64_t current) const;
+
+  bool draining() ABSL_LOCKS_EXCLUDED(mu_);
+  bool stopping() ABSL_LOCKS_EXCLUDED(mu_);
+
+  WorkerOptions options_;
+  std::unique_ptr<CoordinatorClient> client_;
+  DatasetCache cache_;
+
+  absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 2'000;
+};
+
+// smallem-worker's body: runs a WorkerDaemon; SIGTERM or SIGINT drains it, a
+// second one stops it. Returns the exit code.
+int RunWorker(WorkerOptions options);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_WORKER_DAEMON_H_

@@ -1,0 +1,202 @@
+// WorkerDaemon::RunJob: one leased run, from dataset to reported outcome.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "worker/child.h"
+#include "worker/child_process.h"
+#include "worker/daemon.h"
+
+namespace smallem {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The attempt is no longer ours: the coordinator gave the run to another
+// attempt, cancelled it, or forgot it.
+bool LeaseIsGone(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition ||
+         status.code() == absl::StatusCode::kNotFound;
+}
+
+void AddPoint(const TrainProgress& p, google::protobuf::RepeatedPtrField<v1::Progress>* out) {
+  v1::Progress* point = out->Add();
+  point->set_step(p.step);
+  point->set_total_steps(p.total_steps);
+  point->set_loss(p.loss);
+  point->set_tokens_per_s(p.tokens_per_s);
+  point->set_elapsed_s(p.elapsed_s);
+  point->set_eta_s(p.eta_s);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+template <typename Call>
+absl::Status WorkerDaemon::ReportWithRetry(const char* what, int64_t run_id, Call call) {
+  int64_t backoff_ms = options_.initial_backoff_ms;
+  while (true) {
+    absl::Status status = call();
+    if (status.ok() || !IsTransient(status)) {
+      if (!status.ok()) {
+        spdlog::warn("run {}: {} refused: {}", run_id, what, std::string(status.message()));
+      }
+      return status;
+    }
+    spdlog::warn("run {}: {} failed ({}); retrying in {} ms", run_id, what,
+                 std::string(status.message()), backoff_ms);
+    if (stopping()) return status;
+    // Not woken by Drain: a draining worker still reports what it ran.
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = NextBackoffMs(backoff_ms);
+  }
+}
+
+void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease) {
+  const int64_t run_id = lease.run_id();
+  const int attempt = lease.attempt();
+  spdlog::info("run {} attempt {}: leased on {}", run_id, attempt, device.name);
+  auto fail = [&](v1::FailureClass failure, const std::string& message) {
+    v1::FailRequest request;
+    request.set_worker_id(options_.worker_id);
+    request.set_run_id(run_id);
+    request.set_attempt(attempt);
+    request.set_failure_class(failure);
+    request.set_message(message);
+    spdlog::warn("run {} attempt {}: {} ({})", run_id, attempt, message,
+                 v1::FailureClass_Name(failure));
+    ReportWithRetry("Fail", run_id, [&] { return client_->Fail(request).status(); }).IgnoreError();
+  };
+
+  // 1. The dataset, from the cache or the coordinator.
+  absl::StatusOr<std::string> dataset = cache_.Ensure(lease.dataset_hash(), *client_);
+  if (!dataset.ok()) {
+    // Unreachable coordinator: infrastructure. Anything else (a corrupt
+    // transfer, a full disk) is an error of this attempt, retried.
+    fail(IsTransient(dataset.status()) ? v1::FAILURE_CLASS_LEASE_LOST
+                                       : v1::FAILURE_CLASS_ENGINE_ERROR,
+         absl::StrCat("dataset ", lease.dataset_hash(), ": ", dataset.status().message()));
+    return;
+  }
+
+  // 2. The spec, pointed at the local dataset.
+  const std::string job_dir =
+      absl::StrCat(options_.cache_dir, "/jobs/run-", run_id, "-attempt-", attempt);
+  nlohmann::json spec = nlohmann::json::parse(lease.spec_json(), nullptr, false);
+  if (!spec.is_object()) {
+    fail(v1::FAILURE_CLASS_INVALID_CONFIG, "the leased spec is not a JSON object");
+    return;
+  }
+  spec["data"] = *dataset;
+  std::error_code ec;
+  std::filesystem::create_directories(job_dir, ec);
+  const std::string spec_path = job_dir + "/spec.json";
+  {
+    std::ofstream out(spec_path, std::ios::trunc);
+    out << spec.dump(2) << "\n";
+    if (!out || ec) {
+      fail(v1::FAILURE_CLASS_ENGINE_ERROR, absl::StrCat("cannot write ", spec_path));
+      return;
+    }
+  }
+
+  // 3. The child.
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
+      options_.child_program,
+      {"child", "--spec", spec_path, "--out", job_dir, "--threads",
+       std::to_string(options_.child_threads), "--progress-every",
+       std::to_string(options_.progress_every)});
+  if (!child.ok()) {
+    fail(v1::FAILURE_CLASS_ENGINE_ERROR, std::string(child.status().message()));
+    return;
+  }
+
+  // 4. Relay progress until the child ends, honouring cancel and lease loss.
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(options_.worker_id);
+  beat.set_run_id(run_id);
+  beat.set_attempt(attempt);
+  int64_t interval_ms;
+  {
+    absl::MutexLock lock(&mu_);
+    interval_ms = heartbeat_interval_ms_;
+  }
+  auto last_beat = SteadyClock::now();
+  bool running = true;
+  while (running) {
+    std::vector<std::string> lines;
+    running = (*child)->Poll(100, &lines);
+    for (const std::string& line : lines) {
+      if (std::optional<TrainProgress> p = ParseProgressLine(line)) {
+        AddPoint(*p, beat.mutable_points());
+      }
+    }
+    if (stopping()) {
+      (*child)->Kill();
+      (*child)->Wait();
+      fail(v1::FAILURE_CLASS_LEASE_LOST, "the worker was stopped");
+      return;
+    }
+    if (running && SteadyClock::now() - last_beat >= std::chrono::milliseconds(interval_ms)) {
+      last_beat = SteadyClock::now();
+      absl::StatusOr<v1::HeartbeatResponse> reply = client_->Heartbeat(beat);
+      if (reply.ok()) {
+        beat.clear_points();
+        if (reply->cancel()) {
+          spdlog::info("run {} attempt {}: cancelled; stopping its child", run_id, attempt);
+          (*child)->Kill();
+          (*child)->Wait();
+          return;
+        }
+      } else if (LeaseIsGone(reply.status())) {
+        spdlog::warn("run {} attempt {}: lease lost ({}); stopping its child", run_id, attempt,
+                     std::string(reply.status().message()));
+        (*child)->Kill();
+        (*child)->Wait();
+        return;
+      }
+      // Transient: the points wait for the next heartbeat that gets through.
+    }
+  }
+  const ChildExit exit = (*child)->Wait();
+
+  // 5. The outcome.
+  if (exit.ok()) {
+    absl::StatusOr<std::string> result = ReadFile(job_dir + "/result.json");
+    if (!result.ok()) {
+      fail(v1::FAILURE_CLASS_ENGINE_ERROR, "the child exited 0 without writing result.json");
+      return;
+    }
+    v1::CompleteRequest request;
+    request.set_worker_id(options_.worker_id);
+    request.set_run_id(run_id);
+    request.set_attempt(attempt);
+    request.set_result_json(*result);
+    *request.mutable_points() = beat.points();
+    absl::Status status =
+        ReportWithRetry("Complete", run_id, [&] { return client_->Complete(request).status(); });
+    if (status.ok()) spdlog::info("run {} attempt {}: completed", run_id, attempt);
+    return;
+  }
+  std::string message = (*child)->last_stderr_line();
+  if (exit.signal != 0) {
+    message = absl::StrCat("the child was killed by signal ", exit.signal,
+                           message.empty() ? "" : ": ", message);
+  } else if (message.empty()) {
+    message = absl::StrCat("the child exited with code ", exit.exit_code);
+  }
+  fail(exit.exit_code == kChildExitInvalid ? v1::FAILURE_CLASS_INVALID_CONFIG
+                                           : v1::FAILURE_CLASS_ENGINE_ERROR,
+       message);
+}
+
+}  // namespace smallem

@@ -1,0 +1,119 @@
+#include "worker/dataset_cache.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "engine/data/dataset.h"
+#include "engine/data/sha256.h"
+#include "nlohmann/json.hpp"
+#include "server/dataset_upload.h"
+#include "server/status_macros.h"
+
+namespace smallem {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsHexHash(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status VerifyDatasetDir(const std::string& dir, const std::string& content_hash) {
+  std::ifstream in(dir + "/meta.json");
+  nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object() || !meta.contains("sha256") || !meta["sha256"].is_object()) {
+    return absl::DataLossError(absl::StrCat(dir, "/meta.json: missing or has no \"sha256\""));
+  }
+  std::map<std::string, std::string> sha;
+  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
+    ASSIGN_OR_RETURN(sha[f], Sha256FileHex(absl::StrCat(dir, "/", f)));
+    if (meta["sha256"].value(f, "") != sha[f]) {
+      return absl::DataLossError(absl::StrCat(dir, "/", f, ": SHA-256 differs from meta.json"));
+    }
+  }
+  const std::string computed = DatasetContentHash(sha["tokenizer.json"], sha["train.bin"],
+                                                  sha["val.bin"]);
+  if (computed != content_hash) {
+    return absl::DataLossError(absl::StrCat(dir, ": content hash ", computed, ", expected ",
+                                            content_hash));
+  }
+  return absl::OkStatus();
+}
+
+std::string DatasetCache::DirFor(const std::string& content_hash) const {
+  return absl::StrCat(cache_dir_, "/datasets/", content_hash);
+}
+
+absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash,
+                                                 CoordinatorClient& client) {
+  if (!IsHexHash(content_hash)) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset hash \"", content_hash,
+                                                   "\" is not 64 lower-case hex digits"));
+  }
+  const std::string dir = DirFor(content_hash);
+  absl::MutexLock lock(&mu_);
+  if (fs::exists(dir + "/meta.json")) return dir;
+  const std::string partial = absl::StrCat(dir, ".partial-", getpid());
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", partial, ": ", ec.message()));
+  }
+  absl::Status status = Fetch(content_hash, partial, client);
+  if (status.ok()) status = VerifyDatasetDir(partial, content_hash);
+  if (status.ok()) {
+    fs::rename(partial, dir, ec);
+    if (ec) status = absl::InternalError(absl::StrCat("rename to ", dir, ": ", ec.message()));
+  }
+  if (!status.ok()) {
+    fs::remove_all(partial, ec);
+    return status;
+  }
+  return dir;
+}
+
+absl::Status DatasetCache::Fetch(const std::string& content_hash, const std::string& into,
+                                 CoordinatorClient& client) {
+  std::map<std::string, std::unique_ptr<std::ofstream>> files;
+  absl::Status status = client.FetchDataset(
+      content_hash, /*deadline_s=*/600, [&](const v1::DatasetChunk& chunk) -> absl::Status {
+        // Only the four dataset files, so a name can never leave `into`.
+        if (!IsDatasetFileName(chunk.file_name())) {
+          return absl::DataLossError(absl::StrCat("unexpected dataset file \"",
+                                                  chunk.file_name(), "\""));
+        }
+        auto& out = files[chunk.file_name()];
+        if (out == nullptr) {
+          out = std::make_unique<std::ofstream>(absl::StrCat(into, "/", chunk.file_name()),
+                                                std::ios::binary | std::ios::trunc);
+        }
+        out->seekp(chunk.offset());
+        out->write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+        if (!*out) {
+          return absl::ResourceExhaustedError(absl::StrCat("writing ", into, "/",
+                                                           chunk.file_name(), " failed"));
+        }
+        return absl::OkStatus();
+      });
+  for (auto& [name, out] : files) {
+    out->close();
+    if (!*out && status.ok()) {
+      status = absl::ResourceExhaustedError(absl::StrCat("writing ", into, "/", name, " failed"));
+    }
+  }
+  return status;
+}
+
+}  // namespace smallem

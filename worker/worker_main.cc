@@ -1,0 +1,63 @@
+// smallem-worker: parses flags and calls RunWorker (the daemon) or RunChild
+// (one job, in its own process); nothing else.
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "spdlog/spdlog.h"
+#include "worker/child.h"
+#include "worker/daemon.h"
+#include "worker/devices.h"
+
+namespace {
+
+// The running executable, so children are this same binary.
+std::string SelfPath(const char* argv0) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : self.string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"smallem-worker — trains the coordinator's runs on this machine's devices."};
+  smallem::WorkerOptions options;
+  std::string devices = "all";
+  std::string log_level = "info";
+  options.cache_dir = ".cache/smallem";
+  app.add_option("--coordinator", options.coordinator, "coordinator address, HOST:PORT")
+      ->capture_default_str();
+  app.add_option("--devices", devices, "all, cpu, or a list such as cpu,cuda:0")
+      ->capture_default_str();
+  app.add_option("--cache", options.cache_dir, "directory for datasets and job outputs")
+      ->capture_default_str();
+  app.add_option("--id", options.worker_id, "worker id (default: HOSTNAME-PID)");
+  app.add_option("--threads", options.child_threads, "CPU threads per job (0 = all)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+
+  smallem::ChildArgs child;
+  CLI::App* child_cmd = app.add_subcommand("child", "run one job (started by the daemon)");
+  child_cmd->add_option("--spec", child.spec_path, "run spec JSON")->required();
+  child_cmd->add_option("--out", child.out_dir, "output directory")->required();
+  child_cmd->add_option("--threads", child.threads, "CPU threads (0 = all)");
+  child_cmd->add_option("--progress-every", child.progress_every, "steps between progress lines");
+
+  CLI11_PARSE(app, argc, argv);
+  if (child_cmd->parsed()) return smallem::RunChild(child);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  absl::StatusOr<std::vector<smallem::DeviceInfo>> parsed = smallem::ParseDevices(devices);
+  if (!parsed.ok()) {
+    spdlog::error("{}", std::string(parsed.status().message()));
+    return 2;
+  }
+  options.devices = *parsed;
+  options.child_program = SelfPath(argv[0]);
+  return smallem::RunWorker(options);
+}
