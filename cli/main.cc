@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   std::vector<std::function<void()>> apply;
   CLI::App* tr = app.add_subcommand(
       "train",
-      "Train one model on the CPU and evaluate it on the fixed validation batches.\n"
+      "Train one model (CPU, or --device cuda:N) and evaluate it on the fixed validation batches.\n"
       "Example: smallemctl train --data data/default --arch modern --steps 300");
   nlohmann::json* spec = &train.spec;
   SpecOption<std::string>(tr, &apply, spec, "--data", "data", "Prepared dataset directory");
@@ -65,8 +65,13 @@ int main(int argc, char** argv) {
   SpecOption<int64_t>(tr, &apply, spec, "--batch", "batch", "Sequences per step B (default 16)");
   SpecOption<int64_t>(tr, &apply, spec, "--steps", "steps", "Budget: optimizer steps (default 200)");
   SpecOption<double>(tr, &apply, spec, "--minutes", "minutes", "Budget: training minutes");
-  SpecOption<std::string>(tr, &apply, spec, "--optimizer", "optimizer", "adamw");
-  SpecOption<double>(tr, &apply, spec, "--lr", "lr", "Peak learning rate (default 0.003)");
+  SpecOption<std::string>(tr, &apply, spec, "--optimizer", "optimizer",
+                          "adamw | muon | muon:short, with options period=K, norm, boost=G,\n"
+                          "stack=off (e.g. muon:short,period=3; see docs/muon.md)");
+  SpecOption<double>(tr, &apply, spec, "--lr", "lr",
+                     "Peak learning rate (default 0.003; AdamW's, also under Muon)");
+  SpecOption<double>(tr, &apply, spec, "--muon-lr", "muon_lr",
+                     "Muon's peak rate for the hidden matrices (default 0.02)");
   SpecOption<double>(tr, &apply, spec, "--warmup", "warmup", "Warmup fraction of the budget (0.05)");
   SpecOption<double>(tr, &apply, spec, "--weight-decay", "weight_decay", "Decoupled weight decay (0.1)");
   SpecOption<double>(tr, &apply, spec, "--grad-clip", "grad_clip", "Max gradient norm, 0 = off (1.0)");
@@ -152,6 +157,19 @@ int main(int argc, char** argv) {
   re->add_option("--plot", report.plot, "Write the figure (loss against steps/time) to FILE.svg");
   coordinator_flag(re, &report.service);
   re->callback([&] { exit_code = smallem::cli::RunReport(report); });
+
+  smallem::cli::ReportArgs noise;
+  noise.noise_only = true;
+  CLI::App* no = app.add_subcommand(
+      "noise", "The noise section alone: seed spread per variant, the τ used, and (three or\n"
+               "more seeds per arm) Welch's t and the seeds that would resolve τ.\n"
+               "Example: smallemctl noise demo --format csv");
+  no->add_option("experiment", noise.experiment, "Experiment name or id")->required();
+  no->add_option("--format", noise.format, "table | markdown | csv | json")->capture_default_str();
+  no->add_option("--noise-floor", noise.noise_floor,
+                 "Floor of the noise threshold, nats/byte (0 = 0.002)");
+  coordinator_flag(no, &noise.service);
+  no->callback([&] { exit_code = smallem::cli::RunReport(noise); });
 
   smallem::cli::CancelArgs cancel;
   CLI::App* ca = app.add_subcommand("cancel", "Cancel an experiment's queued and running runs.\n"

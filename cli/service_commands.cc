@@ -112,6 +112,7 @@ int RunReport(const ReportArgs& args) {
   absl::StatusOr<v1::ReportRequest> request =
       MakeReportRequest(args.at, args.format, args.noise_floor);
   if (!request.ok()) return Fail(request.status());
+  request->set_noise_only(args.noise_only);
   if (!args.plot.empty()) {
     // Checked before asking: a bad path should not cost a report.
     if (absl::Status ok = CheckPlotPath(args.plot); !ok.ok()) return Fail(ok);

@@ -41,6 +41,7 @@ struct ReportArgs {
   std::string format = "table";  // table | markdown | csv | json
   double noise_floor = 0;      // nats/byte; 0 = 0.002
   std::string plot;            // "" = no figure; FILE.svg = write the figure there
+  bool noise_only = false;     // `smallemctl noise`: the noise section alone
 };
 
 struct CancelArgs {

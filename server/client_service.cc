@@ -209,6 +209,7 @@ grpc::Status ClientServiceImpl::Report(grpc::ServerContext*, const v1::ReportReq
       default: options.at = CompareAt::kBoth; break;
     }
     options.plot = request->plot();
+    options.noise_only = request->noise_only();
     switch (request->format()) {
       case v1::REPORT_FORMAT_MARKDOWN: options.format = ReportFormat::kMarkdown; break;
       case v1::REPORT_FORMAT_CSV: options.format = ReportFormat::kCsv; break;

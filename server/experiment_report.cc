@@ -69,6 +69,10 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
     compared.push_back(std::move(c));
   }
   out.runs_total = static_cast<int>(runs.size());
+  if (options.noise_only) {
+    ASSIGN_OR_RETURN(out.text, RenderNoiseReport(plan, compared, options.format));
+    return out;
+  }
   ASSIGN_OR_RETURN(out.text,
                    RenderFullReport(plan, compared,
                                     FullReportOptions{.at = options.at, .format = options.format,

@@ -22,6 +22,7 @@ struct ReportOptions {
   CompareAt at = CompareAt::kBoth;
   double noise_floor = 0;  // nats/byte; 0 = the comparator's default
   bool plot = false;       // also render the figure
+  bool noise_only = false; // the noise section alone (`smallemctl noise`)
 };
 
 struct RenderedReport {

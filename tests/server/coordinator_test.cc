@@ -331,6 +331,26 @@ TEST_F(CoordinatorTest, ReportComparesFinishedVariants) {
   EXPECT_EQ(j["rows"][1]["verdict"], "within noise");
 }
 
+TEST_F(CoordinatorTest, NoiseOnlyReportIsTheNoiseSectionAlone) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(2, 1, &submitted);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  v1::ReportRequest request;
+  request.set_name("exp");
+  request.set_format(v1::REPORT_FORMAT_JSON);
+  request.set_noise_only(true);
+  request.set_at(v1::REPORT_AT_TIME);  // ignored: no reference curve needed for noise
+  v1::ReportResponse report;
+  grpc::Status status = client_->Report(Context().get(), request, &report);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  nlohmann::json j = nlohmann::json::parse(report.text());
+  EXPECT_TRUE(j.contains("tau"));
+  EXPECT_GE(j["tau"].get<double>(), 0.002);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_FALSE(j["rows"][0].contains("verdict"));  // noise rows, not comparison rows
+  EXPECT_TRUE(j["rows"][0].contains("spread"));
+}
+
 TEST_F(CoordinatorTest, ReportSendsTheFigureAndRefusesEqualTimeWithoutAReferenceCurve) {
   v1::SubmitResponse submitted;
   UploadAndSubmit(2, 1, &submitted);
