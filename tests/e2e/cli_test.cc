@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/e2e_support.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"
 #include "worker/child_process.h"
@@ -14,25 +15,8 @@ namespace {
 
 using testing::TempDir;
 
-struct Output {
-  ChildExit exit;
-  std::string out;   // stdout, lines joined with '\n'
-  std::string last_error;
-};
-
-Output RunCtl(const std::vector<std::string>& args) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> ctl =
-      ChildProcess::Spawn(testing::CtlBinary(), args);
-  EXPECT_TRUE(ctl.ok()) << ctl.status();
-  std::vector<std::string> lines;
-  while ((*ctl)->Poll(100, &lines)) {
-  }
-  Output o;
-  o.exit = (*ctl)->Wait();
-  o.out = absl::StrJoin(lines, "\n");
-  o.last_error = (*ctl)->last_stderr_line();
-  return o;
-}
+using testing::RunCtl;
+using Output = testing::CtlOutput;
 
 class CliTest : public ::testing::Test {
  protected:

@@ -5,15 +5,13 @@
 // 10,000 steps (~4 s here) rather than 20 (~10 ms) so that a kill lands
 // mid-run.
 #include <signal.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include "engine/data/dataset.h"
 #include "gtest/gtest.h"
+#include "tests/e2e/e2e_support.h"
 #include "server/coordinator.h"
 #include "server/grid.h"
 #include "tests/server/service_test_support.h"
@@ -27,21 +25,6 @@ namespace {
 using testing::TempDir;
 
 constexpr int kLongSteps = 10'000;
-
-// A port free right now on 127.0.0.1 (for a coordinator that must come back
-// on the same address).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class FaultTest : public ::testing::Test {
  protected:
@@ -140,7 +123,7 @@ TEST_F(FaultTest, KilledWorkerRunIsRequeuedAndFinishesExactlyOnce) {
 }
 
 TEST_F(FaultTest, KilledCoordinatorComesBackWithEveryRunAndResult) {
-  const std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
   const std::string db = dir_.Join("smallem.db");
   auto start_coordinator = [&] {
     absl::StatusOr<std::unique_ptr<ChildProcess>> c = ChildProcess::Spawn(
