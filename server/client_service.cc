@@ -16,8 +16,9 @@
 namespace smallem {
 namespace {
 
-// How often a following StreamMetrics looks for new points.
-constexpr auto kStreamPollInterval = std::chrono::milliseconds(200);
+// A following StreamMetrics wakes on every queue change, and at least this
+// often to notice a client that left.
+constexpr absl::Duration kStreamIdleCheck = absl::Seconds(1);
 
 absl::StatusOr<ExperimentRecord> ResolveExperiment(SqliteStore& store, int64_t id,
                                                    const std::string& name) {
@@ -150,6 +151,7 @@ grpc::Status ClientServiceImpl::StreamMetrics(
     int64_t after = request->after_step();
     int attempt = -1;
     while (!context->IsCancelled()) {
+      const uint64_t seen = queue_->changes();  // before reading: no change is missed
       ASSIGN_OR_RETURN(RunRecord run, store_->GetRun(request->run_id()));
       // A new attempt starts its curve over.
       if (run.attempt != attempt) {
@@ -167,7 +169,7 @@ grpc::Status ClientServiceImpl::StreamMetrics(
       ToProto(run, "", result, response.mutable_run());
       if (!writer->Write(response)) return absl::OkStatus();  // the client left
       if (!request->follow() || IsFinished(run.status)) return absl::OkStatus();
-      std::this_thread::sleep_for(kStreamPollInterval);
+      queue_->WaitForChange(seen, kStreamIdleCheck);
     }
     return absl::CancelledError("the client cancelled the stream");
   }());

@@ -45,6 +45,28 @@ RunStatus JobQueue::NextStatus(const RunRecord& run, const JobQueueOptions& opti
   return RunStatus::kFailed;
 }
 
+void JobQueue::NoteChange() {
+  absl::MutexLock lock(&changes_mu_);
+  ++changes_;
+}
+
+template <typename T>
+T JobQueue::Changed(T result) {
+  if (result.ok()) NoteChange();
+  return result;
+}
+
+uint64_t JobQueue::changes() const {
+  absl::MutexLock lock(&changes_mu_);
+  return changes_;
+}
+
+bool JobQueue::WaitForChange(uint64_t seen, absl::Duration timeout) const {
+  absl::MutexLock lock(&changes_mu_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(changes_mu_) { return changes_ != seen; };
+  return changes_mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+}
+
 absl::StatusOr<std::optional<Lease>> JobQueue::LeaseRun(std::string_view worker_id,
                                                         std::string_view device,
                                                         std::string_view device_class) {
@@ -53,6 +75,7 @@ absl::StatusOr<std::optional<Lease>> JobQueue::LeaseRun(std::string_view worker_
                    store_->LeaseNextRun(worker_id, device, device_class, now,
                                         now + options_.lease_duration_ms));
   if (!leased) return std::optional<Lease>();
+  NoteChange();
   ASSIGN_OR_RETURN(std::string spec, ComposeRunSpec(leased->run, leased->dataset_hash));
   return std::optional<Lease>(Lease{.run_id = leased->run.id,
                                     .attempt = leased->run.attempt,
@@ -65,15 +88,15 @@ absl::StatusOr<HeartbeatOutcome> JobQueue::Heartbeat(int64_t run_id, int attempt
                                                      std::string_view worker_id,
                                                      const std::vector<ProgressRecord>& points) {
   const int64_t now = clock_->NowUnixMs();
-  return store_->Heartbeat(run_id, attempt, worker_id, points, now,
-                           now + options_.lease_duration_ms);
+  return Changed(store_->Heartbeat(run_id, attempt, worker_id, points, now,
+                                   now + options_.lease_duration_ms));
 }
 
 absl::StatusOr<bool> JobQueue::Complete(int64_t run_id, int attempt, std::string_view worker_id,
                                         std::string_view result_json,
                                         const std::vector<ProgressRecord>& points) {
-  return store_->Complete(run_id, attempt, worker_id, result_json, points,
-                          clock_->NowUnixMs());
+  return Changed(store_->Complete(run_id, attempt, worker_id, result_json, points,
+                                  clock_->NowUnixMs()));
 }
 
 absl::StatusOr<bool> JobQueue::Fail(int64_t run_id, int attempt, std::string_view worker_id,
@@ -87,6 +110,7 @@ absl::StatusOr<bool> JobQueue::Fail(int64_t run_id, int attempt, std::string_vie
                                 clock_->NowUnixMs(), [this](const RunRecord& r) {
                                   return NextStatus(r, options_);
                                 }));
+  NoteChange();
   spdlog::info("run {} attempt {} failed ({}): {} → {}", run_id, attempt,
                FailureClassName(failure), std::string(message), RunStatusName(run.status));
   return run.status == RunStatus::kQueued;
@@ -97,6 +121,7 @@ absl::StatusOr<int> JobQueue::ReapExpiredLeases() {
                    store_->ReapExpiredLeases(clock_->NowUnixMs(), [this](const RunRecord& r) {
                      return NextStatus(r, options_);
                    }));
+  if (!reaped.empty()) NoteChange();
   for (const RunRecord& run : reaped) {
     spdlog::warn("run {} attempt {}: lease of worker {} expired → {}", run.id, run.attempt,
                  run.lease_worker, RunStatusName(run.status));
@@ -105,11 +130,11 @@ absl::StatusOr<int> JobQueue::ReapExpiredLeases() {
 }
 
 absl::StatusOr<int> JobQueue::Cancel(const RunSelector& selector) {
-  return store_->Cancel(selector, clock_->NowUnixMs());
+  return Changed(store_->Cancel(selector, clock_->NowUnixMs()));
 }
 
 absl::StatusOr<int> JobQueue::Retry(const RunSelector& selector) {
-  return store_->Retry(selector, clock_->NowUnixMs());
+  return Changed(store_->Retry(selector, clock_->NowUnixMs()));
 }
 
 void JobQueue::StartReaper() {

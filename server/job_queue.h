@@ -14,6 +14,11 @@
 // charged to that budget; requeued until max_lease_losses. invalid_config
 // (also out of memory): failed at once — the same spec would fail again.
 //
+// Change notification. Every write that can change what a client sees of a
+// run (lease, heartbeat, completion, failure, reaping, cancel, retry) bumps
+// a counter; a streaming reader waits on it (WaitForChange) instead of
+// polling the store.
+//
 // Thread-safe. Time comes from the injected Clock; the reaper thread (when
 // started) wakes every reap_interval_ms of real time.
 #ifndef SMALLEM_SERVER_JOB_QUEUE_H_
@@ -29,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/clock.h"
 #include "server/sqlite_store.h"
 
@@ -89,11 +95,21 @@ class JobQueue {
   void StartReaper();
   void StopReaper();
 
+  // The change counter (see the file comment); starts at 0.
+  uint64_t changes() const;
+  // Waits until changes() differs from `seen` or `timeout` passes (real
+  // time); returns whether it changed.
+  bool WaitForChange(uint64_t seen, absl::Duration timeout) const;
+
   // The retry policy: where a run whose attempt just failed goes next.
   static RunStatus NextStatus(const RunRecord& run, const JobQueueOptions& options);
 
  private:
   void ReaperLoop();
+  void NoteChange();
+  // `result`, after NoteChange() when it is ok.
+  template <typename T>
+  T Changed(T result);
 
   SqliteStore* const store_;
   const Clock* const clock_;
@@ -102,6 +118,8 @@ class JobQueue {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
+  mutable absl::Mutex changes_mu_;
+  uint64_t changes_ ABSL_GUARDED_BY(changes_mu_) = 0;
 };
 
 // The complete run spec of a cell: the variant's canonical spec plus data

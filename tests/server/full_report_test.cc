@@ -338,8 +338,7 @@ TEST_F(FullReportTest, NoiseVerbAndCompareAtNames) {
 }
 
 TEST(Article16ExampleTest, ItsReferenceCurveRunsThroughTheBaseline) {
-  const std::string file = __FILE__;
-  std::ifstream in(file.substr(0, file.rfind("tests/server/")) + "examples/article16.yaml");
+  std::ifstream in(std::string(SMALLEM_SOURCE_DIR) + "/examples/article16.yaml");
   ASSERT_TRUE(in.good());
   std::stringstream text;
   text << in.rdbuf();

@@ -58,11 +58,9 @@ std::string ErrorOf(const std::string& text) {
   return std::string(grid.status().message());
 }
 
-// The repository root, from this file's path as the build passes it.
-std::string SourceRoot() {
-  const std::string file = __FILE__;
-  return file.substr(0, file.rfind("tests/server/"));
-}
+// The repository root (the build defines it: __FILE__ may be relative under
+// ccache's base_dir).
+std::string SourceRoot() { return std::string(SMALLEM_SOURCE_DIR) + "/"; }
 
 nlohmann::json SpecOf(const Grid& grid, const std::string& variant) {
   const GridVariant* v = grid.FindVariant(variant);
