@@ -113,6 +113,24 @@ TEST_F(JobQueueTest, HeartbeatFromExpiredAttemptIsRejected) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(JobQueueTest, WritesWakeAWaitingReaderAndRefusedOnesDoNot) {
+  Submit(1, 1);
+  const uint64_t before = queue_->changes();
+  EXPECT_FALSE(queue_->WaitForChange(before, absl::Milliseconds(10)));  // nothing happened
+  Lease lease = MustLease();
+  EXPECT_TRUE(queue_->WaitForChange(before, absl::ZeroDuration()));
+  uint64_t seen = queue_->changes();
+  std::thread worker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(queue_->Heartbeat(lease.run_id, lease.attempt, "w1", {}).ok());
+  });
+  EXPECT_TRUE(queue_->WaitForChange(seen, absl::Seconds(30)));  // woken by the heartbeat
+  worker.join();
+  seen = queue_->changes();
+  EXPECT_FALSE(queue_->Heartbeat(lease.run_id, lease.attempt + 1, "w1", {}).ok());
+  EXPECT_EQ(queue_->changes(), seen);  // a refused write changes nothing
+}
+
 TEST_F(JobQueueTest, DuplicateCompletionIsIdempotent) {
   Submit(1, 1);
   Lease lease = MustLease();
