@@ -13,41 +13,26 @@
 // --tables 1 also prints each optimizer's profiler table (what
 // `smallemctl train --profile` prints) on stderr.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "engine/arena.h"
-#include "engine/autograd/ops.h"
+#include "bench/flags.h"
+#include "bench/training_steps.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/profiler.h"
-#include "engine/random.h"
 #include "engine/train/run_spec.h"
 
 namespace {
 
 using namespace smallem;
-
-int64_t Flag(int argc, char** argv, const char* name, int64_t fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::atoll(argv[i + 1]);
-  }
-  return fallback;
-}
-
-std::string StringFlag(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  }
-  return fallback;
-}
+using bench::Flag;
+using bench::StringFlag;
 
 struct Setup {
   ModelConfig config;
@@ -58,9 +43,7 @@ struct Setup {
 // the mean seconds of the timed steps.
 double TimeSteps(const Setup& setup, const std::string& optimizer, Backend& backend,
                  int64_t warmup, int64_t steps) {
-  const ModelConfig& config = setup.config;
-  const int64_t B = setup.batch, T = config.context;
-  auto model = Model::Create(config, backend);
+  auto model = Model::Create(setup.config, backend);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
     std::exit(2);
@@ -73,30 +56,9 @@ double TimeSteps(const Setup& setup, const std::string& optimizer, Backend& back
     std::fprintf(stderr, "%s\n", std::string(opt.status().message()).c_str());
     std::exit(2);
   }
-  Arena arena(backend);
-  Tape tape(backend, arena);
-  Rng rng(1);
-  std::vector<int32_t> in(B * T), tg(B * T);
-  float loss_value = 0;
-  std::chrono::steady_clock::time_point start;
-  for (int64_t step = 0; step < warmup + steps; ++step) {
-    if (step == warmup) start = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < B * T; ++i) {
-      in[i] = static_cast<int32_t>(rng.Below(config.vocab));
-      tg[i] = static_cast<int32_t>(rng.Below(config.vocab));
-    }
-    arena.Reset();
-    tape.Reset();
-    Tensor ti = arena.Allocate({B * T}, DType::kI32), tt = arena.Allocate({B * T}, DType::kI32);
-    backend.CopyToDevice(ti.data, in.data(), ti.bytes());
-    backend.CopyToDevice(tt.data, tg.data(), tt.bytes());
-    (*model)->ZeroGrad();
-    Var loss = Mean(tape, (*model)->Losses(tape, ti, tt, B, T));
-    tape.Backward(loss);
-    (*opt)->Step(1.0f);
-    backend.CopyToHost(&loss_value, tape.value(loss).data, sizeof(float));
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+  const bench::StepTiming timing =
+      bench::TimeTrainingSteps(**model, setup.batch, warmup, steps, [&] { (*opt)->Step(1.0f); });
+  return timing.seconds / steps;
 }
 
 }  // namespace

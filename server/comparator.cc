@@ -121,28 +121,8 @@ ComparisonPlan ComparisonPlan::ForGrid(const Grid& grid) {
   return plan;
 }
 
-const char* VerdictName(Verdict verdict) {
-  switch (verdict) {
-    case Verdict::kBaseline: return "baseline";
-    case Verdict::kBetter: return "better";
-    case Verdict::kWorse: return "worse";
-    case Verdict::kWithinNoise: return "within noise";
-    case Verdict::kPending: return "pending";
-  }
-  return "?";
-}
-
 std::string ReportRow::VerdictText() const {
-  switch (verdict) {
-    case Verdict::kBetter:
-    case Verdict::kWorse:
-      CHECK(delta_over_tau.has_value());
-      return absl::StrFormat("%s (%.1fτ)", VerdictName(verdict), *delta_over_tau);
-    case Verdict::kPending:
-      return absl::StrCat("pending: ", pending_reason);
-    default:
-      return VerdictName(verdict);
-  }
+  return smallem::VerdictText(verdict, delta_over_tau, pending_reason);
 }
 
 bool Report::Complete() const {
@@ -244,10 +224,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       row.pending_reason = "waiting for the baseline";
     } else {
       row.delta = *row.mean_loss - base_mean;
-      row.delta_over_tau = std::abs(*row.delta) / *report.tau;
-      row.verdict = std::abs(*row.delta) > *report.tau
-                        ? (*row.delta < 0 ? Verdict::kBetter : Verdict::kWorse)
-                        : Verdict::kWithinNoise;
+      const Judgement judgement = JudgeDelta(*row.delta, *report.tau);
+      row.verdict = judgement.verdict;
+      row.delta_over_tau = judgement.delta_over_tau;
       row.welch_t = WelchT(arm.losses, base.losses);
     }
     if (row.params_warning) {

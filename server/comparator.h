@@ -18,7 +18,7 @@
 //    with a single seed, which leaves τ at the floor and adds a note).
 //  * Δ = mean(V) − mean(B) in val nats per byte; lower is better. |Δ| > τ
 //    gives `better` (Δ < 0) or `worse`, stated as a multiple of τ
-//    ("better (5.0τ)"); otherwise `within noise`.
+//    ("better (5.0τ)"); otherwise `within noise` (server/verdict.h).
 //  * Parameter counts are shown side by side; a change of more than
 //    params_warning_fraction (2 %) of the baseline's count raises a warning:
 //    the comparison is then not at equal size.
@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/train/run_spec.h"
+#include "server/verdict.h"
 
 namespace smallem {
 
@@ -92,10 +93,6 @@ struct ComparisonPlan {
   // The comparison a grid file describes (with its reference curve, if any).
   static ComparisonPlan ForGrid(const Grid& grid);
 };
-
-enum class Verdict { kBaseline, kBetter, kWorse, kWithinNoise, kPending };
-// "baseline", "better", "worse", "within noise", "pending".
-const char* VerdictName(Verdict verdict);
 
 struct ReportRow {
   std::string variant;

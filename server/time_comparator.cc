@@ -1,12 +1,10 @@
 #include "server/time_comparator.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/check.h"
 #include "server/grid.h"
 
 namespace smallem {
@@ -47,16 +45,7 @@ std::string ExtrapolationNote(const TimeRow& row, const TimeCurve& curve) {
 }  // namespace
 
 std::string TimeRow::VerdictText() const {
-  switch (verdict) {
-    case Verdict::kBetter:
-    case Verdict::kWorse:
-      CHECK(delta_over_tau.has_value());
-      return absl::StrFormat("%s (%.1fτ)", VerdictName(verdict), *delta_over_tau);
-    case Verdict::kPending:
-      return absl::StrCat("pending: ", pending_reason);
-    default:
-      return VerdictName(verdict);
-  }
+  return smallem::VerdictText(verdict, delta_over_tau, pending_reason);
 }
 
 bool TimeReport::Complete() const {
@@ -137,10 +126,9 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         row.extrapolated = r.extrapolated;
         row.span_ratio = r.span_ratio;
         row.delta = *row.mean_loss - r.value;
-        row.delta_over_tau = std::abs(*row.delta) / *tau;
-        row.verdict = std::abs(*row.delta) > *tau
-                          ? (*row.delta < 0 ? Verdict::kBetter : Verdict::kWorse)
-                          : Verdict::kWithinNoise;
+        const Judgement judgement = JudgeDelta(*row.delta, *tau);
+        row.verdict = judgement.verdict;
+        row.delta_over_tau = judgement.delta_over_tau;
         if (row.extrapolated) extrapolation_notes.push_back(ExtrapolationNote(row, *curve));
       }
     }

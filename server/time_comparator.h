@@ -13,7 +13,8 @@
 //  * Per variant: t = mean training seconds of its seeds; R(t) from the
 //    curve (server/reference_curve.h); Δt = mean loss − R(t) in nats per
 //    byte, lower is better; verdict `better`/`worse` when |Δt| > τ (the same
-//    τ as at equal steps), stated as a multiple of τ, else `within noise`.
+//    τ as at equal steps), stated as a multiple of τ, else `within noise`
+//    (server/verdict.h).
 //    Every row is compared with the curve, the baseline's included.
 //  * Outside the curve's measured span R(t) is extrapolated along the
 //    nearest segment; the row is flagged and a note says how far.
