@@ -117,6 +117,14 @@ int main(int argc, char** argv) {
     cmd->add_option("--coordinator", service->coordinator,
                     "Coordinator HOST:PORT (default $SMALLEM_COORDINATOR or 127.0.0.1:7070)");
     cmd->add_option("--timeout", service->deadline_s, "Seconds per call")->capture_default_str();
+    cmd->add_option("--token-file", service->token_file,
+                    "File holding the coordinator's client token (default $SMALLEM_CLIENT_TOKEN,\n"
+                    "the token itself)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--tls-ca", service->tls_ca,
+                    "PEM root certificate of a TLS coordinator (default $SMALLEM_TLS_CA;\n"
+                    "neither: plaintext)")
+        ->check(CLI::ExistingFile);
   };
 
   smallem::cli::SubmitArgs submit;

@@ -105,7 +105,10 @@ int RunLocal(const RunLocalArgs& args) {
       Coordinator::Start(coordinator_options);
   if (!coordinator.ok()) return Fail(coordinator.status());
 
-  ServiceClient client((*coordinator)->address(), /*deadline_s=*/60);
+  // The embedded coordinator is plaintext and open, on loopback for the
+  // length of this command (docs/security.md): no token is sent, whatever
+  // the environment holds for a remote coordinator.
+  ServiceClient client((*coordinator)->address(), /*deadline_s=*/60, ChannelSecurity{});
   absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0);
   if (!submitted.ok()) return Fail(submitted.status());
   const std::string name = submitted->experiment_name();
@@ -155,8 +158,12 @@ int RunLocal(const RunLocalArgs& args) {
         std::fprintf(stderr, "%s\n", FinishedLine(run).c_str());
       }
       if (run.status() == v1::RUN_STATUS_LEASED) {
-        absl::StrAppend(&running, " | ", run.variant(), " s", run.seed(), " ",
-                        run.progress().step(), "/", run.progress().total_steps());
+        absl::StrAppend(&running, " | ", run.variant(), " s", run.seed(), " ");
+        if (run.progress().total_steps() > 0) {
+          absl::StrAppend(&running, run.progress().step(), "/", run.progress().total_steps());
+        } else {
+          absl::StrAppend(&running, "starting");  // no progress point yet
+        }
         if (run.progress().loss() > 0) {
           absl::StrAppend(&running, absl::StrFormat(" loss %.3f", run.progress().loss()));
         }

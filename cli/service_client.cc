@@ -66,21 +66,48 @@ absl::Status ExplainUnavailable(const absl::Status& status, const std::string& a
                                    "everything here with `smallemctl run GRID`"));
 }
 
-ServiceClient::ServiceClient(const std::string& address, int64_t deadline_s)
+ServiceClient::ServiceClient(const std::string& address, int64_t deadline_s,
+                             const std::string& token_file, const std::string& tls_ca_file)
     : address_(address), deadline_s_(deadline_s) {
+  ChannelSecurity security;
+  absl::StatusOr<std::string> token = ResolveToken(token_file, kClientTokenEnv);
+  absl::StatusOr<std::string> ca = ResolveTlsCa(tls_ca_file);
+  // The constructor cannot fail; the first call reports what went wrong.
+  if (!token.ok()) setup_ = token.status();
+  else if (!ca.ok()) setup_ = ca.status();
+  else security = {.token = *token, .tls_ca_pem = *ca};
+  Connect(security);
+}
+
+ServiceClient::ServiceClient(const std::string& address, int64_t deadline_s,
+                             const ChannelSecurity& security)
+    : address_(address), deadline_s_(deadline_s) {
+  Connect(security);
+}
+
+void ServiceClient::Connect(const ChannelSecurity& security) {
+  token_ = security.token;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   stub_ = v1::ClientService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+      grpc::CreateCustomChannel(address_, MakeChannelCredentials(security), args));
+}
+
+std::unique_ptr<grpc::ClientContext> ServiceClient::NewContext(
+    std::chrono::seconds deadline) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + deadline);
+  AttachToken(token_, context.get());
+  return context;
 }
 
 template <typename Response, typename Request, typename Method>
 absl::StatusOr<Response> ServiceClient::Call(Method method, const Request& request) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s_));
+  if (!setup_.ok()) return setup_;
+  auto context = NewContext(std::chrono::seconds(deadline_s_));
   Response response;
-  grpc::Status status = ((*stub_).*method)(&context, request, &response);
+  grpc::Status status = ((*stub_).*method)(context.get(), request, &response);
   if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address_);
   return response;
 }
@@ -101,11 +128,10 @@ absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir)
     if (!has.ok()) return has.status();
     if (has->present()) return hash;
   }
-  grpc::ClientContext context;
   // Uploads are allowed longer: a large corpus over a slow link.
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s_ * 20));
+  auto context = NewContext(std::chrono::seconds(deadline_s_ * 20));
   v1::UploadDatasetResponse response;
-  auto writer = stub_->UploadDataset(&context, &response);
+  auto writer = stub_->UploadDataset(context.get(), &response);
   for (const char* name : kDatasetFiles) {
     ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(absl::StrCat(dir, "/", name)));
     for (size_t offset = 0; offset == 0 || offset < bytes.size(); offset += kDatasetChunkBytes) {
@@ -181,18 +207,18 @@ absl::StatusOr<v1::ListWorkersResponse> ServiceClient::ListWorkers() {
 
 absl::Status ServiceClient::StreamMetrics(
     int64_t run_id, const std::function<bool(const v1::StreamMetricsResponse&)>& on_update) {
-  grpc::ClientContext context;
+  if (!setup_.ok()) return setup_;
   // It follows the run as long as it lasts; a day bounds a forgotten watch.
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(24));
+  auto context = NewContext(std::chrono::hours(24));
   v1::StreamMetricsRequest request;
   request.set_run_id(run_id);
   request.set_after_step(-1);
   request.set_follow(true);
-  auto reader = stub_->StreamMetrics(&context, request);
+  auto reader = stub_->StreamMetrics(context.get(), request);
   v1::StreamMetricsResponse response;
   while (reader->Read(&response)) {
     if (!on_update(response)) {
-      context.TryCancel();
+      context->TryCancel();
       break;
     }
   }

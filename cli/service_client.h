@@ -3,16 +3,22 @@
 // submission: upload the grid's dataset (once, by content hash, in chunks)
 // and submit the grid's text.
 //
+// Every call carries the client token, when there is one, as
+// `authorization: Bearer <token>` (added per call: gRPC sends call
+// credentials over TLS only, and a loopback coordinator is plaintext).
+//
 // Thread-safe (gRPC stubs are).
 #ifndef SMALLEM_CLI_SERVICE_CLIENT_H_
 #define SMALLEM_CLI_SERVICE_CLIENT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/auth.h"
 #include "smallem/v1/client.grpc.pb.h"
 
 namespace smallem {
@@ -23,7 +29,14 @@ std::string DefaultCoordinatorAddress();
 
 class ServiceClient {
  public:
-  ServiceClient(const std::string& address, int64_t deadline_s);
+  // The client token from `token_file`, else $SMALLEM_CLIENT_TOKEN; TLS with
+  // the root certificate in `tls_ca_file`, else in the file $SMALLEM_TLS_CA
+  // names, else plaintext. When a file cannot be read, every call fails
+  // with that error (it names the file).
+  ServiceClient(const std::string& address, int64_t deadline_s,
+                const std::string& token_file = "", const std::string& tls_ca_file = "");
+  // Exactly `security`; the environment is not consulted.
+  ServiceClient(const std::string& address, int64_t deadline_s, const ChannelSecurity& security);
 
   const std::string& address() const { return address_; }
 
@@ -51,11 +64,16 @@ class ServiceClient {
                              const std::function<bool(const v1::StreamMetricsResponse&)>& on_update);
 
  private:
+  void Connect(const ChannelSecurity& security);
+  // A context for one call: its deadline and the token.
+  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::seconds deadline) const;
   template <typename Response, typename Request, typename Method>
   absl::StatusOr<Response> Call(Method method, const Request& request);
 
   std::string address_;
   int64_t deadline_s_;
+  absl::Status setup_;  // why the credentials could not be read; OK when they were
+  std::string token_;
   std::unique_ptr<v1::ClientService::Stub> stub_;
 };
 

@@ -16,6 +16,8 @@ namespace smallem::cli {
 struct ServiceArgs {
   std::string coordinator;  // HOST:PORT; "" = $SMALLEM_COORDINATOR or 127.0.0.1:7070
   int64_t deadline_s = 30;  // per call
+  std::string token_file;   // the client token's file; "" = $SMALLEM_CLIENT_TOKEN, else none
+  std::string tls_ca;       // PEM root certificate; "" = $SMALLEM_TLS_CA, else plaintext
 };
 
 struct SubmitArgs {

@@ -12,6 +12,29 @@
 #include "spdlog/spdlog.h"
 
 namespace smallem {
+namespace {
+
+// Off loopback, anyone who can reach the port can call an open service, and
+// tokens sent in plaintext can be read on the way.
+void WarnAboutExposure(const CoordinatorOptions& options) {
+  if (IsLoopbackListen(options.listen)) return;
+  const ServerSecurity& s = options.security;
+  if (s.client_token.empty()) {
+    spdlog::warn("listening on {} without a client token: anyone who can reach it can submit "
+                 "and cancel; give --client-token-file FILE (docs/security.md)", options.listen);
+  }
+  if (s.worker_token.empty()) {
+    spdlog::warn("listening on {} without a worker token: anyone who can reach it can lease "
+                 "runs and report results; give --worker-token-file FILE (docs/security.md)",
+                 options.listen);
+  }
+  if (s.any_token() && !s.tls()) {
+    spdlog::warn("listening on {} without TLS: tokens cross the network in clear text; give "
+                 "--tls-cert FILE --tls-key FILE (docs/security.md)", options.listen);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
   const Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
@@ -25,17 +48,22 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                                                            c->workers_.get());
 
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &c->port_);
+  builder.AddListeningPort(options.listen, MakeServerCredentials(options.security), &c->port_);
   builder.RegisterService(c->client_service_.get());
   builder.RegisterService(c->worker_service_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
   c->server_ = builder.BuildAndStart();
   if (c->server_ == nullptr || c->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", options.listen,
-        " (is another coordinator running? pick another port with --listen)"));
+        " (is another coordinator running? pick another port with --listen",
+        options.security.tls() ? "; are --tls-cert and --tls-key a certificate and its key?"
+                               : "",
+        ")"));
   }
+  WarnAboutExposure(options);
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   c->address_ = absl::StrCat(host == "0.0.0.0" || host == "[::]" ? "127.0.0.1" : host, ":",
                              c->port_);
@@ -69,8 +97,12 @@ int RunCoordinator(const CoordinatorOptions& options) {
     spdlog::error("{}", std::string(coordinator.status().message()));
     return 1;
   }
-  spdlog::info("smallem-coordinator listening on {} (database {})", (*coordinator)->address(),
-               options.db_path);
+  const ServerSecurity& security = options.security;
+  spdlog::info("smallem-coordinator listening on {} ({}; worker token {}, client token {}; "
+               "database {})",
+               (*coordinator)->address(), security.tls() ? "TLS" : "plaintext",
+               security.worker_token.empty() ? "off" : "required",
+               security.client_token.empty() ? "off" : "required", options.db_path);
   int signal = 0;
   sigwait(&signals, &signal);
   spdlog::info("signal {}: shutting down", signal);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/auth.h"
 #include "server/clock.h"
 #include "server/job_queue.h"
 #include "server/sqlite_store.h"
@@ -32,22 +33,30 @@ struct CoordinatorOptions {
   JobQueueOptions queue;
   const Clock* clock = nullptr;  // nullptr = SystemClock
   bool reaper = true;            // run the background reaper
+  ServerSecurity security;       // tokens and TLS; none = open plaintext (server/auth.h)
 };
 
 // Largest request or response message, bytes (a grid of ~10k runs fits).
 inline constexpr int kMaxMessageBytes = 64 << 20;
+// Largest request header block, bytes (gRPC's default, stated: a bearer
+// token and gRPC's own headers fit many times over).
+inline constexpr int kMaxMetadataBytes = 8 << 10;
 
 class Coordinator {
  public:
   // Opens (and migrates) the database, starts the reaper and the server.
-  // Errors of SqliteStore::Open; Unavailable when the address cannot be bound.
+  // Errors of SqliteStore::Open; Unavailable when the address cannot be bound
+  // (or, with TLS, the certificate and key do not make a pair). Logs a
+  // warning when a non-loopback address leaves a service without a token,
+  // or sends tokens without TLS.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
   ~Coordinator();
 
   // The bound port (the real one when options.listen asked for port 0).
   int port() const { return port_; }
   // "127.0.0.1:<port>" (the listen host with the bound port): where clients
-  // and workers on this machine connect.
+  // and workers on this machine connect. With TLS, the certificate must name
+  // this host.
   const std::string& address() const { return address_; }
 
   SqliteStore& store() { return *store_; }

@@ -12,10 +12,32 @@
 
 #include "absl/strings/str_cat.h"
 
+extern "C" char** environ;
+
 namespace smallem {
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    env.emplace_back(*entry);
+  }
+  return env;
+}
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::string& program, const std::vector<std::string>& args) {
+  return SpawnWith(program, args, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
+    const std::string& program, const std::vector<std::string>& args,
+    const std::vector<std::string>& env) {
+  return SpawnWith(program, args, &env);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::SpawnWith(
+    const std::string& program, const std::vector<std::string>& args,
+    const std::vector<std::string>* env) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
@@ -31,6 +53,11 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   argv.push_back(const_cast<char*>(program.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  if (env != nullptr) {
+    for (const std::string& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
   const pid_t parent = getpid();
 
   const pid_t pid = fork();
@@ -48,7 +75,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(program.c_str(), argv.data());
+    if (env != nullptr) execve(program.c_str(), argv.data(), envp.data());
+    else execv(program.c_str(), argv.data());
     const char* reason = std::strerror(errno);
     (void)!write(STDERR_FILENO, "cannot execute ", 15);
     (void)!write(STDERR_FILENO, program.c_str(), program.size());
@@ -82,15 +110,21 @@ void ChildProcess::Drain(std::string* buffer, bool is_stdout, std::vector<std::s
     if (is_stdout) {
       lines->push_back(std::move(line));
     } else if (!line.empty()) {
-      last_stderr_line_ = std::move(line);
+      KeepStderrLine(std::move(line));
     }
   }
   buffer->erase(0, start);
   if (eof && !buffer->empty()) {
     if (is_stdout) lines->push_back(*buffer);
-    else last_stderr_line_ = *buffer;
+    else KeepStderrLine(*buffer);
     buffer->clear();
   }
+}
+
+void ChildProcess::KeepStderrLine(std::string line) {
+  last_stderr_line_ = line;
+  stderr_tail_.push_back(std::move(line));
+  if (stderr_tail_.size() > kStderrTailLines) stderr_tail_.pop_front();
 }
 
 bool ChildProcess::Poll(int timeout_ms, std::vector<std::string>* lines) {

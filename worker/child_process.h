@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ class ChildProcess {
   // stderr.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::string& program,
                                                              const std::vector<std::string>& args);
+  // The same with `env` ("NAME=value" entries) as the child's whole
+  // environment instead of this process's.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::string& program,
+                                                             const std::vector<std::string>& args,
+                                                             const std::vector<std::string>& env);
   ~ChildProcess();  // kills and reaps a child still running
 
   ChildProcess(const ChildProcess&) = delete;
@@ -50,9 +56,18 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // The last non-empty line the child wrote to stderr ("" if none).
   const std::string& last_stderr_line() const { return last_stderr_line_; }
+  // Its last kStderrTailLines non-empty stderr lines, oldest first.
+  static constexpr size_t kStderrTailLines = 8;
+  std::vector<std::string> stderr_tail() const {
+    return std::vector<std::string>(stderr_tail_.begin(), stderr_tail_.end());
+  }
 
  private:
   ChildProcess(pid_t pid, int out_fd, int err_fd) : pid_(pid), out_fd_(out_fd), err_fd_(err_fd) {}
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> SpawnWith(
+      const std::string& program, const std::vector<std::string>& args,
+      const std::vector<std::string>* env);
+  void KeepStderrLine(std::string line);
   // Splits buffered bytes into lines.
   void Drain(std::string* buffer, bool is_stdout, std::vector<std::string>* lines, bool eof);
 
@@ -62,9 +77,14 @@ class ChildProcess {
   std::string out_buffer_;
   std::string err_buffer_;
   std::string last_stderr_line_;
+  std::deque<std::string> stderr_tail_;  // at most kStderrTailLines
   bool reaped_ = false;
   ChildExit exit_;
 };
+
+// This process's environment ("NAME=value" entries), e.g. to derive a
+// child's from.
+std::vector<std::string> CurrentEnvironment();
 
 }  // namespace smallem
 

@@ -7,24 +7,6 @@
 #include "server/grpc_status.h"
 
 namespace smallem {
-namespace {
-
-std::unique_ptr<grpc::ClientContext> ContextWithDeadline(int64_t ms) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
-  return context;
-}
-
-template <typename Response, typename Call>
-absl::StatusOr<Response> Unary(int64_t deadline_ms, Call call) {
-  Response response;
-  auto context = ContextWithDeadline(deadline_ms);
-  grpc::Status status = call(context.get(), &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
-}
-
-}  // namespace
 
 bool IsTransient(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
@@ -35,8 +17,26 @@ bool IsTransient(const absl::Status& status) {
          status.code() == absl::StatusCode::kUnknown;
 }
 
-CoordinatorClient::CoordinatorClient(const std::string& address, int64_t deadline_ms)
-    : deadline_ms_(deadline_ms) {
+std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(int64_t deadline_ms) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(deadline_ms));
+  AttachToken(token_, context.get());
+  return context;
+}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> CoordinatorClient::Unary(Call call) {
+  Response response;
+  auto context = NewContext(deadline_ms_);
+  grpc::Status status = call(context.get(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+CoordinatorClient::CoordinatorClient(const std::string& address, int64_t deadline_ms,
+                                     ChannelSecurity security)
+    : deadline_ms_(deadline_ms), token_(security.token) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -45,35 +45,35 @@ CoordinatorClient::CoordinatorClient(const std::string& address, int64_t deadlin
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   stub_ = v1::WorkerService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+      grpc::CreateCustomChannel(address, MakeChannelCredentials(security), args));
 }
 
 absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const v1::RegisterRequest& r) {
-  return Unary<v1::RegisterResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+  return Unary<v1::RegisterResponse>([&](grpc::ClientContext* c, auto* out) {
     return stub_->Register(c, r, out);
   });
 }
 
 absl::StatusOr<v1::LeaseResponse> CoordinatorClient::Lease(const v1::LeaseRequest& r) {
-  return Unary<v1::LeaseResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+  return Unary<v1::LeaseResponse>([&](grpc::ClientContext* c, auto* out) {
     return stub_->Lease(c, r, out);
   });
 }
 
 absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(const v1::HeartbeatRequest& r) {
-  return Unary<v1::HeartbeatResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+  return Unary<v1::HeartbeatResponse>([&](grpc::ClientContext* c, auto* out) {
     return stub_->Heartbeat(c, r, out);
   });
 }
 
 absl::StatusOr<v1::CompleteResponse> CoordinatorClient::Complete(const v1::CompleteRequest& r) {
-  return Unary<v1::CompleteResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+  return Unary<v1::CompleteResponse>([&](grpc::ClientContext* c, auto* out) {
     return stub_->Complete(c, r, out);
   });
 }
 
 absl::StatusOr<v1::FailResponse> CoordinatorClient::Fail(const v1::FailRequest& r) {
-  return Unary<v1::FailResponse>(deadline_ms_, [&](grpc::ClientContext* c, auto* out) {
+  return Unary<v1::FailResponse>([&](grpc::ClientContext* c, auto* out) {
     return stub_->Fail(c, r, out);
   });
 }
@@ -81,7 +81,7 @@ absl::StatusOr<v1::FailResponse> CoordinatorClient::Fail(const v1::FailRequest& 
 absl::Status CoordinatorClient::FetchDataset(
     const std::string& content_hash, int64_t deadline_s,
     const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk) {
-  auto context = ContextWithDeadline(deadline_s * 1000);
+  auto context = NewContext(deadline_s * 1000);
   v1::FetchDatasetRequest request;
   request.set_content_hash(content_hash);
   auto reader = stub_->FetchDataset(context.get(), request);

@@ -4,6 +4,11 @@
 // FailedPrecondition and NotFound mean the attempt is no longer this
 // worker's to run.
 //
+// With a token, every call carries `authorization: Bearer <token>` (added
+// per call: gRPC sends call credentials over TLS only, and a loopback
+// coordinator is plaintext); a wrong one fails Unauthenticated, which is not
+// transient. With a root certificate the channel is TLS.
+//
 // Thread-safe (gRPC stubs are).
 #ifndef SMALLEM_WORKER_COORDINATOR_CLIENT_H_
 #define SMALLEM_WORKER_COORDINATOR_CLIENT_H_
@@ -14,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/auth.h"
 #include "smallem/v1/worker.grpc.pb.h"
 
 namespace smallem {
@@ -21,8 +27,9 @@ namespace smallem {
 class CoordinatorClient {
  public:
   // `address` is host:port; calls other than FetchDataset time out after
-  // deadline_ms.
-  explicit CoordinatorClient(const std::string& address, int64_t deadline_ms = 10'000);
+  // deadline_ms. `security`: the worker token and TLS root, if any.
+  explicit CoordinatorClient(const std::string& address, int64_t deadline_ms = 10'000,
+                             ChannelSecurity security = {});
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
   absl::StatusOr<v1::LeaseResponse> Lease(const v1::LeaseRequest& request);
@@ -35,8 +42,14 @@ class CoordinatorClient {
                             const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk);
 
  private:
+  // A context for one call: its deadline and the token.
+  std::unique_ptr<grpc::ClientContext> NewContext(int64_t deadline_ms) const;
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call call);
+
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   int64_t deadline_ms_;
+  std::string token_;
 };
 
 // True for errors after which the same call may succeed later (the

@@ -15,13 +15,16 @@
 namespace smallem {
 
 WorkerDaemon::WorkerDaemon(WorkerOptions options)
-    : options_(std::move(options)), cache_(options_.cache_dir) {
+    : options_(std::move(options)),
+      cache_(options_.cache_dir),
+      jobs_(options_.cache_dir, options_.max_failed_job_dirs) {
   if (options_.worker_id.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     options_.worker_id = absl::StrCat(host, "-", getpid());
   }
-  client_ = std::make_unique<CoordinatorClient>(options_.coordinator, options_.rpc_deadline_ms);
+  client_ = std::make_unique<CoordinatorClient>(options_.coordinator, options_.rpc_deadline_ms,
+                                                options_.security);
 }
 
 WorkerDaemon::~WorkerDaemon() = default;

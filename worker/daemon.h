@@ -1,10 +1,15 @@
 // WorkerDaemon: smallem-worker's main loop. It registers its devices with
 // the coordinator, then runs one loop per device: lease a run, make sure its
 // dataset is in the local cache, spawn ONE child process
-// (`<child_program> child --spec ... --out ...`, see worker/child.h) for it,
-// relay the child's progress in heartbeats, and report the outcome
-// (Complete, or Fail with the failure class the exit code implies).
+// (`<child_program> child --spec ... --out ... --device ...`, see
+// worker/child.h; a CUDA device's child sees only its GPU) for it, relay the
+// child's progress in heartbeats, and report the outcome (Complete, or Fail
+// with the failure class ClassifyChildFailure gives and the child's stderr
+// as the message). The daemon itself never initializes CUDA.
 //
+//  * Job directories (worker/job_dirs.h): removed once the coordinator has
+//    recorded the result, or the run was cancelled; kept under
+//    CACHE/jobs/failed/ otherwise (the newest max_failed_job_dirs).
 //  * Cancel: a heartbeat answering `cancel` kills the child; nothing is
 //    reported.
 //  * Lease lost: a heartbeat answering FailedPrecondition/NotFound (the
@@ -33,17 +38,20 @@
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
+#include "worker/job_dirs.h"
 
 namespace smallem {
 
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:7070";  // host:port
+  ChannelSecurity security;     // worker token and TLS root for the coordinator; none = plaintext
   std::vector<DeviceInfo> devices;
   std::string cache_dir;        // datasets/ and jobs/ live here
   std::string child_program;    // executable run as `child_program child --spec ...`
   std::string worker_id;        // "" = <hostname>-<pid>
   int child_threads = 0;        // CPU threads per child; 0 = all
   int64_t progress_every = 10;  // steps between the child's progress lines
+  int max_failed_job_dirs = 20; // failed jobs' directories kept for debugging
   int64_t initial_backoff_ms = 200;
   int64_t max_backoff_ms = 5'000;
   int64_t rpc_deadline_ms = 10'000;
@@ -82,6 +90,7 @@ class WorkerDaemon {
   WorkerOptions options_;
   std::unique_ptr<CoordinatorClient> client_;
   DatasetCache cache_;
+  JobDirs jobs_;
 
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,6 +1,5 @@
 // WorkerDaemon::RunJob: one leased run, from dataset to reported outcome.
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -88,35 +87,49 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
     return;
   }
 
-  // 2. The spec, pointed at the local dataset.
-  const std::string job_dir =
-      absl::StrCat(options_.cache_dir, "/jobs/run-", run_id, "-attempt-", attempt);
+  // 2. The spec, pointed at the local dataset, in the job's directory.
   nlohmann::json spec = nlohmann::json::parse(lease.spec_json(), nullptr, false);
   if (!spec.is_object()) {
     fail(v1::FAILURE_CLASS_INVALID_CONFIG, "the leased spec is not a JSON object");
     return;
   }
   spec["data"] = *dataset;
-  std::error_code ec;
-  std::filesystem::create_directories(job_dir, ec);
+  absl::StatusOr<std::string> created = jobs_.Create(run_id, attempt);
+  if (!created.ok()) {
+    fail(v1::FAILURE_CLASS_ENGINE_ERROR, std::string(created.status().message()));
+    return;
+  }
+  const std::string job_dir = *created;
+  // The job failed (or its outcome could not be recorded): keep its
+  // directory for debugging, within the cap.
+  auto keep = [&] {
+    const std::string kept = jobs_.KeepFailed(job_dir);
+    if (!kept.empty()) spdlog::info("run {} attempt {}: kept {}", run_id, attempt, kept);
+  };
   const std::string spec_path = job_dir + "/spec.json";
   {
     std::ofstream out(spec_path, std::ios::trunc);
     out << spec.dump(2) << "\n";
-    if (!out || ec) {
+    if (!out) {
       fail(v1::FAILURE_CLASS_ENGINE_ERROR, absl::StrCat("cannot write ", spec_path));
+      keep();
       return;
     }
   }
 
-  // 3. The child.
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(
-      options_.child_program,
-      {"child", "--spec", spec_path, "--out", job_dir, "--threads",
-       std::to_string(options_.child_threads), "--progress-every",
-       std::to_string(options_.progress_every)});
+  // 3. The child, on this device alone.
+  ChildArgs child_args{.spec_path = spec_path,
+                       .out_dir = job_dir,
+                       .threads = options_.child_threads,
+                       .progress_every = options_.progress_every,
+                       .device = device.name};
+  absl::StatusOr<ChildCommand> command = BuildChildCommand(child_args, CurrentEnvironment());
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      command.ok() ? ChildProcess::Spawn(options_.child_program, command->args, command->env)
+                   : absl::StatusOr<std::unique_ptr<ChildProcess>>(command.status());
   if (!child.ok()) {
     fail(v1::FAILURE_CLASS_ENGINE_ERROR, std::string(child.status().message()));
+    keep();
     return;
   }
 
@@ -144,6 +157,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
       (*child)->Kill();
       (*child)->Wait();
       fail(v1::FAILURE_CLASS_LEASE_LOST, "the worker was stopped");
+      keep();
       return;
     }
     if (running && SteadyClock::now() - last_beat >= std::chrono::milliseconds(interval_ms)) {
@@ -155,6 +169,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
           spdlog::info("run {} attempt {}: cancelled; stopping its child", run_id, attempt);
           (*child)->Kill();
           (*child)->Wait();
+          jobs_.Remove(job_dir);
           return;
         }
       } else if (LeaseIsGone(reply.status())) {
@@ -162,6 +177,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
                      std::string(reply.status().message()));
         (*child)->Kill();
         (*child)->Wait();
+        keep();
         return;
       }
       // Transient: the points wait for the next heartbeat that gets through.
@@ -174,6 +190,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
     absl::StatusOr<std::string> result = ReadFile(job_dir + "/result.json");
     if (!result.ok()) {
       fail(v1::FAILURE_CLASS_ENGINE_ERROR, "the child exited 0 without writing result.json");
+      keep();
       return;
     }
     v1::CompleteRequest request;
@@ -184,19 +201,19 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
     *request.mutable_points() = beat.points();
     absl::Status status =
         ReportWithRetry("Complete", run_id, [&] { return client_->Complete(request).status(); });
-    if (status.ok()) spdlog::info("run {} attempt {}: completed", run_id, attempt);
+    if (status.ok()) {
+      // The coordinator holds the result now: nothing here is needed.
+      spdlog::info("run {} attempt {}: completed", run_id, attempt);
+      jobs_.Remove(job_dir);
+    } else {
+      keep();
+    }
     return;
   }
-  std::string message = (*child)->last_stderr_line();
-  if (exit.signal != 0) {
-    message = absl::StrCat("the child was killed by signal ", exit.signal,
-                           message.empty() ? "" : ": ", message);
-  } else if (message.empty()) {
-    message = absl::StrCat("the child exited with code ", exit.exit_code);
-  }
-  fail(exit.exit_code == kChildExitInvalid ? v1::FAILURE_CLASS_INVALID_CONFIG
-                                           : v1::FAILURE_CLASS_ENGINE_ERROR,
-       message);
+  // A CUDA error or out of memory fails this child only; the loop goes on.
+  const std::vector<std::string> tail = (*child)->stderr_tail();
+  fail(ClassifyChildFailure(exit, tail), ChildFailureMessage(exit, tail));
+  keep();
 }
 
 }  // namespace smallem

@@ -1,11 +1,13 @@
-// smallem-worker: parses flags and calls RunWorker (the daemon) or RunChild
-// (one job, in its own process); nothing else.
+// smallem-worker: parses flags (reading the token and root certificate files
+// they name) and calls RunWorker (the daemon) or RunChild (one job, in its
+// own process); nothing else.
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "server/auth.h"
 #include "spdlog/spdlog.h"
 #include "worker/child.h"
 #include "worker/daemon.h"
@@ -30,6 +32,14 @@ int main(int argc, char** argv) {
   options.cache_dir = ".cache/smallem";
   app.add_option("--coordinator", options.coordinator, "coordinator address, HOST:PORT")
       ->capture_default_str();
+  std::string token_file;
+  std::string tls_ca;
+  app.add_option("--token-file", token_file,
+                 "file holding the coordinator's worker token (default $SMALLEM_WORKER_TOKEN,\n"
+                 "the token itself; neither: no token is sent)");
+  app.add_option("--tls-ca", tls_ca,
+                 "PEM root certificate to check a TLS coordinator with (default\n"
+                 "$SMALLEM_TLS_CA; neither: plaintext)");
   app.add_option("--devices", devices, "all, cpu, or a list such as cpu,cuda:0")
       ->capture_default_str();
   app.add_option("--cache", options.cache_dir, "directory for datasets and job outputs")
@@ -47,17 +57,32 @@ int main(int argc, char** argv) {
   child_cmd->add_option("--out", child.out_dir, "output directory")->required();
   child_cmd->add_option("--threads", child.threads, "CPU threads (0 = all)");
   child_cmd->add_option("--progress-every", child.progress_every, "steps between progress lines");
+  child_cmd->add_option("--device", child.device, "cpu or cuda:N (as this process sees the GPUs)");
+  CLI::App* list_devices_cmd = app.add_subcommand(
+      "list-devices", "print one JSON line per CUDA device (run by the daemon for --devices)");
 
   CLI11_PARSE(app, argc, argv);
   if (child_cmd->parsed()) return smallem::RunChild(child);
+  if (list_devices_cmd->parsed()) return smallem::RunListDevices();
 
   spdlog::set_level(spdlog::level::from_str(log_level));
-  absl::StatusOr<std::vector<smallem::DeviceInfo>> parsed = smallem::ParseDevices(devices);
+  const std::string self = SelfPath(argv[0]);
+  absl::StatusOr<std::vector<smallem::DeviceInfo>> parsed =
+      smallem::ParseDevices(devices, [&] { return smallem::ListCudaDevices(self); });
   if (!parsed.ok()) {
     spdlog::error("{}", std::string(parsed.status().message()));
     return 2;
   }
   options.devices = *parsed;
-  options.child_program = SelfPath(argv[0]);
+  absl::StatusOr<std::string> token = smallem::ResolveToken(token_file, smallem::kWorkerTokenEnv);
+  absl::StatusOr<std::string> ca = smallem::ResolveTlsCa(tls_ca);
+  for (const absl::Status& status : {token.status(), ca.status()}) {
+    if (!status.ok()) {
+      spdlog::error("{}", std::string(status.message()));
+      return 2;
+    }
+  }
+  options.security = {.token = *token, .tls_ca_pem = *ca};
+  options.child_program = self;
   return smallem::RunWorker(options);
 }

@@ -6,7 +6,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -82,7 +86,9 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
-  void StartDaemon(const std::string& child_program, const std::string& address = "") {
+  // `adjust` may change the options before the daemon starts.
+  void StartDaemon(const std::string& child_program, const std::string& address = "",
+                   const std::function<void(WorkerOptions&)>& adjust = {}) {
     WorkerOptions options;
     options.coordinator = address.empty() ? coordinator_->address() : address;
     options.devices = {DeviceInfo{.name = "cpu", .device_class = "cpu-test", .memory_bytes = 0}};
@@ -93,6 +99,7 @@ class DaemonTest : public ::testing::Test {
     options.initial_backoff_ms = 50;
     options.max_backoff_ms = 200;
     options.rpc_deadline_ms = 2'000;
+    if (adjust) adjust(options);
     daemon_ = std::make_unique<WorkerDaemon>(options);
     daemon_thread_ = std::thread([this] { EXPECT_TRUE(daemon_->Run().ok()); });
   }
@@ -122,6 +129,18 @@ class DaemonTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     FAIL() << "run " << run_id << " never reported progress";
+  }
+
+  // The directories under CACHE/jobs/`under`, by name.
+  std::vector<std::string> JobDirNames(const std::string& under = "") {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(dir_.Join("cache/jobs/" + under), ec)) {
+      if (entry.is_directory()) names.push_back(entry.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
   }
 
   TempDir dir_;
@@ -238,6 +257,112 @@ TEST_F(DaemonTest, ReconnectsWhenTheCoordinatorComesBack) {
   StartCoordinator(listen);  // same port, same database
   RunCountsRecord counts = WaitForRunsToFinish();
   EXPECT_EQ(counts.succeeded, 2);
+}
+
+// A child that writes `stderr_lines` to stderr and aborts, as the engine does
+// on a CHECK (a sticky CUDA error, an allocation it cannot recover from).
+std::string WriteAbortingChild(const std::string& path, const std::string& stderr_lines) {
+  testing::WriteFile(path, absl::StrCat("#!/bin/sh\nprintf '%s\\n' '", stderr_lines,
+                                        "' >&2\nkill -ABRT $$\n"));
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST_F(DaemonTest, CompletedJobLeavesNoDirectoryButTheDatasetStays) {
+  Submit(2, 1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 2, 0.05, 0));
+  EXPECT_EQ(WaitForRunsToFinish().succeeded, 2);
+  StopDaemon();  // every RunJob has returned
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("cache/jobs")));
+  EXPECT_TRUE(JobDirNames().empty());
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("cache/datasets/" + hash_ + "/meta.json")));
+}
+
+TEST_F(DaemonTest, FailedJobDirectoriesAreKeptUpToTheCapNewestFirst) {
+  Submit(1, 1, /*retry_budget=*/3);  // four attempts, all failing
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 1, 0, 1, "engine exploded"), "",
+              [](WorkerOptions& options) { options.max_failed_job_dirs = 2; });
+  EXPECT_EQ(WaitForRunsToFinish().failed, 1);
+  StopDaemon();
+  EXPECT_EQ(coordinator_->store().GetRun(1)->attempt, 4);
+  // Only the failed/ folder is left in jobs/, holding the last two attempts.
+  EXPECT_EQ(JobDirNames(), (std::vector<std::string>{"failed"}));
+  EXPECT_EQ(JobDirNames("failed"),
+            (std::vector<std::string>{"run-1-attempt-3", "run-1-attempt-4"}));
+  // What the child had, for debugging.
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("cache/jobs/failed/run-1-attempt-4/spec.json")));
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("cache/jobs/failed/run-1-attempt-4/result.json")));
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("cache/datasets/" + hash_ + "/meta.json")));
+}
+
+TEST_F(DaemonTest, CancelledJobLeavesNoDirectory) {
+  Submit(1, 1);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0));
+  WaitForProgress();
+  ASSERT_EQ(*coordinator_->queue().Cancel(RunSelector{.experiment_id = 1}), 1);
+  for (int i = 0; i < 100 && !JobDirNames().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  StopDaemon();
+  EXPECT_TRUE(JobDirNames().empty());
+}
+
+TEST_F(DaemonTest, OutOfMemoryCrashIsNotRetriedAndTheDaemonServesTheNextRun) {
+  Submit(1, 2);
+  StartDaemon(WriteAbortingChild(
+      dir_.Join("child.sh"),
+      "engine/arena.cc:26: CHECK failed: data.ok() activation memory: cuda:0: out of device "
+      "memory allocating 8589934592 bytes; use a smaller batch or model"));
+  RunCountsRecord counts = WaitForRunsToFinish();
+  EXPECT_EQ(counts.failed, 2);  // the second run was leased after the first crashed
+  for (int64_t run_id : {1, 2}) {
+    RunRecord run = *coordinator_->store().GetRun(run_id);
+    EXPECT_EQ(run.attempt, 1);
+    EXPECT_EQ(run.last_failure, FailureClass::kInvalidConfig);
+    EXPECT_NE(run.last_error.find("killed by signal 6"), std::string::npos) << run.last_error;
+    EXPECT_NE(run.last_error.find("out of device memory"), std::string::npos) << run.last_error;
+  }
+}
+
+TEST_F(DaemonTest, StickyCudaErrorFailsTheJobWithItsMessageAndIsRetried) {
+  Submit(1, 1, /*retry_budget=*/1);
+  StartDaemon(WriteAbortingChild(
+      dir_.Join("child.sh"),
+      "kernels/cuda_backend.cc:190: CHECK failed: error == cudaSuccess Free (a queued op "
+      "failed): cudaErrorIllegalAddress (an illegal memory access was encountered)"));
+  EXPECT_EQ(WaitForRunsToFinish().failed, 1);
+  RunRecord run = *coordinator_->store().GetRun(1);
+  EXPECT_EQ(run.attempt, 2);
+  EXPECT_EQ(run.last_failure, FailureClass::kEngineError);
+  EXPECT_NE(run.last_error.find("cudaErrorIllegalAddress"), std::string::npos) << run.last_error;
+}
+
+TEST_F(DaemonTest, CudaJobChildSeesOnlyItsGpu) {
+  // No GPU is needed: the scripted child reports what it was given.
+  const char* inherited = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = inherited != nullptr ? inherited : "";
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  const std::string seen = dir_.Join("seen.txt");
+  const std::string child = dir_.Join("child.sh");
+  testing::WriteFile(child, absl::StrCat(
+      "#!/bin/sh\nout=\"$5\"\necho \"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES $*\" >> ", seen,
+      "\necho '{\"val_nats_per_byte\":1.5,\"train_seconds\":1,\"params\":10,"
+      "\"device_class\":\"NVIDIA H200\",\"steps\":1}' > \"$out/result.json\"\n"));
+  chmod(child.c_str(), 0755);
+  Submit(1, 1);
+  StartDaemon(child, "", [](WorkerOptions& options) {
+    options.devices = {DeviceInfo{.name = "cuda:1", .device_class = "NVIDIA H200",
+                                  .memory_bytes = int64_t{150} << 30}};
+  });
+  EXPECT_EQ(WaitForRunsToFinish().succeeded, 1);
+  StopDaemon();
+  if (inherited != nullptr) setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  std::ifstream in(seen);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.rfind("CUDA_VISIBLE_DEVICES=1 child --spec ", 0), 0u) << line;
+  EXPECT_NE(line.find("--device cuda:0"), std::string::npos) << line;
+  EXPECT_EQ(coordinator_->store().GetRun(1)->status, RunStatus::kSucceeded);
 }
 
 }  // namespace
