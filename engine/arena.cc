@@ -21,6 +21,9 @@ Tensor Arena::Allocate(Shape shape, DType dtype) {
     offset_ = 0;
   }
   if (current_ == blocks_.size()) {
+    CHECK(growth_allowed_) << "activation memory: a step asked for " << bytes
+                           << " more bytes than the warm-up steps did (" << reserved_
+                           << " reserved); every step must make the same requests";
     const size_t size = std::max(block_bytes_, bytes);
     absl::StatusOr<void*> data = backend_.Allocate(size);
     CHECK(data.ok()) << "activation memory: " << data.status().message();

@@ -28,7 +28,15 @@ class Arena {
   Tensor AllocateZeroed(Shape shape, DType dtype = DType::kF32);
   void Reset();
 
+  // Whether Allocate may take a new block from the backend (default yes).
+  // The trainer forbids it once warm-up steps have sized the arena, so that
+  // a step that asks for more than they did fails loudly (a CHECK naming the
+  // size) instead of allocating inside a captured step.
+  void set_growth_allowed(bool allowed) { growth_allowed_ = allowed; }
+
   size_t reserved_bytes() const { return reserved_; }
+  // Backend allocations made so far (one per block).
+  int64_t blocks() const { return static_cast<int64_t>(blocks_.size()); }
 
  private:
   struct Block {
@@ -41,6 +49,7 @@ class Arena {
   size_t current_ = 0;  // index of the block being filled
   size_t offset_ = 0;   // bytes used in it
   size_t reserved_ = 0;
+  bool growth_allowed_ = true;
 };
 
 }  // namespace smallem

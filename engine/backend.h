@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -168,12 +169,27 @@ struct ReduceParams {
   bool accumulate = false;  // out += instead of out =
 };
 
+// The scalars of one AdamW update that change from step to step, as the
+// update reads them: the learning rate and the bias corrections
+// 1/(1 − β^step), computed on the host in double and rounded to f32.
+struct AdamWStepScalars {
+  float lr = 0, correction1 = 1, correction2 = 1;
+  static constexpr int64_t kCount = 3;  // floats, in field order
+};
+// REQUIRES: step ≥ 1.
+AdamWStepScalars MakeAdamWStepScalars(float lr, float beta1, float beta2, int64_t step);
+
 // One AdamW step on one parameter tensor. When grad_norm_sq is given and
 // max_grad_norm > 0, the gradient is first scaled by
 // min(1, max_grad_norm / √grad_norm_sq) — read on the device, no host sync.
+// The learning rate and bias corrections come from `lr` and `step`, or, when
+// `scalars` is given, from device memory: an AdamWStepScalars that the host
+// uploads each step, so that a captured step (CaptureGraph) replays with the
+// step's values rather than those of the capture.
 struct AdamWParams {
   Tensor param, grad, m, v;  // same shape
   Tensor grad_norm_sq;       // (1) or empty
+  Tensor scalars;            // (3) AdamWStepScalars, or empty: lr and step below
   float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float weight_decay = 0;  // decoupled: param −= lr · wd · param
   float max_grad_norm = 0;
@@ -192,16 +208,32 @@ struct RowReduceParams {
 };
 
 // Per-row scaling for optimizers: with in viewed as (R, K),
-//   out[r, :] = alpha · in[r, :] · √numer[r] / √(denom[r] + eps)
-// where an empty numer or denom counts as 1, and a row whose denom[r] + eps
-// is not positive gets a factor 0 (a zero matrix stays zero). With both
-// empty it is a plain scale by alpha. out may alias in.
+//   out[r, :] = a · in[r, :] · √numer[r] / √(denom[r] + eps)
+// where a = alpha, or alpha · scale[0] (an f32 product) when scale is given
+// (a per-step factor read on the device, like AdamWParams::scalars); an
+// empty numer or denom counts as 1, and a row whose denom[r] + eps is not
+// positive gets a factor 0 (a zero matrix stays zero). The factor of each
+// row is computed in double and rounded to f32 once. With numer and denom
+// empty it is a plain scale by a. out may alias in.
 struct RowScaleParams {
   Tensor in;     // (R, K)
   Tensor out;    // (R, K)
   Tensor numer;  // (R) or empty
   Tensor denom;  // (R) or empty
+  Tensor scale;  // (1) or empty
   float alpha = 1.0f, eps = 0.0f;
+};
+
+// Training batches gathered on the device from the training split held there
+// (engine/train/trainer.cc): row r of the batch is the T + 1 tokens starting
+// at starts[r]; inputs take the first T, targets the last T. A start outside
+// [0, S − T − 1] is a broken invariant (CHECK on the CPU, a trap on CUDA).
+struct GatherSequencesParams {
+  Tensor tokens;   // (S) i32, the training split
+  Tensor starts;   // (B) i32
+  Tensor inputs;   // (B·T) i32: inputs[r·T + t] = tokens[starts[r] + t]
+  Tensor targets;  // (B·T) i32: targets[r·T + t] = tokens[starts[r] + t + 1]
+  int64_t time = 0;  // T
 };
 
 class Backend {
@@ -227,6 +259,45 @@ class Backend {
   virtual void Synchronize() = 0;
   // Bytes of device memory in use at the high-water mark.
   virtual size_t PeakMemoryBytes() const = 0;
+
+  // Staging: host memory the device copies from asynchronously, for inputs
+  // that change every step (batch positions, learning rates). On CUDA it is
+  // page-locked memory; the default is plain host memory (what the CPU
+  // backend uses). AllocateStaging returns zeroed, 64-byte aligned memory or
+  // an error; FreeStaging takes only what AllocateStaging returned.
+  virtual absl::StatusOr<void*> AllocateStaging(size_t bytes);
+  virtual void FreeStaging(void* ptr);
+  // Enqueues dst (device memory) ← src (staging memory) and returns at once.
+  // The host may rewrite src only once WaitStaged() has returned. Inside
+  // CaptureGraph the copy is recorded: each replay reads src as it is then.
+  // Default: CopyToDevice (which leaves src reusable at once).
+  virtual void UploadStaged(void* dst, const void* src, size_t bytes) {
+    CopyToDevice(dst, src, bytes);
+  }
+  // Blocks until every UploadStaged enqueued so far — directly or by a
+  // launched graph — has read its source. Not allowed inside CaptureGraph.
+  virtual void WaitStaged() {}
+
+  // CUDA graphs: a step recorded once and replayed with one launch. Backends
+  // without them (the default) return false and never get the calls below.
+  virtual bool SupportsGraphs() const { return false; }
+  // Calls `record()` with the backend recording instead of running: the ops
+  // it enqueues, with their pointers and arguments, become a graph, and
+  // nothing executes until LaunchGraph. `record` may be called more than
+  // once and must make the same calls each time. Inside it nothing may
+  // allocate, free, synchronize or copy to the host (a CHECK failure names
+  // the call), so every buffer must have reached its size before, in an
+  // uncaptured run of the same calls. A CopyToDevice inside it is recorded
+  // with a copy of its host bytes taken at capture time: fine for constants,
+  // while values that change per step go through UploadStaged. Returns a
+  // handle for LaunchGraph, or an error when the graph cannot be
+  // instantiated (e.g. out of memory).
+  virtual absl::StatusOr<int> CaptureGraph(const std::function<void()>& record);
+  // Enqueues one replay of a captured graph.
+  virtual void LaunchGraph(int graph);
+  // Destroys every captured graph (after the replays queued so far finish),
+  // e.g. before the memory they use is freed. Handles become invalid.
+  virtual void ReleaseGraphs() {}
 
   virtual void Matmul(const MatmulParams& p) = 0;
   virtual void Add(const BinaryParams& p) = 0;
@@ -262,6 +333,7 @@ class Backend {
   // host memory, until the backend overrides them with its own kernels.
   virtual void RowSumSquares(const RowReduceParams& p);
   virtual void RowScale(const RowScaleParams& p);
+  virtual void GatherSequences(const GatherSequencesParams& p) = 0;
 };
 
 }  // namespace smallem

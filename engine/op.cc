@@ -7,7 +7,7 @@ constexpr const char* kOpNames[] = {
     "matmul",   "add",       "mul",       "gelu",      "silu",
     "swiglu",   "bias_add",  "layer_norm", "rms_norm", "rope",
     "attention", "embedding", "cross_entropy", "sum", "sum_squares",
-    "adamw",    "row_sum_squares", "row_scale",
+    "adamw",    "row_sum_squares", "row_scale", "gather_sequences",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kOpCount,
               "every Op needs a name");

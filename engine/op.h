@@ -28,6 +28,7 @@ enum class Op : uint8_t {
   kAdamW,         // fused AdamW update with global-norm clipping
   kRowSumSquares, // per-row sum of squares (optimizer statistics, no gradient)
   kRowScale,      // rows scaled by √numer / √(denom + eps) (optimizer, no gradient)
+  kGatherSequences,  // training inputs and targets gathered from device-resident tokens
   kCount,
 };
 

@@ -116,6 +116,9 @@ void ProfilingBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
 void ProfilingBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   Timed(kCopyFamily, [&] { inner_.CopyToHost(dst, src, bytes); });
 }
+void ProfilingBackend::UploadStaged(void* dst, const void* src, size_t bytes) {
+  Timed(kCopyFamily, [&] { inner_.UploadStaged(dst, src, bytes); });
+}
 void ProfilingBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
   Timed(kCopyFamily, [&] { inner_.CopyOnDevice(dst, src, bytes); });
 }
@@ -158,6 +161,7 @@ SMALLEM_PROFILED(SumSquares, ReduceParams, kSumSquares)
 SMALLEM_PROFILED(AdamW, AdamWParams, kAdamW)
 SMALLEM_PROFILED(RowSumSquares, RowReduceParams, kRowSumSquares)
 SMALLEM_PROFILED(RowScale, RowScaleParams, kRowScale)
+SMALLEM_PROFILED(GatherSequences, GatherSequencesParams, kGatherSequences)
 #undef SMALLEM_PROFILED
 
 }  // namespace smallem

@@ -80,6 +80,14 @@ class ProfilingBackend final : public Backend {
   void Fill(Tensor t, float value) override;
   void Synchronize() override { inner_.Synchronize(); }
   size_t PeakMemoryBytes() const override { return inner_.PeakMemoryBytes(); }
+  absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
+    return inner_.AllocateStaging(bytes);
+  }
+  void FreeStaging(void* ptr) override { inner_.FreeStaging(ptr); }
+  void UploadStaged(void* dst, const void* src, size_t bytes) override;  // a copy
+  void WaitStaged() override { inner_.WaitStaged(); }
+  // SupportsGraphs() stays false: a profiled run is eager, since timing each
+  // call synchronizes around it, which no captured step may do.
 
   void Matmul(const MatmulParams& p) override;
   void Add(const BinaryParams& p) override;
@@ -111,6 +119,7 @@ class ProfilingBackend final : public Backend {
   void AdamW(const AdamWParams& p) override;
   void RowSumSquares(const RowReduceParams& p) override;
   void RowScale(const RowScaleParams& p) override;
+  void GatherSequences(const GatherSequencesParams& p) override;
 
  private:
   using Clock = std::chrono::steady_clock;

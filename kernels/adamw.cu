@@ -1,6 +1,8 @@
 // One fused AdamW step (bias-corrected moments, decoupled weight decay),
 // with the gradient optionally scaled for global-norm clipping first. The
-// squared norm is read on the device, so clipping needs no host sync.
+// squared norm is read on the device, so clipping needs no host sync; so
+// are the learning rate and bias corrections when the caller keeps them in
+// device memory (a captured step replays with each step's values).
 #include <cmath>
 
 #include "kernels/device_util.cuh"
@@ -11,10 +13,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// param, grad, m, v: (count); grad_norm_sq: (1) or null.
+// param, grad, m, v: (count); grad_norm_sq: (1) or null; scalars: (3)
+// [lr, correction1, correction2] or null (then hp's).
 __global__ void AdamWKernel(float* param, const float* grad, float* m, float* v,
-                            const float* grad_norm_sq, int64_t count,
-                            AdamWHyper hp) {
+                            const float* grad_norm_sq, const float* scalars,
+                            int64_t count, AdamWHyper hp) {
+  if (scalars != nullptr) {
+    hp.lr = scalars[0];
+    hp.correction1 = scalars[1];
+    hp.correction2 = scalars[2];
+  }
   float clip = 1.0f;
   if (grad_norm_sq != nullptr && hp.max_grad_norm > 0.0f) {
     // In double, like the CPU reference; a zero norm means a zero gradient:
@@ -40,11 +48,12 @@ __global__ void AdamWKernel(float* param, const float* grad, float* m, float* v,
 }  // namespace
 
 cudaError_t LaunchAdamW(float* param, const float* grad, float* m, float* v,
-                        const float* grad_norm_sq, int64_t count,
-                        const AdamWHyper& hyper, cudaStream_t stream) {
+                        const float* grad_norm_sq, const float* scalars,
+                        int64_t count, const AdamWHyper& hyper,
+                        cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
   AdamWKernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
-      param, grad, m, v, grad_norm_sq, count, hyper);
+      param, grad, m, v, grad_norm_sq, scalars, count, hyper);
   return cudaGetLastError();
 }
 

@@ -482,9 +482,7 @@ __global__ void __launch_bounds__(kThreads)
 // must opt in, per kernel.
 template <typename Kernel>
 cudaError_t AllowSmem(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
+  return AllowDynamicSmem(reinterpret_cast<const void*>(kernel), bytes);
 }
 
 Geometry GeometryOf(const AttentionShape& s) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -114,31 +115,43 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device,
       e != cudaSuccess) {
     return fail("cudaStreamCreate", e);
   }
+  cudaEvent_t upload_done = nullptr;
+  if (cudaError_t e = cudaEventCreateWithFlags(&upload_done, cudaEventDisableTiming);
+      e != cudaSuccess) {
+    cudaStreamDestroy(stream);
+    return fail("cudaEventCreate", e);
+  }
   std::unique_ptr<cuda::MatmulContext> matmul;
   if (cudaError_t e = cuda::MatmulContext::Create(&matmul); e != cudaSuccess) {
+    cudaEventDestroy(upload_done);
     cudaStreamDestroy(stream);
     return fail("creating the cuBLASLt context", e);
   }
   std::unique_ptr<CudaBackend> backend(
-      new CudaBackend(device, prop.name, stream, std::move(matmul)));
+      new CudaBackend(device, prop.name, stream, upload_done, std::move(matmul)));
   backend->set_matmul_precision(precision);
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
 CudaBackend::CudaBackend(int device, std::string device_class, cudaStream_t stream,
-                         std::unique_ptr<cuda::MatmulContext> matmul)
+                         cudaEvent_t upload_done, std::unique_ptr<cuda::MatmulContext> matmul)
     : device_(device),
       device_class_(std::move(device_class)),
       stream_(stream),
+      upload_done_(upload_done),
       matmul_(std::move(matmul)) {
   UpdatePeak();
 }
 
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(stream_);
+  for (cudaGraphExec_t graph : graphs_) cudaGraphExecDestroy(graph);
+  for (const SnapshotBlock& block : snapshots_) cudaFreeHost(block.data);
+  for (const auto& [ptr, bytes] : staging_) cudaFreeHost(ptr);
   for (const auto& [ptr, bytes] : allocations_) cudaFree(ptr);
   if (scratch_ != nullptr) cudaFree(scratch_);
   matmul_.reset();
+  cudaEventDestroy(upload_done_);
   cudaStreamDestroy(stream_);
 }
 
@@ -160,7 +173,15 @@ void CudaBackend::UpdatePeak() {
   peak_bytes_ = std::max(peak_bytes_, held);
 }
 
+void CudaBackend::CheckNotCapturing(const char* what) const {
+  CHECK(!capturing_) << what << " inside a captured step (CaptureGraph): it cannot be recorded. "
+                     << "Every buffer must reach its size in an uncaptured run of the same step, "
+                     << "and host reads belong after LaunchGraph (SMALLEM_CUDA_GRAPHS=0 runs "
+                     << "every step eagerly)";
+}
+
 absl::StatusOr<void*> CudaBackend::Allocate(size_t bytes) {
+  CheckNotCapturing("Allocate");
   void* ptr = nullptr;
   // A zero-byte request still gets a distinct pointer, as on the CPU.
   const cudaError_t e = cudaMalloc(&ptr, std::max<size_t>(bytes, 256));
@@ -174,6 +195,7 @@ absl::StatusOr<void*> CudaBackend::Allocate(size_t bytes) {
         " free on the device; ", cudaGetErrorString(e),
         "); use a smaller batch or model"));
   }
+  ++allocations_made_;
   CheckCuda(cudaMemsetAsync(ptr, 0, bytes, stream_), "Allocate: zeroing");
   allocations_[ptr] = bytes;
   live_bytes_ += bytes;
@@ -183,6 +205,7 @@ absl::StatusOr<void*> CudaBackend::Allocate(size_t bytes) {
 
 void CudaBackend::Free(void* ptr) {
   if (ptr == nullptr) return;
+  CheckNotCapturing("Free");
   auto it = allocations_.find(ptr);
   CHECK(it != allocations_.end())
       << "Free of a pointer this backend did not allocate, or freed twice";
@@ -196,11 +219,19 @@ void CudaBackend::Free(void* ptr) {
 
 void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  if (capturing_) {
+    // The graph replays this copy long after src is gone: it reads a
+    // page-locked copy of the bytes as they are now (a pageable source
+    // could not be recorded at all).
+    src = Snapshot(src, bytes);
+    if (src == nullptr) return;  // snapshot memory short: this capture is redone
+  }
   CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "CopyToDevice");
 }
 
 void CudaBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  CheckNotCapturing("CopyToHost");
   CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "CopyToHost");
   CheckCuda(cudaStreamSynchronize(stream_), "CopyToHost (a queued op failed)");
 }
@@ -232,11 +263,144 @@ void CudaBackend::Fill(Tensor t, float value) {
 }
 
 void CudaBackend::Synchronize() {
+  CheckNotCapturing("Synchronize");
   CheckCuda(cudaStreamSynchronize(stream_), "Synchronize (a queued op failed)");
+}
+
+// ------------------------------------------------------- staging, graphs
+
+absl::StatusOr<void*> CudaBackend::AllocateStaging(size_t bytes) {
+  CheckNotCapturing("AllocateStaging");
+  void* ptr = nullptr;
+  const size_t size = std::max<size_t>(bytes, 64);
+  if (cudaError_t e = cudaHostAlloc(&ptr, size, cudaHostAllocDefault); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        Name(), ": cannot allocate ", bytes, " bytes of page-locked host memory (",
+        cudaGetErrorString(e), ")"));
+  }
+  ++allocations_made_;
+  std::memset(ptr, 0, size);
+  staging_[ptr] = size;
+  return ptr;
+}
+
+void CudaBackend::FreeStaging(void* ptr) {
+  if (ptr == nullptr) return;
+  CheckNotCapturing("FreeStaging");
+  auto it = staging_.find(ptr);
+  CHECK(it != staging_.end()) << "FreeStaging of memory AllocateStaging did not return";
+  staging_.erase(it);
+  // Queued copies may still read it.
+  CheckCuda(cudaStreamSynchronize(stream_), "FreeStaging (a queued op failed)");
+  CheckCuda(cudaFreeHost(ptr), "FreeStaging");
+}
+
+void CudaBackend::UploadStaged(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "UploadStaged");
+  // In a graph the record is a node of its own (external), so that each
+  // replay records the event again and WaitStaged waits for that replay's
+  // copy.
+  CheckCuda(cudaEventRecordWithFlags(upload_done_, stream_,
+                                     capturing_ ? cudaEventRecordExternal
+                                                : cudaEventRecordDefault),
+            "UploadStaged: event");
+}
+
+void CudaBackend::WaitStaged() {
+  CheckNotCapturing("WaitStaged");
+  CheckCuda(cudaEventSynchronize(upload_done_), "WaitStaged (a queued op failed)");
+}
+
+const void* CudaBackend::Snapshot(const void* src, size_t bytes) {
+  constexpr size_t kAlign = 64;
+  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  snapshot_asked_ += rounded;
+  if (snapshot_short_ || snapshots_.empty() ||
+      snapshot_used_ + rounded > snapshots_.back().size) {
+    snapshot_short_ = true;
+    return nullptr;
+  }
+  char* dst = snapshots_.back().data + snapshot_used_;
+  std::memcpy(dst, src, bytes);
+  snapshot_used_ += rounded;
+  return dst;
+}
+
+absl::StatusOr<int> CudaBackend::CaptureGraph(const std::function<void()>& record) {
+  CHECK(!capturing_) << "CaptureGraph inside a capture";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const size_t snapshot_start = snapshot_used_;
+    snapshot_asked_ = 0;
+    snapshot_short_ = false;
+    CheckCuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+              "CaptureGraph: begin");
+    capturing_ = true;
+    record();
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    CheckCuda(cudaStreamEndCapture(stream_, &graph),
+              "CaptureGraph: a call of the step broke the capture");
+    if (snapshot_short_) {
+      // Host bytes copied during the capture did not fit: record the step
+      // again with a block that holds them all (the old blocks stay with
+      // the graphs that use them).
+      cudaGraphDestroy(graph);
+      snapshot_used_ = snapshot_start;
+      const size_t size = std::max<size_t>(snapshot_asked_, size_t{64} << 10);
+      void* block = nullptr;
+      if (cudaError_t e = cudaHostAlloc(&block, size, cudaHostAllocDefault); e != cudaSuccess) {
+        cudaGetLastError();
+        return absl::ResourceExhaustedError(absl::StrCat(
+            Name(), ": cannot allocate ", size, " bytes of page-locked memory for a graph (",
+            cudaGetErrorString(e), ")"));
+      }
+      ++allocations_made_;
+      snapshots_.push_back(SnapshotBlock{static_cast<char*>(block), size});
+      snapshot_used_ = 0;
+      continue;
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      snapshot_used_ = snapshot_start;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          Name(), ": instantiating the captured step failed with ", cudaGetErrorName(e), " (",
+          cudaGetErrorString(e), "); set SMALLEM_CUDA_GRAPHS=0 to train without graphs"));
+    }
+    graphs_.push_back(exec);
+    return static_cast<int>(graphs_.size()) - 1;
+  }
+  CHECK(false) << "CaptureGraph: the step copied more host bytes when recorded again; "
+                  "`record` must make the same calls every time";
+  return -1;
+}
+
+void CudaBackend::LaunchGraph(int graph) {
+  CHECK(graph >= 0 && graph < static_cast<int>(graphs_.size()))
+      << "LaunchGraph: no graph " << graph << " (" << graphs_.size() << " captured)";
+  CheckCuda(cudaGraphLaunch(graphs_[graph], stream_), "LaunchGraph");
+}
+
+void CudaBackend::ReleaseGraphs() {
+  CheckNotCapturing("ReleaseGraphs");
+  if (graphs_.empty() && snapshots_.empty()) return;
+  CheckCuda(cudaStreamSynchronize(stream_), "ReleaseGraphs (a queued op failed)");
+  for (cudaGraphExec_t graph : graphs_) CheckCuda(cudaGraphExecDestroy(graph), "ReleaseGraphs");
+  graphs_.clear();
+  for (const SnapshotBlock& block : snapshots_) {
+    CheckCuda(cudaFreeHost(block.data), "ReleaseGraphs: snapshot memory");
+  }
+  snapshots_.clear();
+  snapshot_used_ = 0;
 }
 
 float* CudaBackend::Scratch(size_t floats) {
   if (floats <= scratch_floats_) return scratch_;
+  CheckNotCapturing("growing the scratch buffer");
   // Queued ops may still read the old buffer.
   CheckCuda(cudaStreamSynchronize(stream_), "Scratch");
   if (scratch_ != nullptr) CheckCuda(cudaFree(scratch_), "Scratch: free");
@@ -246,6 +410,7 @@ float* CudaBackend::Scratch(size_t floats) {
   constexpr size_t kGranule = (size_t{1} << 20) / sizeof(float);
   const size_t grown = (floats + kGranule - 1) / kGranule * kGranule;
   CheckCuda(cudaMalloc(&scratch_, grown * sizeof(float)), "Scratch: out of device memory");
+  ++allocations_made_;
   scratch_floats_ = grown;
   UpdatePeak();
   return scratch_;
@@ -279,7 +444,10 @@ void CudaBackend::Matmul(const MatmulParams& p) {
   CHECK(e == cudaSuccess) << "matmul (m=" << p.m << " n=" << p.n << " k=" << p.k
                           << " batch=" << p.batch << "): " << cudaGetErrorName(e) << " ("
                           << cudaGetErrorString(e) << "), cuBLAS: "
-                          << cublasGetStatusString(matmul_->blas_status());
+                          << cublasGetStatusString(matmul_->blas_status())
+                          << (capturing_ ? "; inside a captured step: the bf16 staging had to "
+                                           "grow, so this product never ran uncaptured"
+                                         : "");
   UpdatePeak();  // the bf16 staging buffers may have grown
 }
 
@@ -598,26 +766,65 @@ void CudaBackend::AdamW(const AdamWParams& p) {
   CheckF32(p.grad, n, "adamw: grad");
   CheckF32(p.m, n, "adamw: m");
   CheckF32(p.v, n, "adamw: v");
-  CHECK_GE(p.step, 1) << "adamw: step is 1-based";
   const float* grad_norm_sq = nullptr;
   if (!p.grad_norm_sq.empty() && p.max_grad_norm > 0) {
     CheckF32(p.grad_norm_sq, 1, "adamw: grad_norm_sq (1)");
     grad_norm_sq = p.grad_norm_sq.f32();
   }
-  // Bias corrections in double on the host, as in the CPU reference.
-  const auto step = static_cast<double>(p.step);
   cuda::AdamWHyper hyper;
-  hyper.lr = p.lr;
   hyper.beta1 = p.beta1;
   hyper.beta2 = p.beta2;
   hyper.eps = p.eps;
   hyper.weight_decay = p.weight_decay;
   hyper.max_grad_norm = p.max_grad_norm;
-  hyper.correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta1}, step)));
-  hyper.correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double{p.beta2}, step)));
+  const float* scalars = nullptr;
+  if (!p.scalars.empty()) {
+    // lr and the bias corrections are read on the device.
+    CheckF32(p.scalars, AdamWStepScalars::kCount, "adamw: scalars (3)");
+    scalars = p.scalars.f32();
+  } else {
+    // Bias corrections in double on the host, as in the CPU reference.
+    const AdamWStepScalars s = MakeAdamWStepScalars(p.lr, p.beta1, p.beta2, p.step);
+    hyper.lr = s.lr;
+    hyper.correction1 = s.correction1;
+    hyper.correction2 = s.correction2;
+  }
   CheckCuda(cuda::LaunchAdamW(p.param.f32(), p.grad.f32(), p.m.f32(), p.v.f32(),
-                              grad_norm_sq, n, hyper, stream_),
+                              grad_norm_sq, scalars, n, hyper, stream_),
             "adamw");
+}
+
+void CudaBackend::RowSumSquares(const RowReduceParams& p) {
+  const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
+  CheckF32(p.in, p.in.numel(), "row_sum_squares: in");
+  CheckF32(p.out, rows, "row_sum_squares: out (R)");
+  CheckCuda(cuda::LaunchRowSumSquares(p.in.f32(), rows, cols, p.alpha, p.beta, p.out.f32(),
+                                      stream_),
+            "row_sum_squares");
+}
+
+void CudaBackend::RowScale(const RowScaleParams& p) {
+  const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
+  CheckF32(p.in, p.in.numel(), "row_scale: in");
+  CheckF32(p.out, p.in.numel(), "row_scale: out");
+  CheckCuda(cuda::LaunchRowScale(p.in.f32(), rows, cols,
+                                 OptionalF32(p.numer, rows, "row_scale: numer (R)"),
+                                 OptionalF32(p.denom, rows, "row_scale: denom (R)"),
+                                 OptionalF32(p.scale, 1, "row_scale: scale (1)"), p.alpha,
+                                 p.eps, p.out.f32(), stream_),
+            "row_scale");
+}
+
+void CudaBackend::GatherSequences(const GatherSequencesParams& p) {
+  const int64_t rows = p.starts.numel(), time = p.time;
+  CHECK_GT(time, 0) << "gather_sequences: time";
+  CheckI32(p.tokens, p.tokens.numel(), "gather_sequences: tokens (S)");
+  CheckI32(p.starts, rows, "gather_sequences: starts (B)");
+  CheckI32(p.inputs, rows * time, "gather_sequences: inputs (B·T)");
+  CheckI32(p.targets, rows * time, "gather_sequences: targets (B·T)");
+  CheckCuda(cuda::LaunchGatherSequences(p.tokens.i32(), p.tokens.numel(), p.starts.i32(), rows,
+                                        time, p.inputs.i32(), p.targets.i32(), stream_),
+            "gather_sequences");
 }
 
 }  // namespace smallem

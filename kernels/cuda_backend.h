@@ -14,6 +14,16 @@
 // are sticky in CUDA and abort at the next CHECKed call; the worker runs
 // jobs in a child process so that such a failure fails the job only.
 //
+// Graphs (Backend::CaptureGraph): the stream is captured in thread-local
+// mode, and every call that cannot be recorded — Allocate, Free, scratch or
+// bf16 staging growth, CopyToHost, Synchronize, WaitStaged — is a CHECK
+// failure that says so. A CopyToDevice while capturing reads a copy of its
+// host bytes kept in page-locked memory the backend holds until
+// ReleaseGraphs; when that memory is short, the capture is discarded, the
+// memory grown and the step recorded again. UploadStaged records an event
+// after its copy (an external event node in a graph), which WaitStaged
+// waits for.
+//
 // Not thread-safe: one caller at a time, on a thread whose current device is
 // this backend's (CreateCudaBackend makes it current on the calling thread).
 #ifndef SMALLEM_KERNELS_CUDA_BACKEND_H_
@@ -22,8 +32,11 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -74,6 +87,24 @@ class CudaBackend final : public Backend {
   // High-water mark of tensor memory plus the backend's own buffers
   // (cuBLASLt workspace, bf16 staging, scratch).
   size_t PeakMemoryBytes() const override { return peak_bytes_; }
+  // cudaHostAlloc'd (page-locked), zeroed.
+  absl::StatusOr<void*> AllocateStaging(size_t bytes) override;
+  void FreeStaging(void* ptr) override;  // waits for the stream first
+  void UploadStaged(void* dst, const void* src, size_t bytes) override;
+  void WaitStaged() override;
+  bool SupportsGraphs() const override { return true; }
+  absl::StatusOr<int> CaptureGraph(const std::function<void()>& record) override;
+  void LaunchGraph(int graph) override;
+  void ReleaseGraphs() override;
+
+  // Device and page-locked allocations made so far (cudaMalloc and
+  // cudaHostAlloc calls, the cuBLASLt context's included): constant across
+  // training steps once the warm-up has sized every buffer.
+  int64_t allocation_count() const { return allocations_made_ + matmul_->allocations(); }
+  // cublasLtMatmul calls so far (a batched Matmul with strided items is one).
+  int64_t matmul_launches() const { return matmul_->launches(); }
+  // Graphs captured and not released.
+  int graph_count() const { return static_cast<int>(graphs_.size()); }
 
   void Matmul(const MatmulParams& p) override;
   void Add(const BinaryParams& p) override;
@@ -104,30 +135,54 @@ class CudaBackend final : public Backend {
   void Sum(const ReduceParams& p) override;
   void SumSquares(const ReduceParams& p) override;
   void AdamW(const AdamWParams& p) override;
+  void RowSumSquares(const RowReduceParams& p) override;
+  void RowScale(const RowScaleParams& p) override;
+  void GatherSequences(const GatherSequencesParams& p) override;
 
  private:
   friend absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(
       int device, MatmulPrecision precision);
   CudaBackend(int device, std::string device_class, cudaStream_t stream,
-              std::unique_ptr<cuda::MatmulContext> matmul);
+              cudaEvent_t upload_done, std::unique_ptr<cuda::MatmulContext> matmul);
 
   // At least `floats` floats of device scratch, valid until the next call;
   // grows (after a stream sync) when too small.
   float* Scratch(size_t floats);
   void Reduce(const ReduceParams& p, bool squares);
-  void TrackAllocation(size_t bytes);
   void UpdatePeak();
+  // CHECKs that no capture is under way: `what` cannot be recorded.
+  void CheckNotCapturing(const char* what) const;
+  // While capturing: a page-locked copy of src that lives as long as the
+  // graph, or null when the snapshot memory is too small (the capture is
+  // then redone with more).
+  const void* Snapshot(const void* src, size_t bytes);
+
+  // Page-locked memory holding the host bytes of copies recorded in graphs.
+  struct SnapshotBlock {
+    char* data = nullptr;
+    size_t size = 0;
+  };
 
   int device_;
   std::string device_class_;
   cudaStream_t stream_;
+  cudaEvent_t upload_done_;  // recorded after each UploadStaged
   std::unique_ptr<cuda::MatmulContext> matmul_;
   MatmulPrecision matmul_precision_ = MatmulPrecision::kF32;
   float* scratch_ = nullptr;
   size_t scratch_floats_ = 0;
   absl::flat_hash_map<void*, size_t> allocations_;
+  absl::flat_hash_map<void*, size_t> staging_;
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
+  int64_t allocations_made_ = 0;  // cudaMalloc and cudaHostAlloc calls
+
+  bool capturing_ = false;
+  std::vector<cudaGraphExec_t> graphs_;
+  std::vector<SnapshotBlock> snapshots_;  // the last one is being filled
+  size_t snapshot_used_ = 0;              // bytes used in snapshots_.back()
+  size_t snapshot_asked_ = 0;             // bytes the current capture asked for
+  bool snapshot_short_ = false;           // the current capture ran out
 };
 
 // A CudaBackend on `device` (0-based), made current on the calling thread,

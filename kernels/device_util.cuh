@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace smallem::cuda {
 
@@ -52,6 +55,25 @@ __device__ __forceinline__ void AddPartialRows(const float* partial,
   float total = 0.0f;
   for (int64_t p = 0; p < parts; ++p) total += partial[p * cols + c];
   dst[c] += total;
+}
+
+// Opts `kernel` in to `bytes` of dynamic shared memory when that is above
+// the default 48 KiB. The attribute persists (per device), so it is set once
+// per kernel and size, not at every launch: a captured step (CUDA graphs)
+// then makes no such call.
+inline cudaError_t AllowDynamicSmem(const void* kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, size_t> granted;
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& have = granted[{device, kernel}];
+  if (bytes <= have) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e == cudaSuccess) have = bytes;
+  return e;
 }
 
 // Blocks for a grid-stride loop over `count` items, `threads` per block.

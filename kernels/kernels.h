@@ -8,9 +8,9 @@
 // row-major, last dimension contiguous, unless its comment says otherwise.
 // Forward launchers OVERWRITE their outputs; backward launchers ACCUMULATE
 // (+=) into their gradients, and a null gradient pointer means "not needed".
-// The reductions (bias, norm gains, embedding, Sum, attention) add in a
-// fixed order that depends only on the shapes: the same inputs give bitwise
-// the same outputs, run after run.
+// The reductions (bias, norm gains, embedding, Sum, row sums, attention,
+// cross-entropy) add in a fixed order that depends only on the shapes, with
+// no atomics: the same inputs give bitwise the same outputs, run after run.
 //
 // Glossary (engine/tensor.h): B batch, T time, C channels, V vocab, H heads,
 // D head size, N rows (B·T).
@@ -209,15 +209,43 @@ cudaError_t LaunchReduce(const float* in, int64_t count, ReduceKind kind,
 // adamw.cu: one fused AdamW step on `count` elements. correction1/2 are
 // 1/(1 − β^step) computed on the host. When grad_norm_sq (1) is non-null
 // and max_grad_norm > 0, the gradient is scaled by
-// min(1, max_grad_norm / √grad_norm_sq), read on the device.
+// min(1, max_grad_norm / √grad_norm_sq), read on the device. When scalars
+// (3) is non-null, lr, correction1 and correction2 are read from it on the
+// device instead of from hyper (what a captured step needs).
 struct AdamWHyper {
   float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float weight_decay = 0, max_grad_norm = 0;
   float correction1 = 1, correction2 = 1;
 };
 cudaError_t LaunchAdamW(float* param, const float* grad, float* m, float* v,
-                        const float* grad_norm_sq, int64_t count,
-                        const AdamWHyper& hyper, cudaStream_t stream);
+                        const float* grad_norm_sq, const float* scalars,
+                        int64_t count, const AdamWHyper& hyper,
+                        cudaStream_t stream);
+
+// row_sum_squares.cu: out (rows) = alpha·Σ_k in[r, k]² + beta·out[r] for in
+// (rows, cols); beta = 0 never reads out. Each row summed in double by one
+// block in a fixed order, rounded to f32 once.
+cudaError_t LaunchRowSumSquares(const float* in, int64_t rows, int64_t cols,
+                                float alpha, float beta, float* out,
+                                cudaStream_t stream);
+
+// row_scale.cu: out[r, :] = in[r, :]·f_r for in, out (rows, cols) (out may
+// alias in), f_r = a·√numer[r] / √(denom[r] + eps) computed in double with a
+// = alpha·scale[0] (an f32 product) or alpha when scale is null; a null
+// numer or denom counts as 1; a row with denom[r] + eps ≤ 0 gets 0.
+cudaError_t LaunchRowScale(const float* in, int64_t rows, int64_t cols,
+                           const float* numer, const float* denom,
+                           const float* scale, float alpha, float eps,
+                           float* out, cudaStream_t stream);
+
+// gather_sequences.cu: inputs[r·time + t] = tokens[starts[r] + t] and
+// targets[r·time + t] = tokens[starts[r] + t + 1] for r < rows, t < time;
+// tokens (count), starts (rows), inputs and targets (rows·time), all i32. A
+// start outside [0, count − time − 1] traps (a sticky CUDA error).
+cudaError_t LaunchGatherSequences(const int32_t* tokens, int64_t count,
+                                  const int32_t* starts, int64_t rows,
+                                  int64_t time, int32_t* inputs,
+                                  int32_t* targets, cudaStream_t stream);
 
 }  // namespace smallem::cuda
 

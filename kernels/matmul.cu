@@ -175,6 +175,7 @@ cudaError_t MatmulContext::Create(std::unique_ptr<MatmulContext>* out) {
     context->workspace_ = nullptr;
     return e;
   }
+  ++context->allocations_;
   context->workspace_bytes_ = kWorkspaceBytes;
   *out = std::move(context);
   return cudaSuccess;
@@ -207,6 +208,7 @@ cudaError_t MatmulContext::Stage(const float* src, int64_t count, void** staging
       *staging = nullptr;
       return e;
     }
+    ++allocations_;
     *capacity = grown;
   }
   StageBf16Kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
@@ -265,6 +267,7 @@ cudaError_t MatmulContext::RunOnce(const MatmulArgs& args, MatmulPrecision preci
     blas_status_ = status;
     return status == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported : cudaErrorUnknown;
   }
+  ++launches_;
   return cudaSuccess;
 }
 

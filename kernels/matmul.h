@@ -10,7 +10,9 @@
 //
 // A MatmulContext belongs to one stream and one thread at a time. It owns
 // the cuBLASLt handle, a workspace and the bf16 staging buffers (grown on
-// demand with cudaMalloc: not while a CUDA graph is being captured).
+// demand with cudaMalloc after a stream sync: never while a CUDA graph is
+// being captured — Run then returns the capture error — so a captured step
+// must follow an uncaptured run of the same products).
 #ifndef SMALLEM_KERNELS_MATMUL_H_
 #define SMALLEM_KERNELS_MATMUL_H_
 
@@ -60,6 +62,11 @@ class MatmulContext {
   cublasStatus_t blas_status() const { return blas_status_; }
   // Device bytes held: workspace and staging buffers.
   size_t device_bytes() const;
+  // cudaMalloc calls made so far (workspace, staging growth).
+  int64_t allocations() const { return allocations_; }
+  // cublasLtMatmul calls made so far: one per Run, or one per item when a
+  // broadcast operand makes Run go item by item.
+  int64_t launches() const { return launches_; }
 
  private:
   struct PlanCache;
@@ -79,6 +86,8 @@ class MatmulContext {
   size_t staging_b_bytes_ = 0;
   std::unique_ptr<PlanCache> plans_;
   cublasStatus_t blas_status_ = CUBLAS_STATUS_SUCCESS;
+  int64_t allocations_ = 0;
+  int64_t launches_ = 0;
 };
 
 }  // namespace smallem::cuda

@@ -15,7 +15,7 @@ void CpuBackend::AdamW(const AdamWParams& p) {
   cpu::CheckF32(p.grad, n, "adamw: grad");
   cpu::CheckF32(p.m, n, "adamw: m");
   cpu::CheckF32(p.v, n, "adamw: v");
-  CHECK_GE(p.step, 1) << "adamw: step is 1-based";
+  CHECK(!p.scalars.empty() || p.step >= 1) << "adamw: step is 1-based";
   float clip = 1.0f;
   if (!p.grad_norm_sq.empty() && p.max_grad_norm > 0) {
     cpu::CheckF32(p.grad_norm_sq, 1, "adamw: grad_norm_sq (1)");
@@ -24,11 +24,20 @@ void CpuBackend::AdamW(const AdamWParams& p) {
     if (norm > p.max_grad_norm) clip = static_cast<float>(p.max_grad_norm / norm);
   }
   const float beta1 = p.beta1, beta2 = p.beta2, eps = p.eps;
-  const auto step = static_cast<double>(p.step);
-  const float correction1 = static_cast<float>(1.0 / (1.0 - std::pow(double{beta1}, step)));
-  const float correction2 = static_cast<float>(1.0 / (1.0 - std::pow(double{beta2}, step)));
-  const float lr = p.lr;
-  const float decay = p.lr * p.weight_decay;
+  // The step's scalars from device memory (here host memory) when given,
+  // else from the parameters: the same f32 values either way.
+  AdamWStepScalars scalars;
+  if (!p.scalars.empty()) {
+    cpu::CheckF32(p.scalars, AdamWStepScalars::kCount, "adamw: scalars (3)");
+    const float* s = p.scalars.f32();
+    scalars = AdamWStepScalars{.lr = s[0], .correction1 = s[1], .correction2 = s[2]};
+  } else {
+    scalars = MakeAdamWStepScalars(p.lr, beta1, beta2, p.step);
+  }
+  const float correction1 = scalars.correction1;
+  const float correction2 = scalars.correction2;
+  const float lr = scalars.lr;
+  const float decay = lr * p.weight_decay;
   float* param = p.param.f32();
   const float* grad = p.grad.f32();
   float* m = p.m.f32();

@@ -65,6 +65,7 @@ class CpuBackend final : public Backend {
   void AdamW(const AdamWParams& p) override;                       // adamw.cc
   void RowSumSquares(const RowReduceParams& p) override;           // row_sum_squares.cc
   void RowScale(const RowScaleParams& p) override;                 // row_scale.cc
+  void GatherSequences(const GatherSequencesParams& p) override;   // gather_sequences.cc
 
  private:
   int threads_;

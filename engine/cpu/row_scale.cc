@@ -1,5 +1,6 @@
-// Per-row scaling (optimizer normalizations): out[r,:] = alpha·in[r,:]·
-// √numer[r] / √(denom[r] + eps), empty numer/denom counting as 1.
+// Per-row scaling (optimizer normalizations): out[r,:] = a·in[r,:]·
+// √numer[r] / √(denom[r] + eps), empty numer/denom counting as 1, with
+// a = alpha or alpha·scale[0] (an f32 product).
 #include <algorithm>
 #include <cmath>
 
@@ -38,8 +39,13 @@ void CpuBackend::RowScale(const RowScaleParams& p) {
   cpu::CheckF32(p.out, p.in.numel(), "row_scale: out");
   if (!p.numer.empty()) cpu::CheckF32(p.numer, rows, "row_scale: numer (R)");
   if (!p.denom.empty()) cpu::CheckF32(p.denom, rows, "row_scale: denom (R)");
+  float alpha = p.alpha;
+  if (!p.scale.empty()) {
+    cpu::CheckF32(p.scale, 1, "row_scale: scale (1)");
+    alpha *= p.scale.f32()[0];
+  }
   cpu::RowScale(p.in.f32(), rows, cols, p.numer.empty() ? nullptr : p.numer.f32(),
-                p.denom.empty() ? nullptr : p.denom.f32(), p.alpha, p.eps, p.out.f32(),
+                p.denom.empty() ? nullptr : p.denom.f32(), alpha, p.eps, p.out.f32(),
                 threads_);
 }
 

@@ -12,7 +12,8 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
     opt->slots_.push_back(Slot{.parameter = i, .offset = n});
     n += params[i].value.numel();
   }
-  // m and v, then one scalar (padded to keep 64-byte alignment).
+  // m and v, then the norm (padded to keep 64-byte alignment) and Step's
+  // scalars.
   absl::StatusOr<void*> buffer = model.backend().Allocate((2 * n + 16) * sizeof(float));
   if (!buffer.ok()) return buffer.status();
   opt->buffer_ = *buffer;
@@ -20,6 +21,7 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
   opt->m_ = Tensor{.data = base, .shape = {n}};
   opt->v_ = Tensor{.data = base + n, .shape = {n}};
   opt->norm_sq_ = Tensor{.data = base + 2 * n, .shape = {1}};
+  opt->own_scalars_ = Tensor{.data = base + 2 * n + 4, .shape = {kScalarCount}};
   return opt;
 }
 
@@ -27,9 +29,16 @@ AdamWOptimizer::~AdamWOptimizer() {
   if (buffer_) model_.backend().Free(buffer_);
 }
 
-void AdamWOptimizer::Step(float lr) {
-  Backend& be = model_.backend();
+void AdamWOptimizer::Prepare(float lr, float* scalars) {
   ++step_;
+  const AdamWStepScalars s = MakeAdamWStepScalars(lr, options_.beta1, options_.beta2, step_);
+  scalars[0] = s.lr;
+  scalars[1] = s.correction1;
+  scalars[2] = s.correction2;
+}
+
+void AdamWOptimizer::Update(const Tensor& scalars) {
+  Backend& be = model_.backend();
   const bool clip = options_.max_grad_norm > 0;
   if (clip) be.SumSquares(ReduceParams{.in = model_.grads(), .out = norm_sq_});
   for (const Slot& slot : slots_) {
@@ -40,10 +49,18 @@ void AdamWOptimizer::Step(float lr) {
         .m = Tensor{.data = m_.f32() + offset, .shape = p.value.shape},
         .v = Tensor{.data = v_.f32() + offset, .shape = p.value.shape},
         .grad_norm_sq = clip ? norm_sq_ : Tensor{},
-        .lr = lr, .beta1 = options_.beta1, .beta2 = options_.beta2, .eps = options_.eps,
+        .scalars = scalars,
+        .beta1 = options_.beta1, .beta2 = options_.beta2, .eps = options_.eps,
         .weight_decay = p.decay ? options_.weight_decay : 0.0f,
-        .max_grad_norm = options_.max_grad_norm, .step = step_});
+        .max_grad_norm = options_.max_grad_norm});
   }
+}
+
+void AdamWOptimizer::Step(float lr) {
+  float scalars[kScalarCount];
+  Prepare(lr, scalars);
+  model_.backend().CopyToDevice(own_scalars_.data, scalars, sizeof(scalars));
+  Update(own_scalars_);
 }
 
 }  // namespace smallem

@@ -2,6 +2,8 @@
 // f32 moments in one buffer laid out like the kept parameters, decoupled
 // weight decay on matrices and embeddings only, clipping by the global
 // gradient norm of the whole model computed on the device (no host sync).
+// The learning rate and bias corrections are read on the device too
+// (AdamWParams::scalars), so a captured step replays with new values.
 #ifndef SMALLEM_ENGINE_OPTIM_ADAMW_H_
 #define SMALLEM_ENGINE_OPTIM_ADAMW_H_
 
@@ -30,7 +32,15 @@ class AdamWOptimizer {
                                                                  const AdamWOptions& options);
   ~AdamWOptimizer();
 
-  // One update with learning rate `lr` from the gradients in the model.
+  // Scalars a step reads on the device: one AdamWStepScalars.
+  static constexpr int64_t kScalarCount = AdamWStepScalars::kCount;
+  // The host half of one update with learning rate `lr`: counts the step
+  // and writes its AdamWStepScalars into scalars[0, kScalarCount).
+  void Prepare(float lr, float* scalars);
+  // The device half, reading the scalars from `scalars` (device, (3) f32):
+  // the global gradient norm, then one fused AdamW call per parameter.
+  void Update(const Tensor& scalars);
+  // Both, through a device buffer of its own.
   void Step(float lr);
   int64_t steps() const { return step_; }
   // Device scalar: the squared global gradient norm of the last Step.
@@ -47,8 +57,8 @@ class AdamWOptimizer {
   Model& model_;
   AdamWOptions options_;
   std::vector<Slot> slots_;
-  void* buffer_ = nullptr;  // m, v, then the norm scalar
-  Tensor m_, v_, norm_sq_;
+  void* buffer_ = nullptr;  // m, v, then the norm scalar and Step's scalars
+  Tensor m_, v_, norm_sq_, own_scalars_;
   int64_t step_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/check.h"
 
 namespace smallem {
 namespace {
@@ -67,7 +68,8 @@ absl::StatusOr<std::unique_ptr<Muon>> Muon::Create(Backend& backend,
     state_floats += Padded(n * s.rows * s.cols) + (options.spec.norm ? Padded(n * s.rows) : 0);
     work_floats = std::max(work_floats, WorkFloats(n, s.rows, s.cols));
   }
-  if (state_floats > 0) {
+  state_floats += Padded(muon->ScalarCount());
+  if (!muon->stacks_.empty()) {
     absl::StatusOr<void*> state = backend.Allocate(state_floats * sizeof(float));
     if (!state.ok()) return state.status();
     muon->state_ = *state;
@@ -85,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Muon>> Muon::Create(Backend& backend,
       base += Padded(n * s.rows);
     }
   }
+  if (base != nullptr) muon->own_scalars_ = Tensor{.data = base, .shape = {muon->ScalarCount()}};
   return muon;
 }
 
@@ -126,13 +129,37 @@ Muon::Work Muon::CarveWork(int64_t n, int64_t rows, int64_t cols) const {
   return w;
 }
 
-void Muon::Step(float lr) {
+void Muon::Prepare(float lr, float* scalars) {
   ++step_;
-  const bool orthogonalize = (step_ - 1) % options_.spec.period == 0;
-  for (const Stack& s : stacks_) StepStack(s, lr, orthogonalize);
+  orthogonalize_ = (step_ - 1) % options_.spec.period == 0;
+  // W ← (1 − η·λ)·W − η·scale·O: the two factors, in f32 as the update
+  // applies them.
+  scalars[0] = 1.0f - lr * options_.weight_decay;
+  for (size_t i = 0; i < stacks_.size(); ++i) {
+    const Stack& s = stacks_[i];
+    float scale = options_.rms_scale * std::sqrt(static_cast<float>(std::max(s.rows, s.cols)));
+    if (!orthogonalize_) scale *= options_.row_step_scale;
+    scalars[1 + i] = -lr * scale;
+  }
 }
 
-void Muon::StepStack(const Stack& s, float lr, bool orthogonalize) {
+void Muon::Update(const Tensor& scalars) {
+  CHECK_EQ(scalars.numel(), ScalarCount()) << "muon: scalars";
+  const Tensor keep = Tensor{.data = scalars.f32(), .shape = {1}};
+  for (size_t i = 0; i < stacks_.size(); ++i) {
+    StepStack(stacks_[i], keep, Tensor{.data = scalars.f32() + 1 + i, .shape = {1}});
+  }
+}
+
+void Muon::Step(float lr) {
+  if (stacks_.empty()) return;
+  std::vector<float> scalars(static_cast<size_t>(ScalarCount()));
+  Prepare(lr, scalars.data());
+  backend_.CopyToDevice(own_scalars_.data, scalars.data(), own_scalars_.bytes());
+  Update(own_scalars_);
+}
+
+void Muon::StepStack(const Stack& s, const Tensor& keep, const Tensor& factor) {
   Backend& be = backend_;
   const auto n = static_cast<int64_t>(s.members.size());
   const int64_t rows = s.rows, cols = s.cols;
@@ -152,8 +179,7 @@ void Muon::StepStack(const Stack& s, float lr, bool orthogonalize) {
     be.Add(BinaryParams{.a = u, .b = matrices_[s.members[i]].grad, .out = u});
   }
 
-  float scale = options_.rms_scale * std::sqrt(static_cast<float>(std::max(rows, cols)));
-  if (orthogonalize) {
+  if (orthogonalize_) {
     const bool boost = options_.spec.boost != 1.0;
     // u₁, v₁ belong to U, before orthogonalization flattens its spectrum.
     if (boost) TopSingularVectors(s, w);
@@ -162,15 +188,18 @@ void Muon::StepStack(const Stack& s, float lr, bool orthogonalize) {
     if (boost) Boost(s, w);
   } else {
     NormalizeRows(w.update, w.row_sq, n * rows, cols);
-    scale *= options_.row_step_scale;
   }
 
-  // W ← (1 − η·λ)·W − η·scale·O.
-  be.RowScale(RowScaleParams{.in = w.update, .out = w.update, .alpha = -lr * scale});
-  const float keep = 1.0f - lr * options_.weight_decay;
+  // W ← (1 − η·λ)·W − η·scale·O, both factors read on the device (Prepare
+  // wrote them). The decay runs whenever λ ≠ 0, also on a step where η = 0
+  // and its factor is exactly 1 (x·1 = x), so that every step of a variant
+  // makes the same calls.
+  be.RowScale(RowScaleParams{.in = w.update, .out = w.update, .scale = factor});
   for (int64_t i = 0; i < n; ++i) {
     const Tensor value = matrices_[s.members[i]].value;
-    if (keep != 1.0f) be.RowScale(RowScaleParams{.in = value, .out = value, .alpha = keep});
+    if (options_.weight_decay != 0.0f) {
+      be.RowScale(RowScaleParams{.in = value, .out = value, .scale = keep});
+    }
     be.Add(BinaryParams{.a = value, .b = Item(w.update, i, rows, cols), .out = value});
   }
 }
@@ -252,13 +281,20 @@ absl::StatusOr<std::unique_ptr<MuonOptimizer>> MuonOptimizer::Create(
   rest.include = [](const Model::Parameter& p) { return !IsMuonParameter(p); };
   absl::StatusOr<std::unique_ptr<AdamWOptimizer>> adamw = AdamWOptimizer::Create(model, rest);
   if (!adamw.ok()) return adamw.status();
-  return std::unique_ptr<MuonOptimizer>(
-      new MuonOptimizer(std::move(*muon), std::move(*adamw), muon_lr, adamw_lr));
+  return std::unique_ptr<MuonOptimizer>(new MuonOptimizer(
+      model.backend(), std::move(*muon), std::move(*adamw), muon_lr, adamw_lr));
 }
 
-void MuonOptimizer::Step(float lr_scale) {
-  adamw_->Step(adamw_lr_ * lr_scale);
-  muon_->Step(muon_lr_ * lr_scale);
+void MuonOptimizer::Prepare(float lr_scale, float* scalars) {
+  adamw_->Prepare(adamw_lr_ * lr_scale, scalars);
+  muon_->Prepare(muon_lr_ * lr_scale, scalars + AdamWOptimizer::kScalarCount);
+}
+
+void MuonOptimizer::Update(const Tensor& scalars) {
+  CHECK_EQ(scalars.numel(), ScalarCount()) << "muon optimizer: scalars";
+  constexpr int64_t kAdamW = AdamWOptimizer::kScalarCount;
+  adamw_->Update(Tensor{.data = scalars.f32(), .shape = {kAdamW}});
+  muon_->Update(Tensor{.data = scalars.f32() + kAdamW, .shape = {muon_->ScalarCount()}});
 }
 
 }  // namespace smallem

@@ -20,7 +20,9 @@
 // normalizations, so stacking changes the number of products, not the
 // numbers (bit for bit where the backend computes each item of a batched
 // product as it would alone; see Orthogonalize). Everything stays on the
-// device: no host sync in a step.
+// device: no host sync in a step, and the factors that change per step
+// (η·λ, η·scale) are read from device memory (Prepare/Update), so that a
+// captured step replays with the current learning rate.
 // Not thread-safe; one caller at a time, like the Backend it uses.
 #ifndef SMALLEM_ENGINE_OPTIM_MUON_H_
 #define SMALLEM_ENGINE_OPTIM_MUON_H_
@@ -70,8 +72,21 @@ class Muon {
   Muon(const Muon&) = delete;
   Muon& operator=(const Muon&) = delete;
 
-  // One update with learning rate `lr` (already scheduled).
+  // Scalars a step reads on the device: the weight-decay factor 1 − η·λ,
+  // then each stack's update factor −η·scale (RowScaleParams::scale).
+  int64_t ScalarCount() const { return 1 + static_cast<int64_t>(stacks_.size()); }
+  // The host half of one update with learning rate `lr` (already
+  // scheduled): counts the step, decides whether it orthogonalizes and
+  // writes its scalars into scalars[0, ScalarCount()).
+  void Prepare(float lr, float* scalars);
+  // The device half of the prepared update; `scalars`: device memory,
+  // (ScalarCount()) f32.
+  void Update(const Tensor& scalars);
+  // Both, through a device buffer of its own.
   void Step(float lr);
+  // Whether the prepared update orthogonalizes (0) or normalizes rows (1):
+  // the two sequences of calls a step can make.
+  int UpdateVariant() const { return orthogonalize_ ? 0 : 1; }
 
   int64_t steps() const { return step_; }
   // Stacks, each the names of its matrices in order.
@@ -97,7 +112,7 @@ class Muon {
 
   Muon(Backend& backend, std::vector<MuonMatrix> matrices, const MuonOptions& options)
       : backend_(backend), matrices_(std::move(matrices)), options_(options) {}
-  void StepStack(const Stack& s, float lr, bool orthogonalize);
+  void StepStack(const Stack& s, const Tensor& keep, const Tensor& factor);
   void NormalizeRows(const Tensor& update, const Tensor& row_sq, int64_t rows_total, int64_t cols);
   void NormalizeNeurons(const Stack& s, const Work& w);
   void TopSingularVectors(const Stack& s, const Work& w);
@@ -108,9 +123,11 @@ class Muon {
   MuonOptions options_;
   const NewtonSchulzSchedule* schedule_ = nullptr;
   std::vector<Stack> stacks_;
-  void* state_ = nullptr;    // momenta and NorMuon statistics
+  void* state_ = nullptr;    // momenta, NorMuon statistics and Step's scalars
   void* scratch_ = nullptr;  // one stack's Work at a time
+  Tensor own_scalars_;       // (ScalarCount()) for Step
   int64_t step_ = 0;
+  bool orthogonalize_ = true;  // of the prepared step
 };
 
 // Whether Muon (rather than AdamW) updates a model parameter: the hidden 2-D
@@ -127,13 +144,23 @@ class MuonOptimizer final : public Optimizer {
                                                                const MuonOptions& muon,
                                                                const AdamWOptions& adamw,
                                                                float muon_lr, float adamw_lr);
-  void Step(float lr_scale) override;
+  // AdamW's scalars, then Muon's.
+  int64_t ScalarCount() const override {
+    return AdamWOptimizer::kScalarCount + muon_->ScalarCount();
+  }
+  void Prepare(float lr_scale, float* scalars) override;
+  void Update(const Tensor& scalars) override;
+  int UpdateVariant() const override { return muon_->UpdateVariant(); }
   const Muon& muon() const { return *muon_; }
 
  private:
-  MuonOptimizer(std::unique_ptr<Muon> muon, std::unique_ptr<AdamWOptimizer> adamw, float muon_lr,
-                float adamw_lr)
-      : muon_(std::move(muon)), adamw_(std::move(adamw)), muon_lr_(muon_lr), adamw_lr_(adamw_lr) {}
+  MuonOptimizer(Backend& backend, std::unique_ptr<Muon> muon,
+                std::unique_ptr<AdamWOptimizer> adamw, float muon_lr, float adamw_lr)
+      : Optimizer(backend),
+        muon_(std::move(muon)),
+        adamw_(std::move(adamw)),
+        muon_lr_(muon_lr),
+        adamw_lr_(adamw_lr) {}
 
   std::unique_ptr<Muon> muon_;
   std::unique_ptr<AdamWOptimizer> adamw_;

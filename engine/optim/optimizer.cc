@@ -1,6 +1,7 @@
 #include "engine/optim/optimizer.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/check.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/muon.h"
 #include "engine/optim/optimizer_spec.h"
@@ -8,32 +9,58 @@
 #include "engine/train/run_spec.h"
 
 namespace smallem {
+
+Optimizer::~Optimizer() {
+  if (device_scalars_ != nullptr) backend_.Free(device_scalars_);
+}
+
+void Optimizer::Step(float lr_scale) {
+  const int64_t count = ScalarCount();
+  if (device_scalars_ == nullptr) {
+    absl::StatusOr<void*> buffer = backend_.Allocate(static_cast<size_t>(count) * sizeof(float));
+    CHECK(buffer.ok()) << "optimizer scalars: " << buffer.status().message();
+    device_scalars_ = *buffer;
+    host_scalars_.resize(static_cast<size_t>(count));
+  }
+  const Tensor scalars{.data = device_scalars_, .shape = {count}};
+  Prepare(lr_scale, host_scalars_.data());
+  backend_.CopyToDevice(scalars.data, host_scalars_.data(), scalars.bytes());
+  Update(scalars);
+}
+
 namespace {
 
 // AdamW behind the Optimizer interface: lr = spec.lr · lr_scale.
 class AdamWAdapter final : public Optimizer {
  public:
-  AdamWAdapter(std::unique_ptr<AdamWOptimizer> adamw, float lr)
-      : adamw_(std::move(adamw)), lr_(lr) {}
-  void Step(float lr_scale) override { adamw_->Step(lr_ * lr_scale); }
+  AdamWAdapter(Backend& backend, std::unique_ptr<AdamWOptimizer> adamw, float lr)
+      : Optimizer(backend), adamw_(std::move(adamw)), lr_(lr) {}
+  int64_t ScalarCount() const override { return AdamWOptimizer::kScalarCount; }
+  void Prepare(float lr_scale, float* scalars) override {
+    adamw_->Prepare(lr_ * lr_scale, scalars);
+  }
+  void Update(const Tensor& scalars) override { adamw_->Update(scalars); }
 
  private:
   std::unique_ptr<AdamWOptimizer> adamw_;
   float lr_;
 };
 
-// Marks each step of `inner` on the profiler (engine/profiler.h).
+// Marks each update of `inner` on the profiler (engine/profiler.h).
 class ProfiledOptimizer final : public Optimizer {
  public:
   ProfiledOptimizer(std::unique_ptr<Optimizer> inner, ProfilingBackend& profiler)
-      : inner_(std::move(inner)), profiler_(profiler) {
+      : Optimizer(profiler), inner_(std::move(inner)), profiler_(profiler) {
     profiler_.BeginSteps();
   }
-  void Step(float lr_scale) override {
+  int64_t ScalarCount() const override { return inner_->ScalarCount(); }
+  void Prepare(float lr_scale, float* scalars) override { inner_->Prepare(lr_scale, scalars); }
+  void Update(const Tensor& scalars) override {
     profiler_.BeginOptimizer();
-    inner_->Step(lr_scale);
+    inner_->Update(scalars);
     profiler_.EndOptimizer();
   }
+  int UpdateVariant() const override { return inner_->UpdateVariant(); }
 
  private:
   std::unique_ptr<Optimizer> inner_;
@@ -50,7 +77,8 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateUnprofiled(const RunSpec& spec,
   if (parsed->kind == OptimizerSpec::Kind::kAdamW) {
     absl::StatusOr<std::unique_ptr<AdamWOptimizer>> created = AdamWOptimizer::Create(model, adamw);
     if (!created.ok()) return created.status();
-    return std::make_unique<AdamWAdapter>(std::move(*created), static_cast<float>(spec.lr));
+    return std::make_unique<AdamWAdapter>(model.backend(), std::move(*created),
+                                          static_cast<float>(spec.lr));
   }
   absl::StatusOr<std::unique_ptr<MuonOptimizer>> muon = MuonOptimizer::Create(
       model, MuonOptions{.spec = *parsed, .weight_decay = static_cast<float>(spec.weight_decay)},

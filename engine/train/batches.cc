@@ -22,15 +22,23 @@ void TrainBatches::Shuffle() {
   cursor_ = 0;
 }
 
-void TrainBatches::Next(int32_t* inputs, int32_t* targets) {
+void TrainBatches::NextStarts(int64_t* starts) {
   for (int64_t r = 0; r < batch_; ++r) {
     if (cursor_ == static_cast<int64_t>(order_.size())) Shuffle();
-    const uint16_t* seq = tokens_.data() + order_[cursor_++];
+    starts[r] = order_[cursor_++];
+    ++consumed_;
+  }
+}
+
+void TrainBatches::Next(int32_t* inputs, int32_t* targets) {
+  std::vector<int64_t> starts(static_cast<size_t>(batch_));
+  NextStarts(starts.data());
+  for (int64_t r = 0; r < batch_; ++r) {
+    const uint16_t* seq = tokens_.data() + starts[r];
     for (int64_t t = 0; t < time_; ++t) {
       inputs[r * time_ + t] = seq[t];
       targets[r * time_ + t] = seq[t + 1];
     }
-    ++consumed_;
   }
 }
 

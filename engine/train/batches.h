@@ -3,7 +3,9 @@
 // TrainBatches: the training split cut into sequences of T + 1 tokens (stride
 // T, so every token is a target once per epoch), visited in an order shuffled
 // by the seed; when every sequence has been used the stream wraps into a new
-// epoch with a new shuffle. The seed decides batch order only.
+// epoch with a new shuffle. The seed decides batch order only. The trainer
+// takes only the starts (NextStarts) and gathers the tokens on the device
+// (Backend::GatherSequences); Next builds the same batch on the host.
 //
 // ValidationBatches: the fixed positions of DESIGN.md § Formats — row r of
 // batch k starts at (k·B + r)·stride, stride = ⌊(N − T − 1)/(K·B)⌋ — the
@@ -25,7 +27,11 @@ class TrainBatches {
   // REQUIRES: tokens.size() > time (checked by the caller with a clear error).
   TrainBatches(std::span<const uint16_t> tokens, int64_t batch, int64_t time, uint64_t seed);
 
-  // Fills inputs and targets, each (B·T) i32.
+  // The next batch's B sequence starts (offsets into the split, each with
+  // T + 1 tokens after it), in stream order.
+  void NextStarts(int64_t* starts);
+  // Fills inputs and targets, each (B·T) i32, from the next B starts:
+  // row r is tokens[start_r, start_r + T) and tokens[start_r + 1, start_r + T].
   void Next(int32_t* inputs, int32_t* targets);
   // Sequences consumed / sequences per epoch.
   double epochs() const;
@@ -40,6 +46,11 @@ class TrainBatches {
   int64_t cursor_ = 0;
   int64_t consumed_ = 0;
 };
+
+// The seed of a run's batch order: a stream other than the weights'.
+inline uint64_t TrainBatchSeed(int64_t run_seed) {
+  return static_cast<uint64_t>(run_seed) * 0x9e3779b9ULL + 1;
+}
 
 struct ValidationPlan {
   int64_t batches = 0;  // K actually used (≤ requested)

@@ -22,6 +22,11 @@
 
 namespace smallem {
 
+// Eager steps before the first captured one: they bring the activation
+// arena, the backend's scratch and staging buffers and its GEMM plans to
+// their final size, so that a captured step allocates nothing.
+inline constexpr int64_t kWarmupSteps = 3;
+
 struct TrainProgress {
   int64_t step = 0;          // optimizer steps done
   int64_t total_steps = 0;   // of a steps budget; estimated for minutes
@@ -37,11 +42,24 @@ struct TrainOptions {
   std::function<void(const TrainProgress&)> on_progress;
   std::function<void(const std::string&)> on_warning;  // e.g. fewer eval batches
   const std::atomic<bool>* stop = nullptr;  // raised → Cancelled at the next step
+  // Replay training steps from captured graphs on backends that have them
+  // (CUDA), after warm-up steps; false, or SMALLEM_CUDA_GRAPHS=0 in the
+  // environment, runs every step eagerly (for debugging: same numbers).
+  bool cuda_graphs = true;
 };
 
 // Runs the whole job on `backend`. Returns the result JSON (DESIGN.md
-// § Formats: val_nats_per_byte, ..., config, seed), also written to
+// § Formats: val_nats_per_byte, ..., config, seed, and `cuda_graphs`:
+// whether steps were replayed from graphs), also written to
 // out_dir/result.json when out_dir is set.
+//
+// A step does no host work beyond choosing it: the training split lives on
+// the device (as i32), and each step the host writes only the batch's B
+// sequence starts and the optimizer's scalars into staging memory; the step
+// uploads them with one copy and gathers its inputs and targets on the
+// device. On a backend with graphs the whole step (upload, gather, forward,
+// backward, clipping, update) is captured after kWarmupSteps eager steps and
+// replayed with one launch; the loss is read back only on progress steps.
 absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                      const TrainOptions& options);
 

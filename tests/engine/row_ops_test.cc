@@ -1,5 +1,6 @@
-// The optimizer row ops (row_sum_squares, row_scale) against plain loops, on
-// the CPU backend and through Backend's default host round trip. They have
+// The optimizer row ops (row_sum_squares, row_scale, with or without a
+// device scale) against plain loops, on the CPU backend and through
+// Backend's default host round trip. They have
 // no gradient, so no finite-difference check.
 #include <cmath>
 #include <vector>
@@ -57,6 +58,7 @@ class DefaultRowOps final : public Backend {
   FORWARD(Sum, ReduceParams)
   FORWARD(SumSquares, ReduceParams)
   FORWARD(AdamW, AdamWParams)
+  FORWARD(GatherSequences, GatherSequencesParams)
 #undef FORWARD
 
  private:
@@ -121,6 +123,18 @@ TEST_F(RowOpsTest, RowScaleWithoutStatisticsScalesInPlace) {
     EXPECT_EQ(x.f32()[0], 0.5f);
     EXPECT_EQ(x.f32()[1], -1.0f);
     EXPECT_EQ(x.f32()[2], 2.0f);
+  }
+}
+
+TEST_F(RowOpsTest, RowScaleMultipliesAlphaByTheDeviceScale) {
+  for (Backend* be : Backends()) {
+    const Tensor x = FromValues({2, 2}, {1, -2, 4, 8});
+    const Tensor scale = FromValues({1}, {-0.25f});
+    be->RowScale(RowScaleParams{.in = x, .out = x, .scale = scale, .alpha = 3.0f});
+    EXPECT_EQ(x.f32()[0], -0.75f) << be->Name();
+    EXPECT_EQ(x.f32()[1], 1.5f);
+    EXPECT_EQ(x.f32()[2], -3.0f);
+    EXPECT_EQ(x.f32()[3], -6.0f);
   }
 }
 

@@ -1,0 +1,288 @@
+// Training steps replayed from CUDA graphs (engine/train/trainer.cc,
+// Backend::CaptureGraph): after kWarmupSteps eager steps the trainer
+// captures one step — staged upload, gather, forward, backward, clipping,
+// optimizer — and replays it with one launch per step.
+//
+//  * A replayed run equals the eager run of the same seed bit for bit, step
+//    by step (AdamW and muon:short; learned positions, whose ids are a
+//    constant copied during capture, and RoPE), also when the host runs
+//    ahead of the device (no read-back until the end), in the training
+//    precision (bf16) too, and with `period=K`, which alternates two
+//    captured variants.
+//  * Two runs of one seed give the same losses bit for bit.
+//  * No allocation (cudaMalloc, cudaHostAlloc) after the warm-up steps.
+//  * The backend's capture itself: staged values are read at replay time,
+//    CopyToDevice constants keep their capture-time bytes, and a host read
+//    inside a capture dies with a message.
+//
+// Every test skips when no GPU is present.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/check.h"
+#include "engine/train/run_spec.h"
+#include "engine/train/trainer.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_backend.h"
+#include "tests/engine/dataset_fixture.h"
+
+namespace smallem {
+namespace {
+
+// Head size 32 (the smallest the CUDA attention has), odd elsewhere.
+RunSpec TinySpec(const std::string& optimizer, const Architecture& arch, int64_t seed = 11) {
+  RunSpec s;
+  s.data = testing::TinyDataset();
+  s.layers = 2;
+  s.heads = 2;
+  s.embed = 64;
+  s.context = 32;
+  s.batch = 5;
+  s.budget.steps = 20;
+  s.warmup = 0.1;
+  s.eval_batches = 3;
+  s.seed = seed;
+  s.optimizer = optimizer;
+  s.architecture = arch;
+  return s;
+}
+
+struct TrainingRun {
+  std::vector<float> losses;         // after each progress step
+  std::vector<int64_t> allocations;  // CudaBackend::allocation_count() then
+  std::vector<int> graphs;           // CudaBackend::graph_count() then
+  float final_loss = 0;
+  double val = 0;
+  bool cuda_graphs = false;
+};
+
+std::vector<uint32_t> Bits(const std::vector<float>& values) {
+  std::vector<uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+uint32_t Bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+uint64_t Bits(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+class GraphTest : public ::testing::Test {
+ protected:
+  virtual MatmulPrecision precision() const { return MatmulPrecision::kF32; }
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> gpu = CreateCudaBackend(0, precision());
+    if (!gpu.ok()) GTEST_SKIP() << "no GPU, graph tests skipped: " << gpu.status();
+    gpu_ = std::move(*gpu);
+    cuda_ = dynamic_cast<CudaBackend*>(gpu_.get());
+    ASSERT_NE(cuda_, nullptr);
+  }
+
+  void TearDown() override {
+    for (void* ptr : owned_) gpu_->Free(ptr);
+  }
+
+  Tensor Alloc(Shape shape) {
+    Tensor t{.shape = shape};
+    absl::StatusOr<void*> data = gpu_->Allocate(t.bytes());
+    CHECK(data.ok()) << data.status();
+    t.data = *data;
+    owned_.push_back(t.data);
+    return t;
+  }
+
+  std::vector<float> Read(const Tensor& t) {
+    std::vector<float> host(static_cast<size_t>(t.numel()));
+    gpu_->CopyToHost(host.data(), t.data, t.bytes());
+    return host;
+  }
+
+  // Trains `spec` on a fresh CudaBackend (so that runs share no plan or
+  // buffer), reading the loss every `progress_every` steps.
+  TrainingRun TrainOnGpu(const RunSpec& spec, bool graphs, int64_t progress_every = 1) {
+    absl::StatusOr<std::unique_ptr<Backend>> created = CreateCudaBackend(0, precision());
+    CHECK(created.ok()) << created.status();
+    auto& cuda = dynamic_cast<CudaBackend&>(**created);
+    TrainingRun run;
+    TrainOptions options;
+    options.progress_every = progress_every;
+    options.cuda_graphs = graphs;
+    options.on_progress = [&](const TrainProgress& p) {
+      run.losses.push_back(static_cast<float>(p.loss));
+      run.allocations.push_back(cuda.allocation_count());
+      run.graphs.push_back(cuda.graph_count());
+    };
+    absl::StatusOr<nlohmann::json> result = Train(spec, cuda, options);
+    CHECK(result.ok()) << result.status();
+    run.final_loss = (*result)["final_train_loss"].get<float>();
+    run.val = (*result)["val_nats_per_byte"].get<double>();
+    run.cuda_graphs = (*result)["cuda_graphs"].get<bool>();
+    return run;
+  }
+
+  void ExpectReplayEqualsEager(const RunSpec& spec) {
+    const std::string what = spec.ToJson().dump();
+    const TrainingRun eager = TrainOnGpu(spec, /*graphs=*/false);
+    const TrainingRun replayed = TrainOnGpu(spec, /*graphs=*/true);
+    EXPECT_FALSE(eager.cuda_graphs) << what;
+    EXPECT_TRUE(replayed.cuda_graphs) << what;
+    ASSERT_EQ(eager.losses.size(), 20u) << what;
+    // The loss moves, so equal losses are not equal constants.
+    EXPECT_LT(eager.losses.back(), eager.losses.front() - 0.05f) << what;
+    EXPECT_EQ(Bits(replayed.losses), Bits(eager.losses)) << what;
+    EXPECT_EQ(Bits(replayed.val), Bits(eager.val)) << what;
+  }
+
+  std::unique_ptr<Backend> gpu_;
+  CudaBackend* cuda_ = nullptr;
+  std::vector<void*> owned_;
+};
+
+TEST_F(GraphTest, ReplayedStepsEqualEagerStepsBitForBit) {
+  for (const char* optimizer : {"adamw", "muon:short"}) {
+    for (const Architecture& arch : {Architecture::Gpt2(), Architecture::Modern()}) {
+      ExpectReplayEqualsEager(TinySpec(optimizer, arch));
+    }
+  }
+}
+
+TEST_F(GraphTest, HostRunningAheadOfTheDeviceChangesNoBit) {
+  // No read-back until the end: the host queues the replays as fast as it
+  // can, rewriting the staging memory only once the previous step's upload
+  // has read it (WaitStaged).
+  for (const char* optimizer : {"adamw", "muon:short"}) {
+    const RunSpec spec = TinySpec(optimizer, Architecture::Modern());
+    const TrainingRun eager = TrainOnGpu(spec, false, /*progress_every=*/1000);
+    const TrainingRun replayed = TrainOnGpu(spec, true, /*progress_every=*/1000);
+    EXPECT_TRUE(replayed.cuda_graphs);
+    EXPECT_EQ(Bits(replayed.final_loss), Bits(eager.final_loss)) << optimizer;
+    EXPECT_EQ(Bits(replayed.val), Bits(eager.val)) << optimizer;
+  }
+}
+
+TEST_F(GraphTest, PeriodicMuonReplaysOneGraphPerUpdateVariant) {
+  // period=3: steps 1, 4, 7… orthogonalize, the others normalize rows —
+  // two sequences of calls, so two graphs.
+  const RunSpec spec = TinySpec("muon:short,period=3,norm", Architecture::Gpt2());
+  ExpectReplayEqualsEager(spec);
+  const TrainingRun replayed = TrainOnGpu(spec, true);
+  EXPECT_EQ(replayed.graphs.back(), 2);
+}
+
+TEST_F(GraphTest, SameSeedGivesTheSameLossesBitForBit) {
+  for (const char* optimizer : {"adamw", "muon:short"}) {
+    const RunSpec spec = TinySpec(optimizer, Architecture::Gpt2());
+    const TrainingRun first = TrainOnGpu(spec, true);
+    const TrainingRun second = TrainOnGpu(spec, true);
+    EXPECT_EQ(Bits(second.losses), Bits(first.losses)) << optimizer;
+    EXPECT_EQ(Bits(second.val), Bits(first.val)) << optimizer;
+    const TrainingRun other = TrainOnGpu(TinySpec(optimizer, Architecture::Gpt2(), /*seed=*/12), true);
+    EXPECT_NE(Bits(other.losses), Bits(first.losses)) << "the seed must matter";
+  }
+}
+
+TEST_F(GraphTest, NothingIsAllocatedAfterTheWarmUp) {
+  for (const char* optimizer : {"adamw", "muon:short,period=2"}) {
+    const TrainingRun run = TrainOnGpu(TinySpec(optimizer, Architecture::Gpt2()), true);
+    ASSERT_EQ(run.allocations.size(), 20u);
+    // Entry s is read after step s + 1; step kWarmupSteps + 1 is the first
+    // captured one (its capture may reserve page-locked memory for the
+    // position ids it copies). With period=2 the other variant is captured
+    // one step later, from the same memory.
+    const bool periodic = std::string(optimizer) != "adamw";
+    for (size_t s = 0; s < run.graphs.size(); ++s) {
+      const int want = s < kWarmupSteps ? 0 : (s == kWarmupSteps || !periodic ? 1 : 2);
+      EXPECT_EQ(run.graphs[s], want) << optimizer << " after step " << s + 1;
+    }
+    for (size_t s = kWarmupSteps + 1; s < run.allocations.size(); ++s) {
+      EXPECT_EQ(run.allocations[s], run.allocations[kWarmupSteps])
+          << optimizer << ": allocations after step " << s + 1;
+    }
+  }
+}
+
+TEST_F(GraphTest, SwitchedOffByTheEnvironment) {
+  RunSpec spec = TinySpec("adamw", Architecture::Modern());
+  spec.budget.steps = kWarmupSteps + 2;
+  ASSERT_EQ(setenv("SMALLEM_CUDA_GRAPHS", "0", 1), 0);
+  const TrainingRun off = TrainOnGpu(spec, true);
+  ASSERT_EQ(unsetenv("SMALLEM_CUDA_GRAPHS"), 0);
+  const TrainingRun on = TrainOnGpu(spec, true);
+  EXPECT_FALSE(off.cuda_graphs);
+  EXPECT_TRUE(on.cuda_graphs);
+  EXPECT_EQ(Bits(on.losses), Bits(off.losses));
+}
+
+TEST_F(GraphTest, ReplaysReadStagedValuesAndKeepCapturedConstants) {
+  const Tensor x = Alloc({4, 5}), out = Alloc({4, 5}), scale = Alloc({1}), constant = Alloc({5});
+  gpu_->Fill(x, 1.0f);
+  absl::StatusOr<void*> staging = gpu_->AllocateStaging(sizeof(float));
+  ASSERT_TRUE(staging.ok()) << staging.status();
+  auto* staged = static_cast<float*>(*staging);
+  std::vector<float> host = {1, 2, 3, 4, 5};
+  const int64_t allocations = cuda_->allocation_count();
+  absl::StatusOr<int> graph = gpu_->CaptureGraph([&] {
+    gpu_->UploadStaged(scale.data, staged, sizeof(float));
+    gpu_->CopyToDevice(constant.data, host.data(), host.size() * sizeof(float));
+    gpu_->RowScale({.in = x, .out = out, .scale = scale, .alpha = 2.0f});
+  });
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  // The first recording found no page-locked memory for the constant and
+  // was redone with a block of it.
+  EXPECT_EQ(cuda_->allocation_count(), allocations + 1);
+  // Capturing runs nothing.
+  EXPECT_EQ(Read(out), std::vector<float>(20, 0.0f));
+  EXPECT_EQ(Read(constant), std::vector<float>(5, 0.0f));
+  host.assign(5, -7.0f);  // the graph kept its own copy
+  for (float value : {3.0f, -0.5f}) {
+    gpu_->WaitStaged();
+    *staged = value;
+    gpu_->LaunchGraph(*graph);
+    EXPECT_EQ(Read(out), std::vector<float>(20, 2.0f * value));
+    EXPECT_EQ(Read(constant), (std::vector<float>{1, 2, 3, 4, 5}));
+  }
+  EXPECT_EQ(cuda_->allocation_count(), allocations + 1);
+  gpu_->ReleaseGraphs();
+  EXPECT_EQ(cuda_->graph_count(), 0);
+  gpu_->FreeStaging(*staging);
+}
+
+TEST_F(GraphTest, AHostReadInsideACaptureDiesNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Tensor t = Alloc({1});
+  EXPECT_DEATH(
+      {
+        float value = 0;
+        (void)gpu_->CaptureGraph([&] { gpu_->CopyToHost(&value, t.data, sizeof(float)); });
+      },
+      "CopyToHost inside a captured step");
+}
+
+// The training precision: bf16 matmuls and tensor-core attention.
+class Bf16GraphTest : public GraphTest {
+ protected:
+  MatmulPrecision precision() const override { return kTrainingMatmulPrecision; }
+};
+
+TEST_F(Bf16GraphTest, TrainingPrecisionReplayEqualsEagerBitForBit) {
+  for (const char* optimizer : {"adamw", "muon:short"}) {
+    ExpectReplayEqualsEager(TinySpec(optimizer, Architecture::Gpt2()));
+    ExpectReplayEqualsEager(TinySpec(optimizer, Architecture::Modern()));
+  }
+}
+
+}  // namespace
+}  // namespace smallem
