@@ -11,6 +11,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/random.h"
+#include "engine/train/run_spec.h"
 #include "gtest/gtest.h"
 
 namespace smallem::testing {
@@ -43,6 +44,23 @@ inline std::string TinyDataset() {
     return (root / "data").string();
   }();
   return dir;
+}
+
+// A run spec on TinyDataset(): 2 layers, 2 heads, embed 32, context 32,
+// batch 4, AdamW, seed 1, `steps` steps, `eval_batches` validation batches.
+// Tests change what they study from there.
+inline RunSpec TinyRunSpec(int64_t steps, int64_t eval_batches = 8) {
+  RunSpec s;
+  s.data = TinyDataset();
+  s.layers = 2;
+  s.heads = 2;
+  s.embed = 32;
+  s.context = 32;
+  s.batch = 4;
+  s.budget.steps = steps;
+  s.eval_batches = eval_batches;
+  s.seed = 1;
+  return s;
 }
 
 }  // namespace smallem::testing

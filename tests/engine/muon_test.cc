@@ -258,15 +258,7 @@ TEST(MuonParameterTest, HiddenMatricesGoToMuonTheRestToAdamW) {
 }
 
 RunSpec TinySpec(const std::string& optimizer) {
-  RunSpec s;
-  s.data = testing::TinyDataset();
-  s.layers = 2;
-  s.heads = 2;
-  s.embed = 32;
-  s.context = 32;
-  s.batch = 4;
-  s.budget.steps = 60;
-  s.eval_batches = 8;
+  RunSpec s = testing::TinyRunSpec(/*steps=*/60);
   s.optimizer = optimizer;
   return s;
 }

@@ -97,15 +97,7 @@ TEST_F(ProfilerTest, TableShowsStepOptimizerAndFamilies) {
 }
 
 RunSpec TinySpec(const std::string& optimizer) {
-  RunSpec s;
-  s.data = testing::TinyDataset();
-  s.layers = 2;
-  s.heads = 2;
-  s.embed = 32;
-  s.context = 32;
-  s.batch = 4;
-  s.budget.steps = 3;
-  s.eval_batches = 2;
+  RunSpec s = testing::TinyRunSpec(/*steps=*/3, /*eval_batches=*/2);
   s.optimizer = optimizer;
   return s;
 }

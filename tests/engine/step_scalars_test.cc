@@ -99,15 +99,7 @@ TEST_F(StepScalarsOpTest, RowScaleByADeviceScaleEqualsScalingByTheProduct) {
 }
 
 RunSpec TinySpec(const std::string& optimizer, const Architecture& arch) {
-  RunSpec s;
-  s.data = testing::TinyDataset();
-  s.layers = 2;
-  s.heads = 2;
-  s.embed = 32;
-  s.context = 32;
-  s.batch = 4;
-  s.budget.steps = 12;
-  s.eval_batches = 4;
+  RunSpec s = testing::TinyRunSpec(/*steps=*/12, /*eval_batches=*/4);
   s.seed = 7;
   s.optimizer = optimizer;
   s.architecture = arch;

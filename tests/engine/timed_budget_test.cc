@@ -23,19 +23,7 @@
 namespace smallem {
 namespace {
 
-RunSpec TinySpec() {
-  RunSpec s;
-  s.data = testing::TinyDataset();
-  s.layers = 2;
-  s.heads = 2;
-  s.embed = 32;
-  s.context = 32;
-  s.batch = 4;
-  s.budget.steps = 30;
-  s.eval_batches = 8;
-  s.seed = 1;
-  return s;
-}
+RunSpec TinySpec() { return testing::TinyRunSpec(/*steps=*/30); }
 
 TEST(TimedBudgetTest, TimedRunStopsWithinOneStepOfItsBudgetAtTheFloorLearningRate) {
   CpuBackend be(2);

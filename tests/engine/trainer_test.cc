@@ -18,15 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 RunSpec TinySpec(int64_t seed = 1) {
-  RunSpec s;
-  s.data = testing::TinyDataset();
-  s.layers = 2;
-  s.heads = 2;
-  s.embed = 32;
-  s.context = 32;
-  s.batch = 4;
-  s.budget.steps = 30;
-  s.eval_batches = 8;
+  RunSpec s = testing::TinyRunSpec(/*steps=*/30);
   s.seed = seed;
   return s;
 }

@@ -36,16 +36,10 @@ namespace {
 
 // Head size 32 (the smallest the CUDA attention has), odd elsewhere.
 RunSpec TinySpec(const std::string& optimizer, const Architecture& arch, int64_t seed = 11) {
-  RunSpec s;
-  s.data = testing::TinyDataset();
-  s.layers = 2;
-  s.heads = 2;
+  RunSpec s = testing::TinyRunSpec(/*steps=*/20, /*eval_batches=*/3);
   s.embed = 64;
-  s.context = 32;
   s.batch = 5;
-  s.budget.steps = 20;
   s.warmup = 0.1;
-  s.eval_batches = 3;
   s.seed = seed;
   s.optimizer = optimizer;
   s.architecture = arch;
