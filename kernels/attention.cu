@@ -21,6 +21,7 @@
 // exactly the forward's.
 #include <cmath>
 
+#include "kernels/attention_common.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 
@@ -171,13 +172,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int tq = q0 + warp * kRowsPerWarp + i;
     if (tq >= g.time) continue;
-    const float inv_l = 1.0f / l[i];
-    float* o = out + OutOffset<D>(g, b, tq, h);
-#pragma unroll
-    for (int c = 0; c < kLanesD; ++c) o[lane + c * kWarpSize] = acc[i][c] * inv_l;
-    if (lse != nullptr && lane == 0) {
-      lse[static_cast<int64_t>(bh) * g.time + tq] = m[i] + logf(l[i]);
-    }
+    FinishOnlineSoftmax<kLanesD>(m[i], l[i], [&](int c) { return acc[i][c]; },
+                                 out + OutOffset<D>(g, b, tq, h) + lane, kWarpSize, lse,
+                                 static_cast<int64_t>(bh) * g.time + tq, lane == 0);
   }
 }
 

@@ -30,6 +30,7 @@
 
 #include <cmath>
 
+#include "kernels/attention_common.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 
@@ -274,11 +275,10 @@ __global__ void __launch_bounds__(kThreads)
 
   __syncwarp();
   if (tq < g.time) {
-    const float inv_l = 1.0f / l;
     const float* o_row = o_w + row * AccStride<D>() + half * (D / 2);
-    float* dst = out + OutOffset<D>(g, b, tq, h) + half * (D / 2);
-    for (int d = 0; d < D / 2; ++d) dst[d] = o_row[d] * inv_l;
-    if (lse != nullptr && half == 0) lse[static_cast<int64_t>(bh) * g.time + tq] = m + logf(l);
+    FinishOnlineSoftmax<D / 2>(m, l, [&](int d) { return o_row[d]; },
+                               out + OutOffset<D>(g, b, tq, h) + half * (D / 2), 1, lse,
+                               static_cast<int64_t>(bh) * g.time + tq, half == 0);
   }
 }
 

@@ -43,6 +43,35 @@ float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   return t.f32();
 }
 
+// The elementwise ops' wrappers differ only in their launcher and names:
+// each checks every operand as f32 of the op's `count` elements (in order,
+// so the first bad operand is the one named), launches, and aborts naming
+// the op when the launch fails. An operand is a tensor and its name in the
+// messages ("gelu: in").
+struct Operand {
+  const Tensor& tensor;
+  const char* name;
+};
+using OneInputLauncher = cudaError_t (*)(const float* in, float* out, int64_t count,
+                                         cudaStream_t stream);
+using TwoInputLauncher = cudaError_t (*)(const float* a, const float* b, float* out,
+                                         int64_t count, cudaStream_t stream);
+
+void RunElementwise(OneInputLauncher launch, const char* op, int64_t count, const Operand& in,
+                    const Operand& out, cudaStream_t stream) {
+  CheckF32(in.tensor, count, in.name);
+  CheckF32(out.tensor, count, out.name);
+  CheckCuda(launch(in.tensor.f32(), out.tensor.f32(), count, stream), op);
+}
+
+void RunElementwise(TwoInputLauncher launch, const char* op, int64_t count, const Operand& a,
+                    const Operand& b, const Operand& out, cudaStream_t stream) {
+  CheckF32(a.tensor, count, a.name);
+  CheckF32(b.tensor, count, b.name);
+  CheckF32(out.tensor, count, out.name);
+  CheckCuda(launch(a.tensor.f32(), b.tensor.f32(), out.tensor.f32(), count, stream), op);
+}
+
 cuda::RopeShape CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                           int64_t time, int64_t head_dim, int64_t rotate_channels,
                           int64_t position_offset, const char* op) {
@@ -452,11 +481,8 @@ void CudaBackend::Matmul(const MatmulParams& p) {
 }
 
 void CudaBackend::Add(const BinaryParams& p) {
-  const int64_t n = p.out.numel();
-  CheckF32(p.a, n, "add: a");
-  CheckF32(p.b, n, "add: b");
-  CheckF32(p.out, n, "add: out");
-  CheckCuda(cuda::LaunchAddForward(p.a.f32(), p.b.f32(), p.out.f32(), n, stream_), "add");
+  RunElementwise(cuda::LaunchAddForward, "add", p.out.numel(), {p.a, "add: a"},
+                 {p.b, "add: b"}, {p.out, "add: out"}, stream_);
 }
 
 void CudaBackend::AddBackward(const BinaryBackwardParams& p) {
@@ -469,11 +495,8 @@ void CudaBackend::AddBackward(const BinaryBackwardParams& p) {
 }
 
 void CudaBackend::Mul(const BinaryParams& p) {
-  const int64_t n = p.out.numel();
-  CheckF32(p.a, n, "mul: a");
-  CheckF32(p.b, n, "mul: b");
-  CheckF32(p.out, n, "mul: out");
-  CheckCuda(cuda::LaunchMulForward(p.a.f32(), p.b.f32(), p.out.f32(), n, stream_), "mul");
+  RunElementwise(cuda::LaunchMulForward, "mul", p.out.numel(), {p.a, "mul: a"},
+                 {p.b, "mul: b"}, {p.out, "mul: out"}, stream_);
 }
 
 void CudaBackend::MulBackward(const BinaryBackwardParams& p) {
@@ -491,48 +514,32 @@ void CudaBackend::MulBackward(const BinaryBackwardParams& p) {
 }
 
 void CudaBackend::GeluForward(const UnaryParams& p) {
-  const int64_t n = p.in.numel();
-  CheckF32(p.in, n, "gelu: in");
-  CheckF32(p.out, n, "gelu: out");
-  CheckCuda(cuda::LaunchGeluForward(p.in.f32(), p.out.f32(), n, stream_), "gelu");
+  RunElementwise(cuda::LaunchGeluForward, "gelu", p.in.numel(), {p.in, "gelu: in"},
+                 {p.out, "gelu: out"}, stream_);
 }
 
 void CudaBackend::GeluBackward(const UnaryBackwardParams& p) {
   if (p.grad_in.empty()) return;
-  const int64_t n = p.in.numel();
-  CheckF32(p.in, n, "gelu backward: in");
-  CheckF32(p.grad_out, n, "gelu backward: grad_out");
-  CheckF32(p.grad_in, n, "gelu backward: grad_in");
-  CheckCuda(cuda::LaunchGeluBackward(p.in.f32(), p.grad_out.f32(), p.grad_in.f32(), n,
-                                     stream_),
-            "gelu backward");
+  RunElementwise(cuda::LaunchGeluBackward, "gelu backward", p.in.numel(),
+                 {p.in, "gelu backward: in"}, {p.grad_out, "gelu backward: grad_out"},
+                 {p.grad_in, "gelu backward: grad_in"}, stream_);
 }
 
 void CudaBackend::SiluForward(const UnaryParams& p) {
-  const int64_t n = p.in.numel();
-  CheckF32(p.in, n, "silu: in");
-  CheckF32(p.out, n, "silu: out");
-  CheckCuda(cuda::LaunchSiluForward(p.in.f32(), p.out.f32(), n, stream_), "silu");
+  RunElementwise(cuda::LaunchSiluForward, "silu", p.in.numel(), {p.in, "silu: in"},
+                 {p.out, "silu: out"}, stream_);
 }
 
 void CudaBackend::SiluBackward(const UnaryBackwardParams& p) {
   if (p.grad_in.empty()) return;
-  const int64_t n = p.in.numel();
-  CheckF32(p.in, n, "silu backward: in");
-  CheckF32(p.grad_out, n, "silu backward: grad_out");
-  CheckF32(p.grad_in, n, "silu backward: grad_in");
-  CheckCuda(cuda::LaunchSiluBackward(p.in.f32(), p.grad_out.f32(), p.grad_in.f32(), n,
-                                     stream_),
-            "silu backward");
+  RunElementwise(cuda::LaunchSiluBackward, "silu backward", p.in.numel(),
+                 {p.in, "silu backward: in"}, {p.grad_out, "silu backward: grad_out"},
+                 {p.grad_in, "silu backward: grad_in"}, stream_);
 }
 
 void CudaBackend::SwiGluForward(const SwiGluParams& p) {
-  const int64_t n = p.gate.numel();
-  CheckF32(p.gate, n, "swiglu: gate");
-  CheckF32(p.up, n, "swiglu: up");
-  CheckF32(p.out, n, "swiglu: out");
-  CheckCuda(cuda::LaunchSwiGluForward(p.gate.f32(), p.up.f32(), p.out.f32(), n, stream_),
-            "swiglu");
+  RunElementwise(cuda::LaunchSwiGluForward, "swiglu", p.gate.numel(), {p.gate, "swiglu: gate"},
+                 {p.up, "swiglu: up"}, {p.out, "swiglu: out"}, stream_);
 }
 
 void CudaBackend::SwiGluBackward(const SwiGluBackwardParams& p) {

@@ -34,6 +34,9 @@ Model::~Model() {
   for (void* p : {value_buffer_, grad_buffer_, table_buffer_}) {
     if (p) backend_.Free(p);
   }
+  for (const auto& [shape, ids] : position_ids_) {
+    if (ids.data != nullptr) backend_.Free(ids.data);
+  }
 }
 
 absl::Status Model::Allocate() {
@@ -219,17 +222,28 @@ Var Model::BlockForward(Tape& tape, const Block& b, Var x, int64_t batch, int64_
   return Add(tape, u, Linear(tape, act, Param(tape, b.ff_proj_weight), Param(tape, b.ff_proj_bias)));
 }
 
+const Tensor& Model::PositionIds(int64_t batch, int64_t time) const {
+  auto [it, inserted] = position_ids_.try_emplace({batch, time});
+  if (!inserted) return it->second;
+  const int64_t n = batch * time;
+  std::vector<int32_t> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[i] = static_cast<int32_t>(i % time);
+  absl::StatusOr<void*> data = backend_.Allocate(host.size() * sizeof(int32_t));
+  CHECK(data.ok()) << "position ids for (B " << batch << ", T " << time
+                   << "): " << data.status().message();
+  it->second = Tensor{.data = *data, .shape = {n}, .dtype = DType::kI32};
+  backend_.CopyToDevice(it->second.data, host.data(), it->second.bytes());
+  return it->second;
+}
+
 Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const {
   const ModelConfig& c = config_;
   CHECK_LE(time, c.context) << "sequence longer than the context";
   CHECK_EQ(tokens.numel(), batch * time) << "tokens for (B, T)";
   Var x = Embedding(tape, tape.Input(tokens), Param(tape, embed_));
   if (c.architecture.positions == PositionKind::kLearned) {
-    std::vector<int32_t> pos(batch * time);
-    for (int64_t i = 0; i < batch * time; ++i) pos[i] = static_cast<int32_t>(i % time);
-    Tensor ids = tape.NewTensor({batch * time}, DType::kI32);
-    tape.backend().CopyToDevice(ids.data, pos.data(), ids.bytes());
-    x = Add(tape, x, Embedding(tape, tape.Input(ids), Param(tape, positions_)));
+    x = Add(tape, x,
+            Embedding(tape, tape.Input(PositionIds(batch, time)), Param(tape, positions_)));
   }
   for (const Block& b : blocks_) x = BlockForward(tape, b, x, batch, time);
   Var h = Norm(tape, x, final_gain_, final_bias_);

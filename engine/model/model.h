@@ -16,8 +16,10 @@
 #define SMALLEM_ENGINE_MODEL_MODEL_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,7 +61,11 @@ class Model {
   void Initialize(uint64_t seed);
   void ZeroGrad();
 
-  // tokens: (B·T) i32 on the device. Returns logits (B·T, V).
+  // tokens: (B·T) i32 on the device. Returns logits (B·T, V). With learned
+  // positions the first call for a (B, T) allocates that shape's position
+  // ids (see position_ids_), so it must not be the first inside a captured
+  // step (CaptureGraph): run the same shape eagerly first, as the trainer's
+  // warm-up does. Dies with a message when the device is out of memory.
   Var Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const;
   // Per-token cross-entropy (B·T), nats.
   Var Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const;
@@ -76,6 +82,8 @@ class Model {
   Var Param(Tape& tape, const Tensor& t) const;
   Var Norm(Tape& tape, Var x, const Tensor& gain, const Tensor& bias) const;
   Var BlockForward(Tape& tape, const Block& b, Var x, int64_t batch, int64_t time) const;
+  // The learned-position ids of a (B, T) forward, created on first use.
+  const Tensor& PositionIds(int64_t batch, int64_t time) const;
 
   ModelConfig config_;
   Backend& backend_;
@@ -87,6 +95,12 @@ class Model {
   Tensor embed_, positions_, final_gain_, final_bias_;
   std::vector<Block> blocks_;
   RopeTables rope_;
+  // Learned-position ids by (B, T): (B·T) i32 device constants, row-major
+  // t = i mod T, each uploaded once by the first forward of its shape and
+  // freed with the model, so a step has no host copy and a captured step
+  // keeps reading the same memory. One per shape the model has run
+  // (training, evaluation): a few kilobytes each.
+  mutable std::map<std::pair<int64_t, int64_t>, Tensor> position_ids_;
 };
 
 }  // namespace smallem

@@ -1,22 +1,17 @@
 #include "engine/train/trainer.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <map>
 #include <memory>
-#include <set>
-#include <span>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/arena.h"
-#include "engine/autograd/ops.h"
 #include "engine/data/dataset.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
@@ -24,6 +19,7 @@
 #include "engine/train/batches.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/schedule.h"
+#include "engine/train/step_runner.h"
 
 namespace smallem {
 namespace {
@@ -53,88 +49,6 @@ bool GraphsAllowedByEnvironment() {
   const char* value = std::getenv("SMALLEM_CUDA_GRAPHS");
   return value == nullptr || std::string_view(value) != "0";
 }
-
-// What the device needs to run steps with no host work in them: the
-// training split (S) i32, and the per-step inputs — the batch's B sequence
-// starts (i32) and the optimizer's scalars (f32) — in one device block fed
-// from one block of staging memory by a single copy per step.
-class StepInputs {
- public:
-  static absl::StatusOr<std::unique_ptr<StepInputs>> Create(Backend& backend,
-                                                            std::span<const uint16_t> split,
-                                                            int64_t batch, int64_t scalars) {
-    std::unique_ptr<StepInputs> in(new StepInputs(backend));
-    const auto count = static_cast<int64_t>(split.size());
-    absl::StatusOr<void*> tokens = backend.Allocate(static_cast<size_t>(count) * sizeof(int32_t));
-    if (!tokens.ok()) return tokens.status();
-    in->tokens_ = Tensor{.data = *tokens, .shape = {count}, .dtype = DType::kI32};
-    // The split as i32, converted a chunk at a time.
-    std::vector<int32_t> chunk(static_cast<size_t>(std::min<int64_t>(count, int64_t{1} << 20)));
-    for (int64_t begin = 0; begin < count; begin += static_cast<int64_t>(chunk.size())) {
-      const int64_t n = std::min<int64_t>(static_cast<int64_t>(chunk.size()), count - begin);
-      std::copy(split.begin() + begin, split.begin() + begin + n, chunk.begin());
-      backend.CopyToDevice(in->tokens_.i32() + begin, chunk.data(),
-                           static_cast<size_t>(n) * sizeof(int32_t));
-    }
-    // starts, padded to 64 bytes, then the scalars.
-    const int64_t starts_words = (batch + 15) / 16 * 16;
-    in->bytes_ = static_cast<size_t>(starts_words + std::max<int64_t>(scalars, 1)) * 4;
-    absl::StatusOr<void*> device = backend.Allocate(in->bytes_);
-    if (!device.ok()) return device.status();
-    in->device_ = *device;
-    absl::StatusOr<void*> staging = backend.AllocateStaging(in->bytes_);
-    if (!staging.ok()) return staging.status();
-    in->staging_ = *staging;
-    in->starts_ = Tensor{.data = in->device_, .shape = {batch}, .dtype = DType::kI32};
-    in->scalars_ = Tensor{.data = static_cast<int32_t*>(in->device_) + starts_words,
-                          .shape = {scalars}};
-    in->host_starts_ = static_cast<int32_t*>(in->staging_);
-    in->host_scalars_ = reinterpret_cast<float*>(in->host_starts_ + starts_words);
-    return in;
-  }
-
-  ~StepInputs() {
-    if (staging_ != nullptr) backend_.FreeStaging(staging_);
-    if (device_ != nullptr) backend_.Free(device_);
-    if (tokens_.data != nullptr) backend_.Free(tokens_.data);
-  }
-
-  // Staging memory for the next step's values; write only after
-  // Backend::WaitStaged.
-  int32_t* host_starts() const { return host_starts_; }
-  float* host_scalars() const { return host_scalars_; }
-  // Enqueues the copy of the staged values to the device (part of a step).
-  void Upload() const { backend_.UploadStaged(device_, staging_, bytes_); }
-
-  const Tensor& tokens() const { return tokens_; }    // (S) i32
-  const Tensor& starts() const { return starts_; }    // (B) i32
-  const Tensor& scalars() const { return scalars_; }  // (K) f32
-
- private:
-  explicit StepInputs(Backend& backend) : backend_(backend) {}
-
-  Backend& backend_;
-  Tensor tokens_, starts_, scalars_;
-  void* device_ = nullptr;
-  void* staging_ = nullptr;
-  size_t bytes_ = 0;
-  int32_t* host_starts_ = nullptr;
-  float* host_scalars_ = nullptr;
-};
-
-// Releases the backend's graphs when training ends, early returns included,
-// before the memory they replay on (arena, step inputs) is freed.
-class GraphRelease {
- public:
-  explicit GraphRelease(Backend& backend) : backend_(backend) {}
-  ~GraphRelease() { Release(); }
-  void Release() {
-    if (backend_.SupportsGraphs()) backend_.ReleaseGraphs();
-  }
-
- private:
-  Backend& backend_;
-};
 
 }  // namespace
 
@@ -180,46 +94,21 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   // The schedule yields a multiplier; each optimizer scales its own rates.
   const Schedule schedule{.lr = 1.0, .warmup = spec.warmup, .min_lr_ratio = spec.min_lr_ratio};
   TrainBatches batches(data->train, B, T, TrainBatchSeed(spec.seed));
-  absl::StatusOr<std::unique_ptr<StepInputs>> step_inputs =
-      StepInputs::Create(backend, data->train, B, (*optimizer)->ScalarCount());
-  if (!step_inputs.ok()) return step_inputs.status();
-  const StepInputs& in = **step_inputs;
   Arena arena(backend);
   Tape tape(backend, arena);
-  // Declared after what the graphs use, so destroyed (and run) before it.
-  GraphRelease graph_release(backend);
-
-  // One step's device work, recorded on the tape from scratch each time it
-  // runs (eagerly) or is captured (CaptureGraph may call it twice): the
-  // same calls every time, the per-step values coming from the upload.
-  Tensor loss_value;  // the step's mean loss (1), same address every step
-  auto record_step = [&] {
-    arena.Reset();
-    tape.Reset();
-    in.Upload();
-    Tensor inputs = arena.Allocate({B * T}, DType::kI32);
-    Tensor targets = arena.Allocate({B * T}, DType::kI32);
-    backend.GatherSequences(GatherSequencesParams{
-        .tokens = in.tokens(), .starts = in.starts(), .inputs = inputs, .targets = targets,
-        .time = T});
-    (*model)->ZeroGrad();
-    const Var loss = Mean(tape, (*model)->Losses(tape, inputs, targets, B, T));
-    tape.Backward(loss);
-    (*optimizer)->Update(in.scalars());
-    loss_value = tape.value(loss);
-  };
-
   // Graphs replay steps on backends that have them. The profiler
   // (ProfilingBackend, --profile) has none: it synchronizes around every
   // call, so a profiled run is eager. A minutes budget is captured like a
   // steps budget: its learning rate is staged like any other, and running
   // it eagerly would make its steps slower than those of the steps-budget
   // reference runs it is compared with at equal time.
-  const bool use_graphs =
-      options.cuda_graphs && GraphsAllowedByEnvironment() && backend.SupportsGraphs();
-  // Update variants (engine/optim/optimizer.h) seen eagerly, and their graphs.
-  std::set<int> eager_variants;
-  std::map<int, int> graphs;
+  const bool use_graphs = options.cuda_graphs && GraphsAllowedByEnvironment();
+  // Declared after the arena and tape it uses, so destroyed (and its graphs
+  // released) before them.
+  absl::StatusOr<std::unique_ptr<StepRunner>> runner = StepRunner::Create(
+      **model, **optimizer, arena, tape, data->train,
+      StepRunner::Options{.batch = B, .time = T, .graphs = use_graphs});
+  if (!runner.ok()) return runner.status();
   std::vector<int64_t> starts(static_cast<size_t>(B));
 
   const double budget_s = spec.budget.minutes ? *spec.budget.minutes * 60.0 : 0.0;
@@ -234,42 +123,21 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
     if (fraction >= 1.0) break;
     if (options.stop && options.stop->load()) return absl::CancelledError("training cancelled");
     const Clock::time_point start = Clock::now();
-    double capture_s = 0;
     last_lr = schedule.At(fraction);
-    // The host half of the step: the batch and the optimizer's scalars into
-    // staging memory, once the previous step's upload has read it.
-    backend.WaitStaged();
     batches.NextStarts(starts.data());
-    for (int64_t r = 0; r < B; ++r) in.host_starts()[r] = static_cast<int32_t>(starts[r]);
-    (*optimizer)->Prepare(static_cast<float>(last_lr), in.host_scalars());
-    const int variant = (*optimizer)->UpdateVariant();
-    // Every step makes the same arena requests: after the warm-up, asking
-    // for more is a bug (and would allocate inside a captured step).
-    if (step == kWarmupSteps) arena.set_growth_allowed(false);
-    if (use_graphs && step >= kWarmupSteps && eager_variants.contains(variant)) {
-      auto graph = graphs.find(variant);
-      if (graph == graphs.end()) {
-        // Capturing, like compiling, is not training time.
-        const Clock::time_point capture_start = Clock::now();
-        absl::StatusOr<int> captured = backend.CaptureGraph(record_step);
-        if (!captured.ok()) return captured.status();
-        graph = graphs.emplace(variant, *captured).first;
-        capture_s = Seconds(Clock::now() - capture_start);
-      }
-      backend.LaunchGraph(graph->second);
-    } else {
-      record_step();
-      eager_variants.insert(variant);
+    if (absl::Status s = (*runner)->Run(step, starts, static_cast<float>(last_lr)); !s.ok()) {
+      return s;
     }
     ++step;
     const bool report = step % options.progress_every == 0 || step == budget_steps;
     if (report || budget_s > 0) {
       // Reading the loss synchronizes; a timed run needs that every step to
       // measure training time exactly.
-      if (report) backend.CopyToHost(&last_loss, loss_value.data, sizeof(float));
+      if (report) last_loss = (*runner)->ReadLoss();
       else backend.Synchronize();
     }
-    train_s += Seconds(Clock::now() - start) - capture_s;
+    // Capturing, like compiling, is not training time.
+    train_s += Seconds(Clock::now() - start) - (*runner)->last_capture_seconds();
     if (report && options.on_progress) {
       const double tokens_per_s = step * B * T / train_s;
       const int64_t total = budget_steps ? budget_steps
@@ -281,9 +149,8 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
     }
   }
   // The last step's loss, whether or not it was a progress step.
-  if (!loss_value.empty()) backend.CopyToHost(&last_loss, loss_value.data, sizeof(float));
-  graph_release.Release();
-  arena.set_growth_allowed(true);
+  if (step > 0) last_loss = (*runner)->ReadLoss();
+  (*runner)->Release();
   if (!std::isfinite(last_loss)) {
     return absl::InternalError(absl::StrCat(
         "training diverged: loss is ", last_loss, " at step ", step, " (lower --lr?)"));
@@ -321,7 +188,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
       {"final_train_loss", last_loss},
       {"final_lr", final_lr},
-      {"cuda_graphs", !graphs.empty()},
+      {"cuda_graphs", (*runner)->graphs_used()},
       {"device", backend.Name()},
       {"device_class", backend.DeviceClass()},
       {"config", spec_json},

@@ -18,14 +18,10 @@
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
 #include "engine/train/run_spec.h"
+#include "engine/train/step_runner.h"  // kWarmupSteps
 #include "nlohmann/json.hpp"
 
 namespace smallem {
-
-// Eager steps before the first captured one: they bring the activation
-// arena, the backend's scratch and staging buffers and its GEMM plans to
-// their final size, so that a captured step allocates nothing.
-inline constexpr int64_t kWarmupSteps = 3;
 
 struct TrainProgress {
   int64_t step = 0;          // optimizer steps done
@@ -53,13 +49,14 @@ struct TrainOptions {
 // whether steps were replayed from graphs), also written to
 // out_dir/result.json when out_dir is set.
 //
-// A step does no host work beyond choosing it: the training split lives on
-// the device (as i32), and each step the host writes only the batch's B
-// sequence starts and the optimizer's scalars into staging memory; the step
-// uploads them with one copy and gathers its inputs and targets on the
-// device. On a backend with graphs the whole step (upload, gather, forward,
-// backward, clipping, update) is captured after kWarmupSteps eager steps and
-// replayed with one launch; the loss is read back only on progress steps.
+// Steps run through a StepRunner (engine/train/step_runner.h): a step does
+// no host work beyond choosing it: the training split lives on the device
+// (as i32), and each step the host writes only the batch's B sequence starts
+// and the optimizer's scalars into staging memory; the step uploads them
+// with one copy and gathers its inputs and targets on the device. On a
+// backend with graphs the whole step (upload, gather, forward, backward,
+// clipping, update) is captured after kWarmupSteps eager steps and replayed
+// with one launch; the loss is read back only on progress steps.
 absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                      const TrainOptions& options);
 

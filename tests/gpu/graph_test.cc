@@ -5,7 +5,7 @@
 //
 //  * A replayed run equals the eager run of the same seed bit for bit, step
 //    by step (AdamW and muon:short; learned positions, whose ids are a
-//    constant copied during capture, and RoPE), also when the host runs
+//    model-owned device constant uploaded before capture, and RoPE), also when the host runs
 //    ahead of the device (no read-back until the end), in the training
 //    precision (bf16) too, and with `period=K`, which alternates two
 //    captured variants.
@@ -193,8 +193,7 @@ TEST_F(GraphTest, NothingIsAllocatedAfterTheWarmUp) {
     const TrainingRun run = TrainOnGpu(TinySpec(optimizer, Architecture::Gpt2()), true);
     ASSERT_EQ(run.allocations.size(), 20u);
     // Entry s is read after step s + 1; step kWarmupSteps + 1 is the first
-    // captured one (its capture may reserve page-locked memory for the
-    // position ids it copies). With period=2 the other variant is captured
+    // captured one. With period=2 the other variant is captured
     // one step later, from the same memory.
     const bool periodic = std::string(optimizer) != "adamw";
     for (size_t s = 0; s < run.graphs.size(); ++s) {

@@ -1,0 +1,137 @@
+#include "engine/train/step_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "engine/autograd/ops.h"
+#include "engine/check.h"
+
+namespace smallem {
+
+absl::StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(Model& model, Optimizer& optimizer,
+                                                               Arena& arena, Tape& tape,
+                                                               std::span<const uint16_t> split,
+                                                               const Options& options) {
+  CHECK(options.batch > 0 && options.time > 0)
+      << "StepRunner: batch " << options.batch << " and time " << options.time;
+  std::unique_ptr<StepRunner> runner(new StepRunner(model, optimizer, arena, tape, options));
+  if (absl::Status s = runner->AllocateInputs(split); !s.ok()) return s;
+  return runner;
+}
+
+StepRunner::StepRunner(Model& model, Optimizer& optimizer, Arena& arena, Tape& tape,
+                       const Options& options)
+    : model_(model),
+      optimizer_(optimizer),
+      backend_(model.backend()),
+      arena_(arena),
+      tape_(tape),
+      options_(options),
+      use_graphs_(options.graphs && model.backend().SupportsGraphs()) {}
+
+StepRunner::~StepRunner() {
+  // The graphs replay on the memory freed below: they go first.
+  Release();
+  if (inputs_staging_ != nullptr) backend_.FreeStaging(inputs_staging_);
+  if (inputs_device_ != nullptr) backend_.Free(inputs_device_);
+  if (tokens_.data != nullptr) backend_.Free(tokens_.data);
+}
+
+absl::Status StepRunner::AllocateInputs(std::span<const uint16_t> split) {
+  const auto count = static_cast<int64_t>(split.size());
+  CHECK_GT(count, options_.time + 1) << "StepRunner: the split holds no sequence";
+  absl::StatusOr<void*> tokens = backend_.Allocate(static_cast<size_t>(count) * sizeof(int32_t));
+  if (!tokens.ok()) return tokens.status();
+  tokens_ = Tensor{.data = *tokens, .shape = {count}, .dtype = DType::kI32};
+  // The split as i32, converted a chunk at a time.
+  std::vector<int32_t> chunk(static_cast<size_t>(std::min<int64_t>(count, int64_t{1} << 20)));
+  for (int64_t begin = 0; begin < count; begin += static_cast<int64_t>(chunk.size())) {
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(chunk.size()), count - begin);
+    std::copy(split.begin() + begin, split.begin() + begin + n, chunk.begin());
+    backend_.CopyToDevice(tokens_.i32() + begin, chunk.data(),
+                          static_cast<size_t>(n) * sizeof(int32_t));
+  }
+
+  // One block for the per-step values, so a step uploads them with one
+  // copy: the starts, padded to 64 bytes, then the optimizer's scalars.
+  const int64_t batch = options_.batch, scalars = optimizer_.ScalarCount();
+  const int64_t starts_words = (batch + 15) / 16 * 16;
+  inputs_bytes_ = static_cast<size_t>(starts_words + std::max<int64_t>(scalars, 1)) * 4;
+  absl::StatusOr<void*> device = backend_.Allocate(inputs_bytes_);
+  if (!device.ok()) return device.status();
+  inputs_device_ = *device;
+  absl::StatusOr<void*> staging = backend_.AllocateStaging(inputs_bytes_);
+  if (!staging.ok()) return staging.status();
+  inputs_staging_ = *staging;
+  starts_ = Tensor{.data = inputs_device_, .shape = {batch}, .dtype = DType::kI32};
+  scalars_ = Tensor{.data = static_cast<int32_t*>(inputs_device_) + starts_words,
+                    .shape = {scalars}};
+  host_starts_ = static_cast<int32_t*>(inputs_staging_);
+  host_scalars_ = reinterpret_cast<float*>(host_starts_ + starts_words);
+  return absl::OkStatus();
+}
+
+void StepRunner::RecordStep() {
+  const int64_t B = options_.batch, T = options_.time;
+  arena_.Reset();
+  tape_.Reset();
+  backend_.UploadStaged(inputs_device_, inputs_staging_, inputs_bytes_);
+  const Tensor inputs = arena_.Allocate({B * T}, DType::kI32);
+  const Tensor targets = arena_.Allocate({B * T}, DType::kI32);
+  backend_.GatherSequences(GatherSequencesParams{
+      .tokens = tokens_, .starts = starts_, .inputs = inputs, .targets = targets, .time = T});
+  model_.ZeroGrad();
+  const Var loss = Mean(tape_, model_.Losses(tape_, inputs, targets, B, T));
+  tape_.Backward(loss);
+  optimizer_.Update(scalars_);
+  loss_ = tape_.value(loss);
+}
+
+absl::Status StepRunner::Run(int64_t step, std::span<const int64_t> starts,
+                             float lr_multiplier) {
+  using Clock = std::chrono::steady_clock;
+  CHECK(!released_) << "StepRunner::Run after Release";
+  CHECK_EQ(static_cast<int64_t>(starts.size()), options_.batch) << "StepRunner::Run: starts";
+  last_capture_s_ = 0;
+  // The host half: the batch and the optimizer's scalars into staging
+  // memory, once the previous step's upload has read it.
+  backend_.WaitStaged();
+  for (int64_t r = 0; r < options_.batch; ++r) host_starts_[r] = static_cast<int32_t>(starts[r]);
+  optimizer_.Prepare(lr_multiplier, host_scalars_);
+  const int variant = optimizer_.UpdateVariant();
+  // Every step makes the same arena requests: after the warm-up, asking for
+  // more is a bug (and would allocate inside a captured step).
+  if (step == kWarmupSteps) arena_.set_growth_allowed(false);
+  if (use_graphs_ && step >= kWarmupSteps && eager_variants_.contains(variant)) {
+    auto graph = graphs_.find(variant);
+    if (graph == graphs_.end()) {
+      const Clock::time_point capture_start = Clock::now();
+      absl::StatusOr<int> captured = backend_.CaptureGraph([this] { RecordStep(); });
+      if (!captured.ok()) return captured.status();
+      graph = graphs_.emplace(variant, *captured).first;
+      last_capture_s_ = std::chrono::duration<double>(Clock::now() - capture_start).count();
+    }
+    backend_.LaunchGraph(graph->second);
+  } else {
+    RecordStep();
+    eager_variants_.insert(variant);
+  }
+  return absl::OkStatus();
+}
+
+float StepRunner::ReadLoss() {
+  float loss = NAN;
+  if (!loss_.empty()) backend_.CopyToHost(&loss, loss_.data, sizeof(float));
+  return loss;
+}
+
+void StepRunner::Release() {
+  if (released_) return;
+  released_ = true;
+  if (backend_.SupportsGraphs()) backend_.ReleaseGraphs();
+  arena_.set_growth_allowed(true);
+}
+
+}  // namespace smallem

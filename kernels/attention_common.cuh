@@ -1,0 +1,32 @@
+// Device code shared by the two attention kernels, kernels/attention.cu
+// (f32) and kernels/attention_bf16.cu (tensor cores): both forwards keep an
+// online softmax per query row and end it the same way. Nothing here
+// launches anything.
+#ifndef SMALLEM_KERNELS_ATTENTION_COMMON_CUH_
+#define SMALLEM_KERNELS_ATTENTION_COMMON_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace smallem::cuda {
+
+// The end of one query row's online softmax over its visible keys: m is the
+// running max of the scores, l the running sum of exp(s − m), and acc(c)
+// the c-th of the kCount output channels this thread holds, Σ exp(s − m)·v.
+// Writes out[c · stride] = acc(c) / l (as acc · (1/l)) for c < kCount and,
+// when lse is not null and this thread is the row's `lse_writer`,
+// lse[lse_index] = m + log l, the row's log-sum-exp from which the backward
+// recomputes the probabilities.
+template <int kCount, typename Acc>
+__device__ __forceinline__ void FinishOnlineSoftmax(float m, float l, Acc acc, float* out,
+                                                    int stride, float* lse, int64_t lse_index,
+                                                    bool lse_writer) {
+  const float inv_l = 1.0f / l;
+  for (int c = 0; c < kCount; ++c) out[c * stride] = acc(c) * inv_l;
+  if (lse != nullptr && lse_writer) lse[lse_index] = m + logf(l);
+}
+
+}  // namespace smallem::cuda
+
+#endif  // SMALLEM_KERNELS_ATTENTION_COMMON_CUH_
