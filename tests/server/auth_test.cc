@@ -56,14 +56,9 @@ class AuthTest : public ::testing::Test {
   }
 
   grpc::Status Register(const std::string& token) {
-    v1::RegisterRequest request;
-    request.set_worker_id("w1");
-    request.set_hostname("test");
-    v1::Device* d = request.add_devices();
-    d->set_name("cpu");
-    d->set_device_class("cpu-test");
     v1::RegisterResponse response;
-    return worker_->Register(ContextWithToken(token).get(), request, &response);
+    return worker_->Register(ContextWithToken(token).get(), testing::CpuRegistration(),
+                             &response);
   }
 
   TempDir dir_;

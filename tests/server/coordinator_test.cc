@@ -15,6 +15,7 @@ namespace smallem {
 namespace {
 
 using testing::Context;
+using testing::CpuRegistration;
 using testing::MakeGridYaml;
 using testing::TempDir;
 using testing::UploadDirectory;
@@ -67,13 +68,16 @@ class CoordinatorTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
 
+  // Two variants of one seed, both leased and completed.
+  void FinishTwoVariants() {
+    v1::SubmitResponse submitted;
+    UploadAndSubmit(2, 1, &submitted);
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  }
+
   v1::LeaseResponse Lease(const std::string& worker = "w1") {
-    v1::RegisterRequest reg;
+    v1::RegisterRequest reg = CpuRegistration();
     reg.set_worker_id(worker);
-    reg.set_hostname("test");
-    v1::Device* d = reg.add_devices();
-    d->set_name("cpu");
-    d->set_device_class("cpu-test");
     v1::RegisterResponse reg_response;
     EXPECT_TRUE(worker_->Register(Context().get(), reg, &reg_response).ok());
     v1::LeaseRequest request;
@@ -315,9 +319,7 @@ TEST_F(CoordinatorTest, StreamMetricsFollowsARunUntilItEnds) {
 }
 
 TEST_F(CoordinatorTest, ReportComparesFinishedVariants) {
-  v1::SubmitResponse submitted;
-  UploadAndSubmit(2, 1, &submitted);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  ASSERT_NO_FATAL_FAILURE(FinishTwoVariants());
   v1::ReportRequest request;
   request.set_name("exp");
   request.set_format(v1::REPORT_FORMAT_JSON);
@@ -332,9 +334,7 @@ TEST_F(CoordinatorTest, ReportComparesFinishedVariants) {
 }
 
 TEST_F(CoordinatorTest, NoiseOnlyReportIsTheNoiseSectionAlone) {
-  v1::SubmitResponse submitted;
-  UploadAndSubmit(2, 1, &submitted);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  ASSERT_NO_FATAL_FAILURE(FinishTwoVariants());
   v1::ReportRequest request;
   request.set_name("exp");
   request.set_format(v1::REPORT_FORMAT_JSON);
@@ -352,9 +352,7 @@ TEST_F(CoordinatorTest, NoiseOnlyReportIsTheNoiseSectionAlone) {
 }
 
 TEST_F(CoordinatorTest, ReportSendsTheFigureAndRefusesEqualTimeWithoutAReferenceCurve) {
-  v1::SubmitResponse submitted;
-  UploadAndSubmit(2, 1, &submitted);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
+  ASSERT_NO_FATAL_FAILURE(FinishTwoVariants());
   v1::ReportRequest request;
   request.set_name("exp");
   request.set_plot(true);

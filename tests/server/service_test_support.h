@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "smallem/v1/client.grpc.pb.h"
+#include "smallem/v1/worker.pb.h"
 
 namespace smallem::testing {
 
@@ -81,6 +82,17 @@ inline grpc::Status UploadDirectory(v1::ClientService::Stub& stub, const std::st
 
 // A grid of `variants` variants (lr steps) × `seeds` seeds over dataset dir
 // `data`, named `name`.
+// A registration of worker "w1" with one CPU device of class "cpu-test".
+inline v1::RegisterRequest CpuRegistration() {
+  v1::RegisterRequest request;
+  request.set_worker_id("w1");
+  request.set_hostname("test");
+  v1::Device* d = request.add_devices();
+  d->set_name("cpu");
+  d->set_device_class("cpu-test");
+  return request;
+}
+
 inline std::string MakeGridYaml(const std::string& name, const std::string& data, int variants,
                                 int seeds, int steps = 20) {
   std::string yaml = absl::StrCat(

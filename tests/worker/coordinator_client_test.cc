@@ -30,29 +30,19 @@ class CoordinatorClientTest : public ::testing::Test {
     coordinator_ = std::move(*c);
   }
 
-  static v1::RegisterRequest Registration() {
-    v1::RegisterRequest request;
-    request.set_worker_id("w1");
-    request.set_hostname("test");
-    v1::Device* d = request.add_devices();
-    d->set_name("cpu");
-    d->set_device_class("cpu-test");
-    return request;
-  }
-
   TempDir dir_;
   std::unique_ptr<Coordinator> coordinator_;
 };
 
 TEST_F(CoordinatorClientTest, WorkerTokenOpensTheWorkerService) {
   CoordinatorClient client(coordinator_->address(), 10'000, {.token = kWorkerToken});
-  absl::StatusOr<v1::RegisterResponse> registered = client.Register(Registration());
+  absl::StatusOr<v1::RegisterResponse> registered = client.Register(testing::CpuRegistration());
   EXPECT_TRUE(registered.ok()) << registered.status();
 }
 
 TEST_F(CoordinatorClientTest, MissingTokenIsUnauthenticatedAndNotTransient) {
   CoordinatorClient client(coordinator_->address());
-  absl::StatusOr<v1::RegisterResponse> registered = client.Register(Registration());
+  absl::StatusOr<v1::RegisterResponse> registered = client.Register(testing::CpuRegistration());
   EXPECT_EQ(registered.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_NE(registered.status().message().find("worker token"), std::string::npos);
   EXPECT_FALSE(IsTransient(registered.status()));
