@@ -79,13 +79,20 @@ struct BiasBackwardParams {
 // LayerNorm: out = (x − mean) · rstd · gain + bias.
 // RMSNorm:   out = x · rstd · gain, rstd = 1/√(mean(x²) + eps); mean and bias
 // are empty.
+// With a residual, the op first makes the residual add of a transformer block,
+// sum = x + residual (rounded exactly as Add rounds it), writes it and
+// normalizes sum instead of x: one read of x and residual, one write of sum
+// and out. The backward is the plain norm backward with x = sum. sum may
+// alias x or residual.
 struct NormParams {
-  Tensor x;     // (N, C)
-  Tensor gain;  // (C)
-  Tensor bias;  // (C), LayerNorm only
-  Tensor out;   // (N, C)
-  Tensor mean;  // (N) saved for backward, LayerNorm only
-  Tensor rstd;  // (N) saved for backward
+  Tensor x;         // (N, C)
+  Tensor gain;      // (C)
+  Tensor bias;      // (C), LayerNorm only
+  Tensor out;       // (N, C)
+  Tensor mean;      // (N) saved for backward, LayerNorm only
+  Tensor rstd;      // (N) saved for backward
+  Tensor residual;  // (N, C) or empty (no add)
+  Tensor sum;       // (N, C) = x + residual; given exactly when residual is
   float eps = 1e-5f;
 };
 struct NormBackwardParams {

@@ -585,9 +585,12 @@ void CudaBackend::LayerNormForward(const NormParams& p) {
   CheckF32(p.x, rows * cols, "layer_norm: x");
   CheckF32(p.gain, cols, "layer_norm: gain");
   CheckF32(p.out, rows * cols, "layer_norm: out");
+  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "layer_norm: residual and sum go together";
   CheckCuda(cuda::LaunchLayerNormForward(
-                p.x.f32(), p.gain.f32(), OptionalF32(p.bias, cols, "layer_norm: bias"),
-                p.out.f32(), OptionalF32(p.mean, rows, "layer_norm: mean"),
+                p.x.f32(), OptionalF32(p.residual, rows * cols, "layer_norm: residual"),
+                p.gain.f32(), OptionalF32(p.bias, cols, "layer_norm: bias"),
+                OptionalF32(p.sum, rows * cols, "layer_norm: sum"), p.out.f32(),
+                OptionalF32(p.mean, rows, "layer_norm: mean"),
                 OptionalF32(p.rstd, rows, "layer_norm: rstd"), rows, cols, p.eps, stream_),
             "layer_norm");
 }
@@ -618,9 +621,11 @@ void CudaBackend::RmsNormForward(const NormParams& p) {
   CheckF32(p.x, rows * cols, "rms_norm: x");
   CheckF32(p.gain, cols, "rms_norm: gain");
   CheckF32(p.out, rows * cols, "rms_norm: out");
-  CheckCuda(cuda::LaunchRmsNormForward(p.x.f32(), p.gain.f32(), p.out.f32(),
-                                       OptionalF32(p.rstd, rows, "rms_norm: rstd"), rows,
-                                       cols, p.eps, stream_),
+  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "rms_norm: residual and sum go together";
+  CheckCuda(cuda::LaunchRmsNormForward(
+                p.x.f32(), OptionalF32(p.residual, rows * cols, "rms_norm: residual"),
+                p.gain.f32(), OptionalF32(p.sum, rows * cols, "rms_norm: sum"), p.out.f32(),
+                OptionalF32(p.rstd, rows, "rms_norm: rstd"), rows, cols, p.eps, stream_),
             "rms_norm");
 }
 

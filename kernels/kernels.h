@@ -87,9 +87,12 @@ cudaError_t LaunchBiasAddBackward(const float* grad_out, float* grad_bias,
                                   cudaStream_t stream);
 
 // layer_norm.cu: out = (x − mean)·rstd·gain + bias over rows of cols.
-// bias, mean and rstd may be null.
-cudaError_t LaunchLayerNormForward(const float* x, const float* gain,
-                                   const float* bias, float* out, float* mean,
+// bias, mean and rstd may be null. With residual (rows, cols) non-null, x is
+// first replaced by sum = x + residual, written to sum (rows, cols), which may
+// alias x or residual; both are null or neither.
+cudaError_t LaunchLayerNormForward(const float* x, const float* residual,
+                                   const float* gain, const float* bias,
+                                   float* sum, float* out, float* mean,
                                    float* rstd, int64_t rows, int64_t cols,
                                    float eps, cudaStream_t stream);
 // grad_x (rows, cols), grad_gain (cols), grad_bias (cols) += ; each may be
@@ -103,8 +106,9 @@ cudaError_t LaunchLayerNormBackward(const float* x, const float* gain,
                                     cudaStream_t stream);
 
 // rms_norm.cu: out = x·rstd·gain, rstd = 1/√(mean(x²) + eps); rstd may be
-// null.
-cudaError_t LaunchRmsNormForward(const float* x, const float* gain, float* out,
+// null. residual and sum as in LaunchLayerNormForward.
+cudaError_t LaunchRmsNormForward(const float* x, const float* residual,
+                                 const float* gain, float* sum, float* out,
                                  float* rstd, int64_t rows, int64_t cols,
                                  float eps, cudaStream_t stream);
 // grad_x (rows, cols), grad_gain (cols) += ; either may be null.

@@ -1,4 +1,5 @@
-// LayerNorm over the last dimension: out = (x − mean)·rstd·gain + bias.
+// LayerNorm over the last dimension: out = (x − mean)·rstd·gain + bias,
+// optionally of sum = x + residual (the fused residual add).
 // Backward, with x̂ = (x − mean)·rstd and dx̂ = grad_out·gain:
 //   grad_x += rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)),
 //   grad_gain += Σ_n grad_out·x̂,  grad_bias += Σ_n grad_out.
@@ -21,9 +22,13 @@ __host__ __device__ int64_t PartialRows(int64_t rows) {
 }
 
 // x, out: (rows, cols); gain, bias: (cols); mean, rstd: (rows). bias, mean,
-// rstd may be null.
-__global__ void LayerNormForwardKernel(const float* x, const float* gain,
-                                       const float* bias, float* out,
+// rstd may be null. With residual (rows, cols) non-null the row normalized is
+// sum = x + residual, written to sum (rows, cols) on the first pass; the
+// later passes read it back (each lane its own elements, so sum may alias x
+// or residual).
+__global__ void LayerNormForwardKernel(const float* x, const float* residual,
+                                       const float* gain, const float* bias,
+                                       float* sum_out, float* out,
                                        float* mean_out, float* rstd_out,
                                        int64_t rows, int64_t cols, float eps) {
   const int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
@@ -33,7 +38,18 @@ __global__ void LayerNormForwardKernel(const float* x, const float* gain,
   float* out_row = out + row * cols;
   const float inv_cols = 1.0f / static_cast<float>(cols);
   float sum = 0.0f;
-  for (int64_t c = lane; c < cols; c += kWarpSize) sum += x_row[c];
+  if (residual != nullptr) {
+    const float* residual_row = residual + row * cols;
+    float* sum_row = sum_out + row * cols;
+    for (int64_t c = lane; c < cols; c += kWarpSize) {
+      const float s = x_row[c] + residual_row[c];
+      sum_row[c] = s;
+      sum += s;
+    }
+    x_row = sum_row;
+  } else {
+    for (int64_t c = lane; c < cols; c += kWarpSize) sum += x_row[c];
+  }
   const float mean = WarpSum(sum) * inv_cols;
   // Two passes: the variance of centered values does not cancel.
   float squares = 0.0f;
@@ -121,14 +137,16 @@ __global__ void LayerNormBackwardColumnsKernel(const float* partial,
 
 }  // namespace
 
-cudaError_t LaunchLayerNormForward(const float* x, const float* gain,
-                                   const float* bias, float* out, float* mean,
+cudaError_t LaunchLayerNormForward(const float* x, const float* residual,
+                                   const float* gain, const float* bias,
+                                   float* sum, float* out, float* mean,
                                    float* rstd, int64_t rows, int64_t cols,
                                    float eps, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if ((residual == nullptr) != (sum == nullptr)) return cudaErrorInvalidValue;
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
   LayerNormForwardKernel<<<blocks, kThreads, 0, stream>>>(
-      x, gain, bias, out, mean, rstd, rows, cols, eps);
+      x, residual, gain, bias, sum, out, mean, rstd, rows, cols, eps);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,5 @@
-// RMSNorm over the last dimension: out = x·rstd·gain, rstd = 1/√(mean(x²)+eps).
+// RMSNorm over the last dimension: out = x·rstd·gain, rstd = 1/√(mean(x²)+eps),
+// optionally of sum = x + residual (the fused residual add).
 // Backward, with x̂ = x·rstd and dx̂ = grad_out·gain:
 //   grad_x += rstd·(dx̂ − x̂·mean(dx̂·x̂)),  grad_gain += Σ_n grad_out·x̂.
 // One warp per row; the gain gradient's column sums go through per-warp
@@ -19,8 +20,12 @@ __host__ __device__ int64_t PartialRows(int64_t rows) {
   return (rows + kRowsPerWarp - 1) / kRowsPerWarp;
 }
 
-// x, out: (rows, cols); gain: (cols); rstd: (rows), may be null.
-__global__ void RmsNormForwardKernel(const float* x, const float* gain,
+// x, out: (rows, cols); gain: (cols); rstd: (rows), may be null. With
+// residual (rows, cols) non-null the row normalized is sum = x + residual,
+// written to sum (rows, cols) on the first pass and read back by the second
+// (each lane its own elements, so sum may alias x or residual).
+__global__ void RmsNormForwardKernel(const float* x, const float* residual,
+                                     const float* gain, float* sum_out,
                                      float* out, float* rstd_out, int64_t rows,
                                      int64_t cols, float eps) {
   const int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
@@ -29,7 +34,18 @@ __global__ void RmsNormForwardKernel(const float* x, const float* gain,
   const float* x_row = x + row * cols;
   float* out_row = out + row * cols;
   float squares = 0.0f;
-  for (int64_t c = lane; c < cols; c += kWarpSize) squares += x_row[c] * x_row[c];
+  if (residual != nullptr) {
+    const float* residual_row = residual + row * cols;
+    float* sum_row = sum_out + row * cols;
+    for (int64_t c = lane; c < cols; c += kWarpSize) {
+      const float s = x_row[c] + residual_row[c];
+      sum_row[c] = s;
+      squares += s * s;
+    }
+    x_row = sum_row;
+  } else {
+    for (int64_t c = lane; c < cols; c += kWarpSize) squares += x_row[c] * x_row[c];
+  }
   const float rstd =
       1.0f / sqrtf(WarpSum(squares) * (1.0f / static_cast<float>(cols)) + eps);
   for (int64_t c = lane; c < cols; c += kWarpSize) out_row[c] = x_row[c] * rstd * gain[c];
@@ -92,13 +108,15 @@ __global__ void RmsNormBackwardColumnsKernel(const float* partial,
 
 }  // namespace
 
-cudaError_t LaunchRmsNormForward(const float* x, const float* gain, float* out,
+cudaError_t LaunchRmsNormForward(const float* x, const float* residual,
+                                 const float* gain, float* sum, float* out,
                                  float* rstd, int64_t rows, int64_t cols,
                                  float eps, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if ((residual == nullptr) != (sum == nullptr)) return cudaErrorInvalidValue;
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  RmsNormForwardKernel<<<blocks, kThreads, 0, stream>>>(x, gain, out, rstd,
-                                                        rows, cols, eps);
+  RmsNormForwardKernel<<<blocks, kThreads, 0, stream>>>(
+      x, residual, gain, sum, out, rstd, rows, cols, eps);
   return cudaGetLastError();
 }
 

@@ -39,6 +39,61 @@ void Gemm(Backend& be, Tensor a, bool ta, Tensor b, bool tb, Tensor out, int64_t
                          .beta = beta});
 }
 
+// Records out = a + b, computed by the caller.
+Var RecordAdd(Tape& tape, Var a, Var b, Tensor out) {
+  return tape.Record(Op::kAdd, out, {a, b}, [=](Tape& t, Var y) {
+    t.backend().AddBackward(BinaryBackwardParams{
+        .grad_out = t.Grad(y), .grad_a = GradIfNeeded(t, a), .grad_b = GradIfNeeded(t, b)});
+  });
+}
+
+// Records the LayerNorm of x whose forward `p` ran: p.x (rows, c) holds the
+// value of x, p.out the result, in the shape `shape`.
+Var RecordLayerNorm(Tape& tape, Var x, Var gain, Var bias, const NormParams& p,
+                    const Shape& shape) {
+  const int64_t rows = p.x.shape.rows(), c = p.x.shape.cols();
+  return tape.Record(Op::kLayerNorm, p.out.Reshaped(shape), {x, gain, bias}, [=](Tape& t, Var y) {
+    t.backend().LayerNormBackward(NormBackwardParams{
+        .x = p.x, .gain = p.gain, .mean = p.mean, .rstd = p.rstd,
+        .grad_out = t.Grad(y).Reshaped({rows, c}),
+        .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
+        .grad_gain = GradIfNeeded(t, gain), .grad_bias = GradIfNeeded(t, bias)});
+  });
+}
+
+// RecordLayerNorm for RmsNorm.
+Var RecordRmsNorm(Tape& tape, Var x, Var gain, const NormParams& p, const Shape& shape) {
+  const int64_t rows = p.x.shape.rows(), c = p.x.shape.cols();
+  return tape.Record(Op::kRmsNorm, p.out.Reshaped(shape), {x, gain}, [=](Tape& t, Var y) {
+    t.backend().RmsNormBackward(NormBackwardParams{
+        .x = p.x, .gain = p.gain, .rstd = p.rstd,
+        .grad_out = t.Grad(y).Reshaped({rows, c}),
+        .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
+        .grad_gain = GradIfNeeded(t, gain)});
+  });
+}
+
+// The parameters of a norm of x's value (rows, c), or of x + residual's when
+// residual is valid, with fresh outputs from the tape's arena.
+NormParams NewNormParams(Tape& tape, Var x, Var residual, Var gain, Var bias, bool layer) {
+  const Tensor vx = tape.value(x);
+  const int64_t rows = vx.shape.rows(), c = vx.shape.cols();
+  NormParams p{.x = vx.Reshaped({rows, c}), .gain = tape.value(gain),
+               .bias = bias.valid() ? tape.value(bias) : Tensor{},
+               .out = tape.NewTensor({rows, c}),
+               .mean = layer ? tape.NewTensor({rows}) : Tensor{},
+               .rstd = tape.NewTensor({rows})};
+  if (residual.valid()) {
+    const Tensor vr = tape.value(residual);
+    // As in Add, only the element counts must agree (and the rows' width).
+    CHECK(vr.numel() == vx.numel() && vr.shape.cols() == c)
+        << "residual " << vr.shape.ToString() << " for x " << vx.shape.ToString();
+    p.residual = vr.Reshaped({rows, c});
+    p.sum = tape.NewTensor({rows, c});
+  }
+  return p;
+}
+
 }  // namespace
 
 Var Matmul(Tape& tape, Var a, Var b, bool trans_a, bool trans_b) {
@@ -93,10 +148,7 @@ Var Add(Tape& tape, Var a, Var b) {
   CHECK_EQ(va.numel(), vb.numel()) << "add";
   Tensor out = tape.NewTensor(va.shape);
   tape.backend().Add(BinaryParams{.a = va, .b = vb, .out = out});
-  return tape.Record(Op::kAdd, out, {a, b}, [=](Tape& t, Var y) {
-    t.backend().AddBackward(BinaryBackwardParams{
-        .grad_out = t.Grad(y), .grad_a = GradIfNeeded(t, a), .grad_b = GradIfNeeded(t, b)});
-  });
+  return RecordAdd(tape, a, b, out);
 }
 
 Var Mul(Tape& tape, Var a, Var b) {
@@ -142,34 +194,34 @@ Var SwiGlu(Tape& tape, Var gate, Var up) {
 }
 
 Var LayerNorm(Tape& tape, Var x, Var gain, Var bias) {
-  const Tensor vx = tape.value(x);
-  const int64_t rows = vx.shape.rows(), c = vx.shape.cols();
-  NormParams p{.x = vx.Reshaped({rows, c}), .gain = tape.value(gain), .bias = tape.value(bias),
-               .out = tape.NewTensor({rows, c}), .mean = tape.NewTensor({rows}),
-               .rstd = tape.NewTensor({rows})};
+  const NormParams p = NewNormParams(tape, x, Var{}, gain, bias, /*layer=*/true);
   tape.backend().LayerNormForward(p);
-  return tape.Record(Op::kLayerNorm, p.out.Reshaped(vx.shape), {x, gain, bias}, [=](Tape& t, Var y) {
-    t.backend().LayerNormBackward(NormBackwardParams{
-        .x = p.x, .gain = p.gain, .mean = p.mean, .rstd = p.rstd,
-        .grad_out = t.Grad(y).Reshaped({rows, c}),
-        .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
-        .grad_gain = GradIfNeeded(t, gain), .grad_bias = GradIfNeeded(t, bias)});
-  });
+  return RecordLayerNorm(tape, x, gain, bias, p, tape.value(x).shape);
 }
 
 Var RmsNorm(Tape& tape, Var x, Var gain) {
-  const Tensor vx = tape.value(x);
-  const int64_t rows = vx.shape.rows(), c = vx.shape.cols();
-  NormParams p{.x = vx.Reshaped({rows, c}), .gain = tape.value(gain),
-               .out = tape.NewTensor({rows, c}), .rstd = tape.NewTensor({rows})};
+  const NormParams p = NewNormParams(tape, x, Var{}, gain, Var{}, /*layer=*/false);
   tape.backend().RmsNormForward(p);
-  return tape.Record(Op::kRmsNorm, p.out.Reshaped(vx.shape), {x, gain}, [=](Tape& t, Var y) {
-    t.backend().RmsNormBackward(NormBackwardParams{
-        .x = p.x, .gain = p.gain, .rstd = p.rstd,
-        .grad_out = t.Grad(y).Reshaped({rows, c}),
-        .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
-        .grad_gain = GradIfNeeded(t, gain)});
-  });
+  return RecordRmsNorm(tape, x, gain, p, tape.value(x).shape);
+}
+
+NormedSum AddLayerNorm(Tape& tape, Var x, Var residual, Var gain, Var bias) {
+  NormParams p = NewNormParams(tape, x, residual, gain, bias, /*layer=*/true);
+  tape.backend().LayerNormForward(p);
+  const Shape shape = tape.value(x).shape;
+  const Var sum = RecordAdd(tape, x, residual, p.sum.Reshaped(shape));
+  // The norm's input, for its backward, is the sum.
+  p.x = p.sum;
+  return {.sum = sum, .normed = RecordLayerNorm(tape, sum, gain, bias, p, shape)};
+}
+
+NormedSum AddRmsNorm(Tape& tape, Var x, Var residual, Var gain) {
+  NormParams p = NewNormParams(tape, x, residual, gain, Var{}, /*layer=*/false);
+  tape.backend().RmsNormForward(p);
+  const Shape shape = tape.value(x).shape;
+  const Var sum = RecordAdd(tape, x, residual, p.sum.Reshaped(shape));
+  p.x = p.sum;
+  return {.sum = sum, .normed = RecordRmsNorm(tape, sum, gain, p, shape)};
 }
 
 Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head_dim,

@@ -24,6 +24,18 @@ Var SwiGlu(Tape& tape, Var gate, Var up);  // silu(gate) · up
 Var LayerNorm(Tape& tape, Var x, Var gain, Var bias);
 Var RmsNorm(Tape& tape, Var x, Var gain);
 
+// The residual add fused with the norm that follows it: sum = x + residual
+// and normed = LayerNorm(sum) (or RmsNorm), in one backend call. Records the
+// same two nodes as Add then LayerNorm (RmsNorm), so values, gradients and
+// the order gradients accumulate in are those of the separate ops.
+// residual has x's element count and row width; both outputs take x's shape.
+struct NormedSum {
+  Var sum;     // x + residual, the shape of x
+  Var normed;  // the norm of sum, the shape of x
+};
+NormedSum AddLayerNorm(Tape& tape, Var x, Var residual, Var gain, Var bias);
+NormedSum AddRmsNorm(Tape& tape, Var x, Var residual, Var gain);
+
 struct RopeTables {
   Tensor cos, sin;  // (P, D/2)
 };

@@ -1,4 +1,5 @@
-// LayerNorm over the last dimension: out = (x − mean)·rstd·gain + bias.
+// LayerNorm over the last dimension: out = (x − mean)·rstd·gain + bias,
+// optionally of sum = x + residual (the fused residual add, NormParams).
 // Backward (norm_backward.h), with x̂ = (x − mean)·rstd and dx̂ = grad_out·gain:
 //   grad_x += rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)),
 //   grad_gain += Σ_n grad_out·x̂,  grad_bias += Σ_n grad_out.
@@ -18,10 +19,17 @@ void CpuBackend::LayerNormForward(const NormParams& p) {
   cpu::CheckF32(p.x, rows * cols, "layer_norm: x");
   cpu::CheckF32(p.gain, cols, "layer_norm: gain");
   cpu::CheckF32(p.out, rows * cols, "layer_norm: out");
+  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "layer_norm: residual and sum go together";
+  if (!p.residual.empty()) {
+    cpu::CheckF32(p.residual, rows * cols, "layer_norm: residual");
+    cpu::CheckF32(p.sum, rows * cols, "layer_norm: sum");
+  }
   if (!p.bias.empty()) cpu::CheckF32(p.bias, cols, "layer_norm: bias");
   if (!p.mean.empty()) cpu::CheckF32(p.mean, rows, "layer_norm: mean");
   if (!p.rstd.empty()) cpu::CheckF32(p.rstd, rows, "layer_norm: rstd");
   const float* x = p.x.f32();
+  const float* residual = p.residual.empty() ? nullptr : p.residual.f32();
+  float* sum_out = p.sum.empty() ? nullptr : p.sum.f32();
   const float* gain = p.gain.f32();
   const float* bias = p.bias.empty() ? nullptr : p.bias.f32();
   float* out = p.out.f32();
@@ -32,6 +40,16 @@ void CpuBackend::LayerNormForward(const NormParams& p) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_row = x + r * cols;
     float* out_row = out + r * cols;
+    if (residual != nullptr) {
+      // The residual add, as Add computes it (so results match Add then the
+      // norm bit for bit); the row is normalized from the sum, still in cache.
+      // No __restrict: sum may alias x or the residual.
+      const float* residual_row = residual + r * cols;
+      float* sum_row = sum_out + r * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) sum_row[c] = x_row[c] + residual_row[c];
+      x_row = sum_row;
+    }
     float sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < cols; ++c) sum += x_row[c];

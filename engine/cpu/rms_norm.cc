@@ -1,4 +1,5 @@
-// RMSNorm over the last dimension: out = x·rstd·gain, rstd = 1/√(mean(x²)+eps).
+// RMSNorm over the last dimension: out = x·rstd·gain, rstd = 1/√(mean(x²)+eps),
+// optionally of sum = x + residual (the fused residual add, NormParams).
 // Backward (norm_backward.h), with x̂ = x·rstd and dx̂ = grad_out·gain:
 //   grad_x += rstd·(dx̂ − x̂·mean(dx̂·x̂)),  grad_gain += Σ_n grad_out·x̂.
 #include <cmath>
@@ -17,8 +18,15 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
   cpu::CheckF32(p.x, rows * cols, "rms_norm: x");
   cpu::CheckF32(p.gain, cols, "rms_norm: gain");
   cpu::CheckF32(p.out, rows * cols, "rms_norm: out");
+  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "rms_norm: residual and sum go together";
+  if (!p.residual.empty()) {
+    cpu::CheckF32(p.residual, rows * cols, "rms_norm: residual");
+    cpu::CheckF32(p.sum, rows * cols, "rms_norm: sum");
+  }
   if (!p.rstd.empty()) cpu::CheckF32(p.rstd, rows, "rms_norm: rstd");
   const float* x = p.x.f32();
+  const float* residual = p.residual.empty() ? nullptr : p.residual.f32();
+  float* sum_out = p.sum.empty() ? nullptr : p.sum.f32();
   const float* gain = p.gain.f32();
   float* out = p.out.f32();
   float* rstd_out = p.rstd.empty() ? nullptr : p.rstd.f32();
@@ -27,6 +35,16 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_row = x + r * cols;
     float* out_row = out + r * cols;
+    if (residual != nullptr) {
+      // The residual add, as Add computes it (so results match Add then the
+      // norm bit for bit); the row is normalized from the sum, still in cache.
+      // No __restrict: sum may alias x or the residual.
+      const float* residual_row = residual + r * cols;
+      float* sum_row = sum_out + r * cols;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) sum_row[c] = x_row[c] + residual_row[c];
+      x_row = sum_row;
+    }
     float squares = 0;
 #pragma omp simd reduction(+ : squares)
     for (int64_t c = 0; c < cols; ++c) squares += x_row[c] * x_row[c];

@@ -200,26 +200,36 @@ Var Model::Norm(Tape& tape, Var x, const Tensor& gain, const Tensor& bias) const
   return RmsNorm(tape, x, Param(tape, gain));
 }
 
-Var Model::BlockForward(Tape& tape, const Block& b, Var x, int64_t batch, int64_t time) const {
+NormedSum Model::AddNorm(Tape& tape, Var x, Var residual, const Tensor& gain,
+                         const Tensor& bias) const {
+  if (config_.architecture.norm == NormKind::kLayer) {
+    return AddLayerNorm(tape, x, residual, Param(tape, gain), Param(tape, bias));
+  }
+  return AddRmsNorm(tape, x, residual, Param(tape, gain));
+}
+
+NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Tensor& next_gain,
+                              const Tensor& next_bias, int64_t batch, int64_t time) const {
   const ModelConfig& c = config_;
-  Var h = Norm(tape, x, b.ln1_gain, b.ln1_bias);
-  Var qkv = Linear(tape, h, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
+  Var qkv = Linear(tape, in.normed, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
   if (c.architecture.positions == PositionKind::kRope) {
     // Rotate queries and keys (the first 2C channels); values pass through.
     qkv = Rope(tape, qkv, rope_, time, c.head_dim(), 2 * c.embed);
   }
   Var attn = Attention(tape, qkv, batch, time, c.heads);
-  Var u = Add(tape, x, Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias)));
-  Var h2 = Norm(tape, u, b.ln2_gain, b.ln2_bias);
-  Var up = Linear(tape, h2, Param(tape, b.up_weight), Param(tape, b.up_bias));
+  Var proj = Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias));
+  const NormedSum mid = AddNorm(tape, in.sum, proj, b.ln2_gain, b.ln2_bias);
+  Var up = Linear(tape, mid.normed, Param(tape, b.up_weight), Param(tape, b.up_bias));
   Var act;
   if (c.architecture.feed_forward == FeedForwardKind::kSwiGlu) {
-    Var gate = Linear(tape, h2, Param(tape, b.gate_weight), Param(tape, b.gate_bias));
+    Var gate = Linear(tape, mid.normed, Param(tape, b.gate_weight), Param(tape, b.gate_bias));
     act = SwiGlu(tape, gate, up);
   } else {
     act = Gelu(tape, up);
   }
-  return Add(tape, u, Linear(tape, act, Param(tape, b.ff_proj_weight), Param(tape, b.ff_proj_bias)));
+  return AddNorm(tape, mid.sum,
+                 Linear(tape, act, Param(tape, b.ff_proj_weight), Param(tape, b.ff_proj_bias)),
+                 next_gain, next_bias);
 }
 
 const Tensor& Model::PositionIds(int64_t batch, int64_t time) const {
@@ -240,14 +250,29 @@ Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const 
   const ModelConfig& c = config_;
   CHECK_LE(time, c.context) << "sequence longer than the context";
   CHECK_EQ(tokens.numel(), batch * time) << "tokens for (B, T)";
+  // Each residual add is fused with the norm after it: the stream enters a
+  // block already normalized by the block's first norm and leaves it
+  // normalized by the next one (the final norm after the last block).
+  auto norm_gain = [&](size_t i) -> const Tensor& {
+    return i < blocks_.size() ? blocks_[i].ln1_gain : final_gain_;
+  };
+  auto norm_bias = [&](size_t i) -> const Tensor& {
+    return i < blocks_.size() ? blocks_[i].ln1_bias : final_bias_;
+  };
   Var x = Embedding(tape, tape.Input(tokens), Param(tape, embed_));
+  NormedSum stream;
   if (c.architecture.positions == PositionKind::kLearned) {
-    x = Add(tape, x,
-            Embedding(tape, tape.Input(PositionIds(batch, time)), Param(tape, positions_)));
+    stream = AddNorm(
+        tape, x, Embedding(tape, tape.Input(PositionIds(batch, time)), Param(tape, positions_)),
+        norm_gain(0), norm_bias(0));
+  } else {
+    stream = {.sum = x, .normed = Norm(tape, x, norm_gain(0), norm_bias(0))};
   }
-  for (const Block& b : blocks_) x = BlockForward(tape, b, x, batch, time);
-  Var h = Norm(tape, x, final_gain_, final_bias_);
-  return Linear(tape, h, Param(tape, embed_));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    stream = BlockForward(tape, blocks_[i], stream, norm_gain(i + 1), norm_bias(i + 1), batch,
+                          time);
+  }
+  return Linear(tape, stream.normed, Param(tape, embed_));
 }
 
 Var Model::Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const {

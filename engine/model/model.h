@@ -81,7 +81,15 @@ class Model {
   absl::Status Allocate();
   Var Param(Tape& tape, const Tensor& t) const;
   Var Norm(Tape& tape, Var x, const Tensor& gain, const Tensor& bias) const;
-  Var BlockForward(Tape& tape, const Block& b, Var x, int64_t batch, int64_t time) const;
+  // x + residual and its norm, in one fused op (AddLayerNorm, AddRmsNorm).
+  NormedSum AddNorm(Tape& tape, Var x, Var residual, const Tensor& gain,
+                    const Tensor& bias) const;
+  // One block on the residual stream in.sum, whose first norm in.normed the
+  // caller made. Returns the stream after the block and its norm by
+  // next_gain and next_bias (the next block's first norm or the final norm),
+  // made together with the block's last residual add.
+  NormedSum BlockForward(Tape& tape, const Block& b, NormedSum in, const Tensor& next_gain,
+                         const Tensor& next_bias, int64_t batch, int64_t time) const;
   // The learned-position ids of a (B, T) forward, created on first use.
   const Tensor& PositionIds(int64_t batch, int64_t time) const;
 

@@ -270,6 +270,48 @@ TEST_F(CpuOpTest, RmsNormMatchesNaiveAndSavesRstd) {
   }
 }
 
+// The fused residual add must not change a bit of what Add then the norm
+// compute (the model's results depend on it), in place or not.
+TEST_F(CpuOpTest, NormWithResidualEqualsAddThenNormBitForBit) {
+  auto same_bits = [](const Tensor& want, const Tensor& got, const std::string& what) {
+    ASSERT_EQ(want.numel(), got.numel()) << what;
+    EXPECT_EQ(std::memcmp(want.data, got.data, want.bytes()), 0) << what;
+  };
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {67, 257}, {300, 129}}) {
+    for (bool layer : {true, false}) {
+      for (bool in_place : {false, true}) {
+        const std::string what = std::string(layer ? "layer_norm " : "rms_norm ") +
+                                 std::to_string(rows) + "x" + std::to_string(cols) +
+                                 (in_place ? " in place" : "");
+        Tensor x = Random({rows, cols}, -2, 3), residual = Random({rows, cols});
+        Tensor gain = Random({cols}), bias = layer ? Random({cols}) : Tensor{};
+        // Separate: sum = Add(x, residual), then the norm of sum.
+        Tensor sum = Zeros({rows, cols});
+        backend_.Add({.a = x, .b = residual, .out = sum});
+        NormParams separate{.x = sum, .gain = gain, .bias = bias, .out = Zeros({rows, cols}),
+                            .mean = layer ? Zeros({rows}) : Tensor{}, .rstd = Zeros({rows})};
+        // Fused, writing the sum over a copy of x when in place.
+        Tensor fused_x = FromValues({rows, cols}, Values(x));
+        NormParams fused{.x = fused_x, .gain = gain, .bias = bias, .out = Zeros({rows, cols}),
+                         .mean = layer ? Zeros({rows}) : Tensor{}, .rstd = Zeros({rows}),
+                         .residual = residual,
+                         .sum = in_place ? fused_x : Zeros({rows, cols})};
+        if (layer) {
+          backend_.LayerNormForward(separate);
+          backend_.LayerNormForward(fused);
+        } else {
+          backend_.RmsNormForward(separate);
+          backend_.RmsNormForward(fused);
+        }
+        same_bits(sum, fused.sum, what + ": sum");
+        same_bits(separate.out, fused.out, what + ": out");
+        same_bits(separate.rstd, fused.rstd, what + ": rstd");
+        if (layer) same_bits(separate.mean, fused.mean, what + ": mean");
+      }
+    }
+  }
+}
+
 // cos/sin tables (positions, D/2) as the model builds them on the host.
 void FillRopeTables(Tensor cos, Tensor sin, int64_t head_dim) {
   const int64_t half = head_dim / 2;

@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/arena.h"
+#include "engine/autograd/ops.h"
+#include "engine/autograd/tape.h"
 #include "engine/cpu/cpu_backend.h"
 #include "tests/engine/cpu_op_test_util.h"
 
@@ -178,6 +182,100 @@ TEST_F(OpGradientTest, RmsNorm) {
     Check("rms_norm", [&] { backend_.RmsNormForward(p); },
           [&] { backend_.RmsNormBackward(b); }, {{p.out, b.grad_out}},
           {{p.x, b.grad_x}, {p.gain, b.grad_gain}});
+  }
+}
+
+// The fused residual add and norm on a tape (AddLayerNorm, AddRmsNorm), with
+// both of its outputs used downstream: L = Σ w_sum·sum + Σ w_normed·normed,
+// the loss built on the tape as mean(sum·(n·w_sum) + normed·(n·w_normed)).
+TEST_F(OpGradientTest, AddNormOnTheTape) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {67, 257}}) {
+    for (bool layer : {true, false}) {
+      Tensor x = Random({rows, cols}, -2, 2), residual = Random({rows, cols});
+      Tensor gain = Random({cols}), bias = Random({cols});
+      Tensor dx = Zeros({rows, cols}), dresidual = Zeros({rows, cols});
+      Tensor dgain = Zeros({cols}), dbias = Zeros({cols});
+      Tensor sum = Zeros({rows, cols}), normed = Zeros({rows, cols});
+      Tensor w_sum = Zeros({rows, cols}), w_normed = Zeros({rows, cols});
+      Arena arena(backend_, 1 << 20);
+      Tape tape(backend_, arena);
+      // Records the op on a fresh tape.
+      auto record = [&] {
+        tape.Reset();
+        arena.Reset();
+        Var vx = tape.Param(x, dx), vr = tape.Param(residual, dresidual);
+        Var vg = tape.Param(gain, dgain);
+        return layer ? AddLayerNorm(tape, vx, vr, vg, tape.Param(bias, dbias))
+                     : AddRmsNorm(tape, vx, vr, vg);
+      };
+      auto forward = [&] {
+        const NormedSum y = record();
+        std::memcpy(sum.data, tape.value(y.sum).data, sum.bytes());
+        std::memcpy(normed.data, tape.value(y.normed).data, normed.bytes());
+      };
+      auto backward = [&] {
+        const NormedSum y = record();
+        const float n = static_cast<float>(rows * cols);
+        auto scaled = [&](const Tensor& w) {
+          Tensor t = tape.NewTensor(w.shape);
+          for (int64_t i = 0; i < w.numel(); ++i) t.f32()[i] = n * w.f32()[i];
+          return tape.Input(t);
+        };
+        Var loss = Mean(tape, Add(tape, Mul(tape, y.sum, scaled(w_sum)),
+                                  Mul(tape, y.normed, scaled(w_normed))));
+        tape.Backward(loss);
+      };
+      TensorPairs inputs = {{x, dx}, {residual, dresidual}, {gain, dgain}};
+      if (layer) inputs.push_back({bias, dbias});
+      Check(layer ? "add_layer_norm" : "add_rms_norm", forward, backward,
+            {{sum, w_sum}, {normed, w_normed}}, inputs);
+    }
+  }
+}
+
+// The fused op records the nodes of Add then the norm, so its gradients are
+// theirs bit for bit (the whole model's results depend on it).
+TEST_F(OpGradientTest, AddNormGradientsEqualAddThenNormBitForBit) {
+  const int64_t rows = 67, cols = 257;
+  for (bool layer : {true, false}) {
+    Tensor x = Random({rows, cols}, -2, 2), residual = Random({rows, cols});
+    Tensor gain = Random({cols}), bias = Random({cols}), w = Random({rows, cols});
+    // Gradients of x, residual, gain, bias: [0] separate ops, [1] fused.
+    Tensor grads[2][4];
+    for (auto& g : grads) {
+      g[0] = Zeros({rows, cols}), g[1] = Zeros({rows, cols});
+      g[2] = Zeros({cols}), g[3] = Zeros({cols});
+    }
+    Tensor values[2][2];  // sum, normed
+    for (int fused = 0; fused < 2; ++fused) {
+      Arena arena(backend_, 1 << 20);
+      Tape tape(backend_, arena);
+      Tensor* g = grads[fused];
+      Var vx = tape.Param(x, g[0]), vr = tape.Param(residual, g[1]);
+      Var vg = tape.Param(gain, g[2]), vb = layer ? tape.Param(bias, g[3]) : Var{};
+      NormedSum y;
+      if (fused) {
+        y = layer ? AddLayerNorm(tape, vx, vr, vg, vb) : AddRmsNorm(tape, vx, vr, vg);
+      } else {
+        y.sum = Add(tape, vx, vr);
+        y.normed = layer ? LayerNorm(tape, y.sum, vg, vb) : RmsNorm(tape, y.sum, vg);
+      }
+      // Both outputs feed the loss, as in a transformer block.
+      Var loss = Mean(tape, Mul(tape, Add(tape, y.sum, y.normed), tape.Input(w)));
+      tape.Backward(loss);
+      for (int k = 0; k < 2; ++k) {
+        const Tensor v = tape.value(k == 0 ? y.sum : y.normed);
+        values[fused][k] = Zeros(v.shape);
+        std::memcpy(values[fused][k].data, v.data, v.bytes());
+      }
+    }
+    const char* kind = layer ? "layer_norm " : "rms_norm ";
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(Values(values[0][k]), Values(values[1][k])) << kind << "value " << k;
+    }
+    for (int k = 0; k < (layer ? 4 : 3); ++k) {
+      EXPECT_EQ(Values(grads[0][k]), Values(grads[1][k])) << kind << "gradient " << k;
+    }
   }
 }
 

@@ -465,6 +465,37 @@ TEST_F(OpParityTest, RmsNormForwardAndBackward) {
   }
 }
 
+TEST_F(OpParityTest, NormsWithAResidualAddMatchTheCpu) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{35, 11}, {70, 515}, {9, 1}}) {
+    Pair x = F32({rows, cols}, Uniform(rows * cols, 1.0f, 3.0f)), r = Random({rows, cols});
+    Pair gain = Random({cols}), bias = Random({cols});
+    Pair layer_sum = Random({rows, cols}), layer_out = Random({rows, cols});
+    Pair mean = Random({rows}), layer_rstd = Random({rows});
+    Pair rms_sum = Random({rows, cols}), rms_out = Random({rows, cols}), rms_rstd = Random({rows});
+    // In place: the sum overwrites x (a copy of it, so both cases see one x).
+    Pair in_place = F32({rows, cols}, Read(kCpu, x[kCpu])), in_place_out = Random({rows, cols});
+    Both([&](Backend& be, Side s) {
+      be.LayerNormForward({.x = x[s], .gain = gain[s], .bias = bias[s], .out = layer_out[s],
+                           .mean = mean[s], .rstd = layer_rstd[s], .residual = r[s],
+                           .sum = layer_sum[s]});
+      be.RmsNormForward({.x = x[s], .gain = gain[s], .out = rms_out[s], .rstd = rms_rstd[s],
+                         .residual = r[s], .sum = rms_sum[s]});
+      be.RmsNormForward({.x = in_place[s], .gain = gain[s], .out = in_place_out[s],
+                         .residual = r[s], .sum = in_place[s]});
+    });
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    ExpectClose(layer_sum, 0, "layer_norm sum " + shape);  // one f32 add: exact
+    ExpectClose(layer_out, kF32Tolerance, "layer_norm out " + shape);
+    ExpectClose(mean, kF32Tolerance, "layer_norm mean " + shape);
+    ExpectClose(layer_rstd, kF32Tolerance, "layer_norm rstd " + shape);
+    ExpectClose(rms_sum, 0, "rms_norm sum " + shape);
+    ExpectClose(rms_out, kF32Tolerance, "rms_norm out " + shape);
+    ExpectClose(rms_rstd, kF32Tolerance, "rms_norm rstd " + shape);
+    ExpectClose(in_place, 0, "rms_norm sum in place " + shape);
+    ExpectClose(in_place_out, kF32Tolerance, "rms_norm out in place " + shape);
+  }
+}
+
 // ---------------------------------------------------------------- rope
 
 TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
