@@ -8,6 +8,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 #include "engine/cpu/norm_backward.h"
+#include "engine/cpu/norm_residual.h"
 
 namespace smallem {
 
@@ -33,18 +34,8 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
   const float inv_cols = 1.0f / static_cast<float>(cols);
 #pragma omp parallel for num_threads(threads_) if (rows * cols >= cpu::kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x_row = x + r * cols;
+    const float* x_row = cpu::NormInputRow(x, residual, sum_out, r, cols);
     float* out_row = out + r * cols;
-    if (residual != nullptr) {
-      // The residual add, as Add computes it (so results match Add then the
-      // norm bit for bit); the row is normalized from the sum, still in cache.
-      // No __restrict: sum may alias x or the residual.
-      const float* residual_row = residual + r * cols;
-      float* sum_row = sum_out + r * cols;
-#pragma omp simd
-      for (int64_t c = 0; c < cols; ++c) sum_row[c] = x_row[c] + residual_row[c];
-      x_row = sum_row;
-    }
     float squares = 0;
 #pragma omp simd reduction(+ : squares)
     for (int64_t c = 0; c < cols; ++c) squares += x_row[c] * x_row[c];
