@@ -38,6 +38,17 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The result as the coordinator records it: "device" names the worker's
+// device (cuda:1), not the child's view of it (a GPU child sees only its own
+// GPU, as cuda:0). A result that is not a JSON object passes unchanged (the
+// coordinator's checks report it).
+std::string WithWorkerDevice(const std::string& result_json, const std::string& device) {
+  nlohmann::json result = nlohmann::json::parse(result_json, nullptr, false);
+  if (!result.is_object()) return result_json;
+  result["device"] = device;
+  return result.dump();
+}
+
 }  // namespace
 
 template <typename Call>
@@ -197,7 +208,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
     request.set_worker_id(options_.worker_id);
     request.set_run_id(run_id);
     request.set_attempt(attempt);
-    request.set_result_json(*result);
+    request.set_result_json(WithWorkerDevice(*result, device.name));
     *request.mutable_points() = beat.points();
     absl::Status status =
         ReportWithRetry("Complete", run_id, [&] { return client_->Complete(request).status(); });

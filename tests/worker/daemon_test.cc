@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/coordinator.h"
 #include "server/grid.h"
 #include "tests/server/service_test_support.h"
@@ -363,6 +364,10 @@ TEST_F(DaemonTest, CudaJobChildSeesOnlyItsGpu) {
   EXPECT_EQ(line.rfind("CUDA_VISIBLE_DEVICES=1 child --spec ", 0), 0u) << line;
   EXPECT_NE(line.find("--device cuda:0"), std::string::npos) << line;
   EXPECT_EQ(coordinator_->store().GetRun(1)->status, RunStatus::kSucceeded);
+  // The result names the worker's device, not the child's cuda:0.
+  const nlohmann::json result =
+      nlohmann::json::parse(coordinator_->store().GetResult(1).value()->result_json);
+  EXPECT_EQ(result["device"], "cuda:1");
 }
 
 }  // namespace
