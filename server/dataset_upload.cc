@@ -39,6 +39,11 @@ absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChun
     return absl::InvalidArgumentError(absl::StrCat("chunk of ", data.size(),
                                                    " bytes; the limit is ", kDatasetChunkBytes));
   }
+  if (where.file_size > kDatasetFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(where.file_name, ": ", where.file_size,
+                                                   " bytes; a dataset file holds at most ",
+                                                   kDatasetFileBytes));
+  }
   if (where.offset < 0 || where.file_size < 0 ||
       where.offset + static_cast<int64_t>(data.size()) > where.file_size) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -17,6 +17,10 @@
 namespace smallem {
 
 inline constexpr int64_t kDatasetChunkBytes = 1 << 20;  // bytes per chunk, at most
+// Bytes per file, at most: 4 G tokens of train.bin (u16), far beyond the
+// budgets this tool runs (the reference run reads 49 M tokens), so that a
+// client's declared size cannot make the coordinator accept unbounded data.
+inline constexpr int64_t kDatasetFileBytes = int64_t{8} << 30;
 inline constexpr const char* kDatasetFiles[] = {"meta.json", "tokenizer.json", "train.bin",
                                                 "val.bin"};
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "server/dataset_upload.h"
 #include "server/grid.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "tests/server/service_test_support.h"
@@ -156,6 +157,23 @@ TEST_F(CoordinatorTest, CorruptDatasetUploadIsRejected) {
   v1::HasDatasetResponse present;
   ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
   EXPECT_FALSE(present.present());
+}
+
+TEST_F(CoordinatorTest, DatasetFileDeclaredOverTheLimitIsRefused) {
+  grpc::ClientContext context;
+  v1::UploadDatasetResponse response;
+  auto writer = client_->UploadDataset(&context, &response);
+  v1::DatasetChunk chunk;
+  chunk.set_content_hash(hash_);
+  chunk.set_file_name("train.bin");
+  chunk.set_file_size(kDatasetFileBytes + 1);
+  chunk.set_offset(0);
+  chunk.set_data("abc");
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("at most"), std::string::npos) << status.error_message();
 }
 
 TEST_F(CoordinatorTest, WorkerFetchesTheDatasetItUploadedByteForByte) {
