@@ -10,36 +10,16 @@
 #include "absl/strings/str_join.h"
 #include "engine/check.h"
 #include "server/grid.h"
+#include "server/stats.h"
 
 namespace smallem {
 namespace {
 
-bool SameBudget(const Budget& a, const Budget& b) {
-  return a.steps == b.steps && a.minutes == b.minutes;
-}
-
-double Mean(const std::vector<double>& xs) {
-  CHECK(!xs.empty());
-  double sum = 0;
-  for (double x : xs) sum += x;
-  return sum / static_cast<double>(xs.size());
-}
-
-// Unbiased sample variance; REQUIRES: xs.size() >= 2.
-double Variance(const std::vector<double>& xs) {
-  CHECK_GE(xs.size(), 2u);
-  const double m = Mean(xs);
-  double sum = 0;
-  for (double x : xs) sum += (x - m) * (x - m);
-  return sum / static_cast<double>(xs.size() - 1);
-}
-
 std::optional<double> WelchT(const std::vector<double>& v, const std::vector<double>& b) {
   if (v.size() < 3 || b.size() < 3) return std::nullopt;
-  const double se2 = Variance(v) / static_cast<double>(v.size()) +
-                     Variance(b) / static_cast<double>(b.size());
-  if (!(se2 > 0)) return std::nullopt;
-  return (Mean(v) - Mean(b)) / std::sqrt(se2);
+  const std::optional<WelchResult> welch = Welch(v, b);
+  if (!welch) return std::nullopt;
+  return welch->t;
 }
 
 // What the runs of one variant amount to on the compared device class.
@@ -138,7 +118,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
   const std::set<std::string> variants(plan.variants.begin(), plan.variants.end());
   std::vector<const ComparedRun*> relevant;
   for (const ComparedRun& r : runs) {
-    if (variants.contains(r.variant) && SameBudget(r.budget, plan.budget) &&
+    if (variants.contains(r.variant) && r.budget == plan.budget &&
         std::find(plan.seeds.begin(), plan.seeds.end(), r.seed) != plan.seeds.end()) {
       relevant.push_back(&r);
     }

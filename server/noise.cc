@@ -6,24 +6,10 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/check.h"
+#include "server/stats.h"
 
 namespace smallem {
 namespace {
-
-double Mean(const std::vector<double>& xs) {
-  double sum = 0;
-  for (double x : xs) sum += x;
-  return sum / static_cast<double>(xs.size());
-}
-
-// Unbiased sample variance; REQUIRES: xs.size() >= 2.
-double Variance(const std::vector<double>& xs) {
-  CHECK_GE(xs.size(), 2u);
-  const double m = Mean(xs);
-  double sum = 0;
-  for (double x : xs) sum += (x - m) * (x - m);
-  return sum / static_cast<double>(xs.size() - 1);
-}
 
 }  // namespace
 
@@ -72,19 +58,15 @@ NoiseReport AnalyzeNoise(const Report& report) {
     if (row.losses.size() >= 2) {
       const auto [lo, hi] = std::minmax_element(row.losses.begin(), row.losses.end());
       n.spread = *hi - *lo;
-      n.stddev = std::sqrt(Variance(row.losses));
+      n.stddev = std::sqrt(SampleVariance(row.losses));
     }
     const bool enough = base != nullptr && row.losses.size() >= 3 && base->size() >= 3;
     if (enough) {
-      const double s_b = std::sqrt(Variance(*base));
+      const double s_b = std::sqrt(SampleVariance(*base));
       if (row.variant != report.baseline) {
-        const double a = Variance(row.losses) / static_cast<double>(row.losses.size());
-        const double b = Variance(*base) / static_cast<double>(base->size());
-        if (a + b > 0) {
-          n.welch_t = (Mean(row.losses) - Mean(*base)) / std::sqrt(a + b);
-          n.welch_df = (a + b) * (a + b) /
-                       (a * a / static_cast<double>(row.losses.size() - 1) +
-                        b * b / static_cast<double>(base->size() - 1));
+        if (const std::optional<WelchResult> welch = Welch(row.losses, *base)) {
+          n.welch_t = welch->t;
+          n.welch_df = welch->df;
           any_welch = true;
         }
       }

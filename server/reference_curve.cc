@@ -8,20 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "engine/check.h"
 #include "server/grid.h"
+#include "server/stats.h"
 
 namespace smallem {
 namespace {
-
-bool SameBudget(const Budget& a, const Budget& b) {
-  return a.steps == b.steps && a.minutes == b.minutes;
-}
-
-double Mean(const std::vector<double>& xs) {
-  CHECK(!xs.empty());
-  double sum = 0;
-  for (double x : xs) sum += x;
-  return sum / static_cast<double>(xs.size());
-}
 
 // A reference run of `plan`, finished or not.
 bool IsReferenceRun(const ReferencePlan& plan, const ComparedRun& r) {
@@ -30,7 +20,7 @@ bool IsReferenceRun(const ReferencePlan& plan, const ComparedRun& r) {
     return false;
   }
   return std::any_of(plan.budgets.begin(), plan.budgets.end(),
-                     [&](const Budget& b) { return SameBudget(b, r.budget); }) &&
+                     [&](const Budget& b) { return b == r.budget; }) &&
          std::find(plan.seeds.begin(), plan.seeds.end(), r.seed) != plan.seeds.end();
 }
 
@@ -131,7 +121,7 @@ absl::StatusOr<ReferenceRuns> GatherReferenceRuns(const ReferencePlan& plan,
     for (int64_t seed : plan.seeds) {
       const ComparedRun* found = nullptr;
       for (const ComparedRun& r : runs) {
-        if (!IsReferenceRun(plan, r) || r.seed != seed || !SameBudget(r.budget, budget)) continue;
+        if (!IsReferenceRun(plan, r) || r.seed != seed || r.budget != budget) continue;
         if (r.state == RunState::kFailed) ++failed;
         if (r.state != RunState::kSucceeded || r.device_class != device_class) continue;
         if (found != nullptr) {

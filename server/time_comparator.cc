@@ -10,17 +10,13 @@
 namespace smallem {
 namespace {
 
-bool SameBudget(const Budget& a, const Budget& b) {
-  return a.steps == b.steps && a.minutes == b.minutes;
-}
-
 // The finished runs of `variant` at the plan's budget on `device_class`, in
 // the plan's seed order.
 void GatherSeeds(const ComparisonPlan& plan, const std::vector<ComparedRun>& runs,
                  const std::string& device_class, TimeRow& row) {
   for (int64_t seed : plan.seeds) {
     for (const ComparedRun& r : runs) {
-      if (r.variant != row.variant || r.seed != seed || !SameBudget(r.budget, plan.budget) ||
+      if (r.variant != row.variant || r.seed != seed || r.budget != plan.budget ||
           r.state != RunState::kSucceeded || r.device_class != device_class) {
         continue;
       }

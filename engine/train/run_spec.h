@@ -21,6 +21,8 @@ namespace smallem {
 struct Budget {
   std::optional<int64_t> steps;   // fixed number of optimizer steps
   std::optional<double> minutes;  // fixed training time (equal-time protocol)
+
+  bool operator==(const Budget&) const = default;
 };
 
 struct RunSpec {
