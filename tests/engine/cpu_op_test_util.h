@@ -16,23 +16,37 @@
 
 namespace smallem::testing {
 
-class CpuOpTest : public ::testing::Test {
- protected:
-  CpuOpTest() : backend_(2) {}
-  ~CpuOpTest() override {
+// Tensors allocated through one backend and freed with this object, which
+// must be destroyed before the backend (declare it after).
+class BackendTensors {
+ public:
+  explicit BackendTensors(Backend& backend) : backend_(backend) {}
+  ~BackendTensors() {
     for (void* ptr : owned_) backend_.Free(ptr);
   }
+  BackendTensors(const BackendTensors&) = delete;
+  BackendTensors& operator=(const BackendTensors&) = delete;
 
-  Tensor Zeros(Shape shape, DType dtype = DType::kF32) {
-    Tensor t;
-    t.shape = shape;
-    t.dtype = dtype;
+  // Zeroed, as Backend::Allocate gives it.
+  Tensor Allocate(Shape shape, DType dtype = DType::kF32) {
+    Tensor t{.shape = shape, .dtype = dtype};
     absl::StatusOr<void*> ptr = backend_.Allocate(t.bytes());
     CHECK(ptr.ok()) << ptr.status().ToString();
     t.data = *ptr;
     owned_.push_back(t.data);
     return t;
   }
+
+ private:
+  Backend& backend_;
+  std::vector<void*> owned_;
+};
+
+class CpuOpTest : public ::testing::Test {
+ protected:
+  CpuOpTest() : backend_(2), tensors_(backend_) {}
+
+  Tensor Zeros(Shape shape, DType dtype = DType::kF32) { return tensors_.Allocate(shape, dtype); }
 
   // Uniform in [lo, hi).
   Tensor Random(Shape shape, float lo = -1.0f, float hi = 1.0f) {
@@ -69,7 +83,7 @@ class CpuOpTest : public ::testing::Test {
   std::mt19937 rng_{20240613};
 
  private:
-  std::vector<void*> owned_;
+  BackendTensors tensors_;
 };
 
 // |actual − expected| ≤ rel·|expected| + abs, element by element.

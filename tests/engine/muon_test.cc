@@ -13,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/dataset_fixture.h"
 
 namespace smallem {
@@ -23,10 +24,7 @@ constexpr float kLr = 0.1f;
 class MuonTest : public ::testing::Test {
  protected:
   // One thread: batched products then compute each item exactly as alone.
-  MuonTest() : be_(1) {}
-  ~MuonTest() override {
-    for (void* p : owned_) be_.Free(p);
-  }
+  MuonTest() : be_(1), tensors_(be_) {}
 
   // A (rows, cols) matrix with value `value` and a zero gradient.
   MuonMatrix Matrix(const std::string& name, int64_t rows, int64_t cols,
@@ -39,14 +37,7 @@ class MuonTest : public ::testing::Test {
     return m;
   }
 
-  Tensor Alloc(Shape shape) {
-    Tensor t{.shape = shape};
-    absl::StatusOr<void*> p = be_.Allocate(t.bytes());
-    CHECK(p.ok());
-    owned_.push_back(*p);
-    t.data = *p;
-    return t;
-  }
+  Tensor Alloc(Shape shape) { return tensors_.Allocate(shape); }
 
   std::unique_ptr<Muon> Create(std::vector<MuonMatrix> matrices, const std::string& spec,
                                float weight_decay = 0) {
@@ -67,7 +58,7 @@ class MuonTest : public ::testing::Test {
   }
 
   CpuBackend be_;
-  std::vector<void*> owned_;
+  testing::BackendTensors tensors_;
 };
 
 // The muon:short image of the singular values (3, 1) of G = [[3,0,0],[0,1,0]]

@@ -12,6 +12,7 @@
 #include "engine/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu_op_test_util.h"
 
 namespace smallem {
 namespace {
@@ -55,19 +56,9 @@ Matrix Compose(const Matrix& u, const std::vector<double>& s, const Matrix& v, i
 
 class NewtonSchulzTest : public ::testing::Test {
  protected:
-  NewtonSchulzTest() : be_(2), serial_(1) {}
-  ~NewtonSchulzTest() override {
-    for (void* p : owned_) be_.Free(p);
-  }
+  NewtonSchulzTest() : be_(2), serial_(1), tensors_(be_) {}
 
-  Tensor Alloc(Shape shape) {
-    Tensor t{.shape = shape};
-    absl::StatusOr<void*> p = be_.Allocate(t.bytes());
-    CHECK(p.ok());
-    owned_.push_back(*p);
-    t.data = *p;
-    return t;
-  }
+  Tensor Alloc(Shape shape) { return tensors_.Allocate(shape); }
 
   // Orthogonalizes `batch` stacked (rows, cols) matrices given as doubles.
   // Runs on `backend` (default: the 2-thread one); memory is host memory
@@ -83,7 +74,7 @@ class NewtonSchulzTest : public ::testing::Test {
 
   CpuBackend be_;
   CpuBackend serial_;
-  std::vector<void*> owned_;
+  testing::BackendTensors tensors_;
 };
 
 std::vector<float> ToFloat(const Matrix& m) { return std::vector<float>(m.begin(), m.end()); }

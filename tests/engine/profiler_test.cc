@@ -8,6 +8,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/dataset_fixture.h"
 
 namespace smallem {
@@ -17,25 +18,15 @@ constexpr int kMatmul = static_cast<int>(Op::kMatmul);
 
 class ProfilerTest : public ::testing::Test {
  protected:
-  ProfilerTest() : cpu_(1), profiler_(cpu_) {}
-  ~ProfilerTest() override {
-    for (void* p : owned_) profiler_.Free(p);
-  }
-  Tensor Alloc(Shape shape) {
-    Tensor t{.shape = shape};
-    absl::StatusOr<void*> p = profiler_.Allocate(t.bytes());
-    EXPECT_TRUE(p.ok());
-    owned_.push_back(*p);
-    t.data = *p;
-    return t;
-  }
+  ProfilerTest() : cpu_(1), profiler_(cpu_), tensors_(profiler_) {}
+  Tensor Alloc(Shape shape) { return tensors_.Allocate(shape); }
   void Product(const Tensor& a, const Tensor& b, const Tensor& out) {
     profiler_.Matmul(MatmulParams{.a = a, .b = b, .out = out, .m = 2, .n = 2, .k = 2});
   }
 
   CpuBackend cpu_;
   ProfilingBackend profiler_;
-  std::vector<void*> owned_;
+  testing::BackendTensors tensors_;
 };
 
 TEST_F(ProfilerTest, ForwardsAndCountsEachFamilyInsideAndOutsideTheOptimizer) {
