@@ -5,9 +5,17 @@
 // against; the CUDA backend lives in kernels/ and kernels/cuda_backend.*.
 //
 // Conventions shared by every backend:
-//  * All tensors passed in params are f32 unless the field says otherwise
-//    (token ids and targets are i32). A backend may compute in lower
-//    precision internally (bf16 on CUDA) but its inputs and outputs are f32.
+//  * Tensors are f32 unless the field says otherwise (token ids and targets
+//    are i32), except activations (below). A backend may compute in lower
+//    precision internally (bf16 matmul inputs on CUDA).
+//  * Activations: the fields marked [act] may each be f32 or bf16
+//    (Tensor::dtype), independently of each other. A backend reads them as
+//    f32, computes in f32 and rounds once, to nearest even, when it stores
+//    into a bf16 one; a backward accumulates into a bf16 gradient as
+//    bf16(f32(grad) + contribution). So an op on bf16 operands equals the
+//    f32 op on their (exact) f32 values with its outputs rounded — what the
+//    CPU reference computes (engine/cpu/bf16_ops.h). Aliasing rules hold
+//    across dtypes only between operands of the same dtype.
 //  * Forward ops OVERWRITE their outputs. Backward ops ACCUMULATE (+=) into
 //    every gradient they produce, so several consumers of one tensor can add
 //    their contributions; the tape zeroes a gradient before its first use.
@@ -33,7 +41,7 @@ namespace smallem {
 // out[i] is (M, N), all row-major. stride_* is the element distance between
 // consecutive batch items (0 broadcasts one matrix to the whole batch).
 struct MatmulParams {
-  Tensor a, b, out;
+  Tensor a, b, out;  // [act]
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   int64_t batch = 1;
@@ -42,6 +50,7 @@ struct MatmulParams {
 };
 
 // Elementwise ops: every tensor has the same numel. out may alias an input.
+// Every tensor of the elementwise ops is [act].
 struct BinaryParams {
   Tensor a, b, out;
 };
@@ -68,11 +77,11 @@ struct SwiGluBackwardParams {
 };
 
 struct BiasAddParams {
-  Tensor x;     // (N, C), updated in place: x[n, :] += bias
+  Tensor x;     // (N, C) [act], updated in place: x[n, :] += bias
   Tensor bias;  // (C)
 };
 struct BiasBackwardParams {
-  Tensor grad_out;   // (N, C)
+  Tensor grad_out;   // (N, C) [act]
   Tensor grad_bias;  // (C) += Σ_n grad_out[n, :]
 };
 
@@ -85,20 +94,20 @@ struct BiasBackwardParams {
 // and out. The backward is the plain norm backward with x = sum. sum may
 // alias x or residual.
 struct NormParams {
-  Tensor x;         // (N, C)
+  Tensor x;         // (N, C) [act]
   Tensor gain;      // (C)
   Tensor bias;      // (C), LayerNorm only
-  Tensor out;       // (N, C)
+  Tensor out;       // (N, C) [act]
   Tensor mean;      // (N) saved for backward, LayerNorm only
   Tensor rstd;      // (N) saved for backward
-  Tensor residual;  // (N, C) or empty (no add)
-  Tensor sum;       // (N, C) = x + residual; given exactly when residual is
+  Tensor residual;  // (N, C) [act] or empty (no add)
+  Tensor sum;       // (N, C) [act] = x + residual; given exactly when residual is
   float eps = 1e-5f;
 };
 struct NormBackwardParams {
-  Tensor x, gain, mean, rstd;  // as in the forward
-  Tensor grad_out;             // (N, C)
-  Tensor grad_x;               // (N, C) +=
+  Tensor x, gain, mean, rstd;  // as in the forward (x [act])
+  Tensor grad_out;             // (N, C) [act]
+  Tensor grad_x;               // (N, C) [act] +=
   Tensor grad_gain;            // (C) +=
   Tensor grad_bias;            // (C) +=, LayerNorm only
 };
@@ -109,8 +118,8 @@ struct NormBackwardParams {
 // the token at position (n mod T) + position_offset. cos/sin are host-computed
 // tables (max_position, D/2). out may alias x.
 struct RopeParams {
-  Tensor x;    // (B, T, W)
-  Tensor out;  // (B, T, W)
+  Tensor x;    // (B, T, W) [act]
+  Tensor out;  // (B, T, W) [act]
   Tensor cos, sin;  // (P, D/2)
   int64_t time = 0;
   int64_t head_dim = 0;
@@ -118,8 +127,8 @@ struct RopeParams {
   int64_t position_offset = 0;
 };
 struct RopeBackwardParams {
-  Tensor grad_out;  // (B, T, W)
-  Tensor grad_in;   // (B, T, W) += rotation by −angle of grad_out
+  Tensor grad_out;  // (B, T, W) [act]
+  Tensor grad_in;   // (B, T, W) [act] += rotation by −angle of grad_out
   Tensor cos, sin;
   int64_t time = 0;
   int64_t head_dim = 0;
@@ -133,15 +142,15 @@ struct RopeBackwardParams {
 // log-sum-exp of the scaled scores, saved so the backward recomputes the
 // probabilities without storing a T × T matrix.
 struct AttentionParams {
-  Tensor qkv;  // (B, T, 3C)
-  Tensor out;  // (B, T, C)
+  Tensor qkv;  // (B, T, 3C) [act]
+  Tensor out;  // (B, T, C) [act]
   Tensor lse;  // (B, H, T)
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
 };
 struct AttentionBackwardParams {
   Tensor qkv, out, lse;  // as in the forward
-  Tensor grad_out;       // (B, T, C)
-  Tensor grad_qkv;       // (B, T, 3C) +=
+  Tensor grad_out;       // (B, T, C) [act]
+  Tensor grad_qkv;       // (B, T, 3C) [act] +=
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
 };
 

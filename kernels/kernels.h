@@ -28,6 +28,21 @@
 
 namespace smallem::cuda {
 
+// An activation operand (engine/backend.h, "Activations"): f32 elements, or
+// bf16 when `bf16`. Kernels read either as f32, compute in f32 and round
+// once to nearest-even when they store into a bf16 operand; a backward's
+// accumulation into a bf16 gradient is bf16(f32(grad) + contribution).
+// Device access: kernels/activation.cuh. A null data means "not given"
+// where the launcher's comment allows it.
+struct ActIn {
+  const void* data = nullptr;
+  bool bf16 = false;
+};
+struct ActOut {
+  void* data = nullptr;
+  bool bf16 = false;
+};
+
 // fill.cu: data[i] = value, with the value converted to the element type.
 enum class FillType { kF32, kBf16, kI32 };
 cudaError_t LaunchFill(void* data, int64_t count, FillType type, float value,
