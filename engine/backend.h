@@ -263,6 +263,9 @@ class Backend {
   // Peak dense throughput in FLOP/s for MFU, 0 when unknown.
   virtual double PeakFlops() const { return 0; }
   virtual bool Supports(Op op) const = 0;
+  // The dtype autograd stores activations in by default (Tape): kF32, or
+  // kBF16 in a backend's speed mode (CUDA with bf16 matmuls).
+  virtual DType ActivationDType() const { return DType::kF32; }
 
   // Memory. Allocate returns zeroed, 64-byte aligned memory or an error
   // (out of memory says how much was asked).

@@ -5,6 +5,10 @@
 namespace smallem {
 namespace {
 
+DType OutputDType(const Tape& tape, Output output) {
+  return output == Output::kF32 ? DType::kF32 : tape.activation_dtype();
+}
+
 // Grad of v when it needs one; an empty tensor (skipped by backends) if not.
 Tensor GradIfNeeded(Tape& t, Var v) {
   return v.valid() && t.requires_grad(v) ? t.Grad(v) : Tensor{};
@@ -80,7 +84,7 @@ NormParams NewNormParams(Tape& tape, Var x, Var residual, Var gain, Var bias, bo
   const int64_t rows = vx.shape.rows(), c = vx.shape.cols();
   NormParams p{.x = vx.Reshaped({rows, c}), .gain = tape.value(gain),
                .bias = bias.valid() ? tape.value(bias) : Tensor{},
-               .out = tape.NewTensor({rows, c}),
+               .out = tape.NewTensor({rows, c}, tape.activation_dtype()),
                .mean = layer ? tape.NewTensor({rows}) : Tensor{},
                .rstd = tape.NewTensor({rows})};
   if (residual.valid()) {
@@ -89,19 +93,20 @@ NormParams NewNormParams(Tape& tape, Var x, Var residual, Var gain, Var bias, bo
     CHECK(vr.numel() == vx.numel() && vr.shape.cols() == c)
         << "residual " << vr.shape.ToString() << " for x " << vx.shape.ToString();
     p.residual = vr.Reshaped({rows, c});
-    p.sum = tape.NewTensor({rows, c});
+    p.sum = tape.NewTensor({rows, c}, vx.dtype);
   }
   return p;
 }
 
 }  // namespace
 
-Var Matmul(Tape& tape, Var a, Var b, bool trans_a, bool trans_b) {
+Var Matmul(Tape& tape, Var a, Var b, bool trans_a, bool trans_b, Output output) {
   const Tensor& va = tape.value(a);
   const Tensor& vb = tape.value(b);
   const MatmulDims d = DimsOf(va, vb, trans_a, trans_b);
-  Tensor out = va.shape.rank() == 3 ? tape.NewTensor({d.batch, d.m, d.n})
-                                    : tape.NewTensor({d.m, d.n});
+  const DType dtype = OutputDType(tape, output);
+  Tensor out = va.shape.rank() == 3 ? tape.NewTensor({d.batch, d.m, d.n}, dtype)
+                                    : tape.NewTensor({d.m, d.n}, dtype);
   Gemm(tape.backend(), va, trans_a, vb, trans_b, out, d.batch, d.m, d.n, d.k, 0.0f);
   return tape.Record(Op::kMatmul, out, {a, b}, [=](Tape& t, Var y) {
     Tensor gy = t.Grad(y);
@@ -120,14 +125,14 @@ Var Matmul(Tape& tape, Var a, Var b, bool trans_a, bool trans_b) {
   });
 }
 
-Var Linear(Tape& tape, Var x, Var w, Var bias) {
+Var Linear(Tape& tape, Var x, Var w, Var bias, Output output) {
   const Tensor vx = tape.value(x);
   const Tensor vw = tape.value(w);
   CHECK_EQ(vx.shape.cols(), vw.shape[1]) << "linear input width";
   const int64_t rows = vx.shape.rows(), in = vw.shape[1], outw = vw.shape[0];
   Shape out_shape = vx.shape;
   out_shape[out_shape.rank() - 1] = outw;
-  Tensor out = tape.NewTensor(out_shape);
+  Tensor out = tape.NewTensor(out_shape, OutputDType(tape, output));
   Backend& be = tape.backend();
   Gemm(be, vx, false, vw, true, out, 1, rows, outw, in, 0.0f);
   if (bias.valid()) be.BiasAdd(BiasAddParams{.x = out.Reshaped({rows, outw}), .bias = tape.value(bias)});
@@ -146,7 +151,7 @@ Var Linear(Tape& tape, Var x, Var w, Var bias) {
 Var Add(Tape& tape, Var a, Var b) {
   const Tensor va = tape.value(a), vb = tape.value(b);
   CHECK_EQ(va.numel(), vb.numel()) << "add";
-  Tensor out = tape.NewTensor(va.shape);
+  Tensor out = tape.NewTensor(va.shape, va.dtype);
   tape.backend().Add(BinaryParams{.a = va, .b = vb, .out = out});
   return RecordAdd(tape, a, b, out);
 }
@@ -154,7 +159,7 @@ Var Add(Tape& tape, Var a, Var b) {
 Var Mul(Tape& tape, Var a, Var b) {
   const Tensor va = tape.value(a), vb = tape.value(b);
   CHECK_EQ(va.numel(), vb.numel()) << "mul";
-  Tensor out = tape.NewTensor(va.shape);
+  Tensor out = tape.NewTensor(va.shape, va.dtype);
   tape.backend().Mul(BinaryParams{.a = va, .b = vb, .out = out});
   return tape.Record(Op::kMul, out, {a, b}, [=](Tape& t, Var y) {
     t.backend().MulBackward(BinaryBackwardParams{.a = va, .b = vb, .grad_out = t.Grad(y),
@@ -165,7 +170,7 @@ Var Mul(Tape& tape, Var a, Var b) {
 
 Var Gelu(Tape& tape, Var x) {
   const Tensor vx = tape.value(x);
-  Tensor out = tape.NewTensor(vx.shape);
+  Tensor out = tape.NewTensor(vx.shape, vx.dtype);
   tape.backend().GeluForward(UnaryParams{.in = vx, .out = out});
   return tape.Record(Op::kGelu, out, {x}, [=](Tape& t, Var y) {
     t.backend().GeluBackward(UnaryBackwardParams{.in = vx, .grad_out = t.Grad(y), .grad_in = t.Grad(x)});
@@ -174,7 +179,7 @@ Var Gelu(Tape& tape, Var x) {
 
 Var Silu(Tape& tape, Var x) {
   const Tensor vx = tape.value(x);
-  Tensor out = tape.NewTensor(vx.shape);
+  Tensor out = tape.NewTensor(vx.shape, vx.dtype);
   tape.backend().SiluForward(UnaryParams{.in = vx, .out = out});
   return tape.Record(Op::kSilu, out, {x}, [=](Tape& t, Var y) {
     t.backend().SiluBackward(UnaryBackwardParams{.in = vx, .grad_out = t.Grad(y), .grad_in = t.Grad(x)});
@@ -184,7 +189,7 @@ Var Silu(Tape& tape, Var x) {
 Var SwiGlu(Tape& tape, Var gate, Var up) {
   const Tensor vg = tape.value(gate), vu = tape.value(up);
   CHECK(vg.shape == vu.shape) << "swiglu gate " << vg.shape.ToString() << " up " << vu.shape.ToString();
-  Tensor out = tape.NewTensor(vg.shape);
+  Tensor out = tape.NewTensor(vg.shape, vg.dtype);
   tape.backend().SwiGluForward(SwiGluParams{.gate = vg, .up = vu, .out = out});
   return tape.Record(Op::kSwiGlu, out, {gate, up}, [=](Tape& t, Var y) {
     t.backend().SwiGluBackward(SwiGluBackwardParams{
@@ -227,7 +232,7 @@ NormedSum AddRmsNorm(Tape& tape, Var x, Var residual, Var gain) {
 Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head_dim,
          int64_t rotate_channels, int64_t offset) {
   const Tensor vx = tape.value(x);
-  Tensor out = tape.NewTensor(vx.shape);
+  Tensor out = tape.NewTensor(vx.shape, vx.dtype);
   tape.backend().RopeForward(RopeParams{.x = vx, .out = out, .cos = tables.cos, .sin = tables.sin,
                                         .time = time, .head_dim = head_dim,
                                         .rotate_channels = rotate_channels,
@@ -245,7 +250,7 @@ Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads) {
   const int64_t c = v.shape.cols() / 3;
   CHECK_EQ(v.numel(), batch * time * 3 * c) << "attention qkv " << v.shape.ToString();
   CHECK_EQ(c % heads, 0) << "attention heads";
-  AttentionParams p{.qkv = v, .out = tape.NewTensor({batch, time, c}),
+  AttentionParams p{.qkv = v, .out = tape.NewTensor({batch, time, c}, v.dtype),
                     .lse = tape.NewTensor({batch, heads, time}), .batch = batch, .time = time,
                     .heads = heads, .head_dim = c / heads};
   tape.backend().AttentionForward(p);

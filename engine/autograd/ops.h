@@ -10,11 +10,23 @@
 
 namespace smallem {
 
+// Activation dtypes (engine/backend.h, "Activations"): the products and the
+// norms' outputs are stored in the tape's activation_dtype() — bf16 in the
+// speed mode, the inputs of the next products — unless asked for f32 (the
+// logits, which the loss reads); every other op's output takes its input's
+// dtype (a residual stream that starts f32 stays f32), and embeddings,
+// losses and the saved statistics are f32.
+enum class Output : uint8_t {
+  kActivation,  // the tape's activation dtype
+  kF32,
+};
+
 // y = op(a) · op(b), batched over the leading dimension when both are 3-D:
 // a (…, M, K) (or (…, K, M) when trans_a), b (…, K, N) (or (…, N, K)).
-Var Matmul(Tape& tape, Var a, Var b, bool trans_a = false, bool trans_b = false);
+Var Matmul(Tape& tape, Var a, Var b, bool trans_a = false, bool trans_b = false,
+           Output output = Output::kActivation);
 // y = x · wᵀ (+ bias): x (N, in), w (out, in), bias (out) or invalid → (N, out).
-Var Linear(Tape& tape, Var x, Var w, Var bias = {});
+Var Linear(Tape& tape, Var x, Var w, Var bias = {}, Output output = Output::kActivation);
 Var Add(Tape& tape, Var a, Var b);
 Var Mul(Tape& tape, Var a, Var b);
 Var Gelu(Tape& tape, Var x);

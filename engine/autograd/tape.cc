@@ -37,11 +37,12 @@ Tensor Tape::Grad(Var v) {
   Node& n = nodes_[v.id];
   CHECK(n.requires_grad) << "gradient asked of a value that needs none";
   if (!n.grad_ready) {
-    n.grad = arena_.AllocateZeroed(n.value.shape);
+    n.grad = arena_.AllocateZeroed(n.value.shape, n.value.dtype);
     n.grad_ready = true;
   }
-  CHECK(n.grad.shape == n.value.shape)
-      << "gradient " << n.grad.shape.ToString() << " for value " << n.value.shape.ToString();
+  CHECK(n.grad.shape == n.value.shape && n.grad.dtype == n.value.dtype)
+      << "gradient " << n.grad.shape.ToString() << " " << DTypeName(n.grad.dtype) << " for value "
+      << n.value.shape.ToString() << " " << DTypeName(n.value.dtype);
   return n.grad;
 }
 

@@ -32,11 +32,18 @@ class Tape {
   // The rule receives the tape and the op's output Var.
   using BackwardFn = std::function<void(Tape&, Var out)>;
 
-  Tape(Backend& backend, Arena& arena) : backend_(backend), arena_(arena) {}
+  Tape(Backend& backend, Arena& arena)
+      : backend_(backend), arena_(arena), activation_dtype_(backend.ActivationDType()) {}
 
   // When disabled (evaluation), ops record no backward rules.
   void set_grad_enabled(bool enabled) { grad_enabled_ = enabled; }
   bool grad_enabled() const { return grad_enabled_; }
+
+  // The dtype ops store activations in (engine/autograd/ops.h says which):
+  // the backend's Backend::ActivationDType() unless set. Gradients take
+  // their value's dtype.
+  void set_activation_dtype(DType dtype) { activation_dtype_ = dtype; }
+  DType activation_dtype() const { return activation_dtype_; }
 
   // A parameter: its gradient accumulates into `grad` (same shape, CHECKed).
   Var Param(Tensor value, Tensor grad);
@@ -47,7 +54,8 @@ class Tape {
 
   const Tensor& value(Var v) const { return nodes_[v.id].value; }
   bool requires_grad(Var v) const { return nodes_[v.id].requires_grad; }
-  // The gradient buffer of v, zeroed on first use in this backward pass.
+  // The gradient buffer of v (v's shape and dtype), zeroed on first use in
+  // this backward pass.
   Tensor Grad(Var v);
 
   // Seeds d(loss)/d(loss) = 1 (loss must be a scalar) and runs every rule in
@@ -75,6 +83,7 @@ class Tape {
   Backend& backend_;
   Arena& arena_;
   bool grad_enabled_ = true;
+  DType activation_dtype_;
   std::vector<Node> nodes_;
 };
 

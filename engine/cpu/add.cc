@@ -1,11 +1,13 @@
 // Elementwise addition and its gradient (the identity to both inputs).
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
 namespace smallem {
 
 void CpuBackend::Add(const BinaryParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::Add)) return;
   const int64_t n = p.out.numel();
   cpu::CheckF32(p.a, n, "add: a");
   cpu::CheckF32(p.b, n, "add: b");
@@ -19,6 +21,7 @@ void CpuBackend::Add(const BinaryParams& p) {
 }
 
 void CpuBackend::AddBackward(const BinaryBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::AddBackward)) return;
   const int64_t n = p.grad_out.numel();
   cpu::CheckF32(p.grad_out, n, "add backward: grad_out");
   const float* g = p.grad_out.f32();

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/bf16.h"
 #include "engine/check.h"
 #include "engine/cpu/cpu_util.h"
 
@@ -137,8 +138,10 @@ void CpuBackend::Fill(Tensor t, float value) {
     std::fill_n(t.i32(), n, static_cast<int32_t>(value));
     return;
   }
-  CHECK(t.dtype == DType::kF32) << "Fill: " << DTypeName(t.dtype)
-                                << " is not supported on the cpu backend";
+  if (t.dtype == DType::kBF16) {
+    std::fill_n(static_cast<uint16_t*>(t.data), n, FloatToBf16(value));
+    return;
+  }
   float* data = t.f32();
 #pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
   for (int64_t i = 0; i < n; ++i) data[i] = value;

@@ -1,6 +1,7 @@
 // CpuBackend: the f32 reference backend. GEMM through OpenBLAS (a plain loop
 // where OpenBLAS is absent, e.g. on the GPU machine), everything else in
-// plain C++ parallelized with OpenMP over rows.
+// plain C++ parallelized with OpenMP over rows. bf16 activations run through
+// f32 copies (engine/cpu/bf16_ops.h): the reference, not a fast path.
 //
 // Each op's reference lives in the file of the same name as its CUDA kernel:
 // engine/cpu/rms_norm.cc ↔ kernels/rms_norm.cu. Not thread-safe: one caller

@@ -2,6 +2,7 @@
 // Computed as y = x·σ(2u), the same function (½(1 + tanh u) = σ(2u)) without
 // the cancellation of 1 + tanh(u) for negative x.
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
@@ -14,6 +15,7 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void CpuBackend::GeluForward(const UnaryParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::GeluForward)) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "gelu: in");
   cpu::CheckF32(p.out, n, "gelu: out");
@@ -27,6 +29,7 @@ void CpuBackend::GeluForward(const UnaryParams& p) {
 }
 
 void CpuBackend::GeluBackward(const UnaryBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::GeluBackward)) return;
   if (p.grad_in.empty()) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "gelu backward: in");

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 #include "engine/cpu/norm_backward.h"
@@ -14,6 +15,7 @@
 namespace smallem {
 
 void CpuBackend::LayerNormForward(const NormParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::LayerNormForward)) return;
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
@@ -70,6 +72,7 @@ void CpuBackend::LayerNormForward(const NormParams& p) {
 }
 
 void CpuBackend::LayerNormBackward(const NormBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::LayerNormBackward)) return;
   cpu::NormBackward(p, cpu::NormKind::kLayer, threads_);
 }
 

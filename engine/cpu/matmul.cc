@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
@@ -60,6 +61,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }  // namespace cpu
 
 void CpuBackend::Matmul(const MatmulParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::Matmul)) return;
   CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0 && p.batch >= 1)
       << "matmul: m=" << p.m << " n=" << p.n << " k=" << p.k
       << " batch=" << p.batch;

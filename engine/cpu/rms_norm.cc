@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 #include "engine/cpu/norm_backward.h"
@@ -13,6 +14,7 @@
 namespace smallem {
 
 void CpuBackend::RmsNormForward(const NormParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::RmsNormForward)) return;
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
@@ -47,6 +49,7 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
 }
 
 void CpuBackend::RmsNormBackward(const NormBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::RmsNormBackward)) return;
   cpu::NormBackward(p, cpu::NormKind::kRms, threads_);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
@@ -46,6 +47,7 @@ RopeLayout CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
 }  // namespace
 
 void CpuBackend::RopeForward(const RopeParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::RopeForward)) return;
   const RopeLayout l = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
                                  p.rotate_channels, p.position_offset, "rope");
   cpu::CheckF32(p.out, p.x.numel(), "rope: out");
@@ -78,6 +80,7 @@ void CpuBackend::RopeForward(const RopeParams& p) {
 }
 
 void CpuBackend::RopeBackward(const RopeBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::RopeBackward)) return;
   if (p.grad_in.empty()) return;
   const RopeLayout l =
       CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim,

@@ -1,11 +1,13 @@
 // SiLU: y = x·σ(x); dy/dx = σ(x)(1 + x(1 − σ(x))).
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
 namespace smallem {
 
 void CpuBackend::SiluForward(const UnaryParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::SiluForward)) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "silu: in");
   cpu::CheckF32(p.out, n, "silu: out");
@@ -16,6 +18,7 @@ void CpuBackend::SiluForward(const UnaryParams& p) {
 }
 
 void CpuBackend::SiluBackward(const UnaryBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::SiluBackward)) return;
   if (p.grad_in.empty()) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "silu backward: in");

@@ -1,12 +1,14 @@
 // SwiGLU, fused: out = silu(gate)·up. Gradients: d/d(up) = silu(gate),
 // d/d(gate) = up·σ(gate)(1 + gate(1 − σ(gate))).
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
 namespace smallem {
 
 void CpuBackend::SwiGluForward(const SwiGluParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::SwiGluForward)) return;
   const int64_t n = p.gate.numel();
   cpu::CheckF32(p.gate, n, "swiglu: gate");
   cpu::CheckF32(p.up, n, "swiglu: up");
@@ -21,6 +23,7 @@ void CpuBackend::SwiGluForward(const SwiGluParams& p) {
 }
 
 void CpuBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
+  if (cpu::RunWidened(*this, p, &CpuBackend::SwiGluBackward)) return;
   const int64_t n = p.gate.numel();
   cpu::CheckF32(p.gate, n, "swiglu backward: gate");
   cpu::CheckF32(p.up, n, "swiglu backward: up");

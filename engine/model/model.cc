@@ -272,7 +272,9 @@ Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const 
     stream = BlockForward(tape, blocks_[i], stream, norm_gain(i + 1), norm_bias(i + 1), batch,
                           time);
   }
-  return Linear(tape, stream.normed, Param(tape, embed_));
+  // f32 logits: the loss reads them, and bf16 would round each by up to
+  // 2⁻⁸ of its size.
+  return Linear(tape, stream.normed, Param(tape, embed_), Var{}, Output::kF32);
 }
 
 Var Model::Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const {
