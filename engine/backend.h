@@ -177,6 +177,10 @@ struct CrossEntropyBackwardParams {
   Tensor logits, targets, lse;
   Tensor grad_losses;  // (N)
   Tensor grad_logits;  // (N, V) += (softmax − onehot) · grad_losses[n]
+  // grad_logits = instead of +=. grad_logits may then be the logits' own
+  // memory: the loss's backward turns the logits into their gradient in
+  // place, so (N, V) f32 exists once, not twice (engine/autograd/ops.h).
+  bool overwrite = false;
 };
 
 struct ReduceParams {

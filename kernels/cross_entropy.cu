@@ -85,13 +85,16 @@ __global__ void CrossEntropyForwardKernel(const float* logits,
   }
 }
 
-// grad_logits (rows, vocab) += (exp(logits − lse) − onehot)·grad_losses.
-// grid: (rows, column chunks of kColumnsPerBlock).
+// grad_logits (rows, vocab) += (exp(logits − lse) − onehot)·grad_losses, or
+// = when overwrite; each thread reads a logit before it writes its
+// gradient, so grad_logits may be logits. grid: (rows, column chunks of
+// kColumnsPerBlock).
 __global__ void CrossEntropyBackwardKernel(const float* logits,
                                            const int32_t* targets,
                                            const float* lse,
                                            const float* grad_losses,
-                                           float* grad_logits, int64_t vocab) {
+                                           float* grad_logits, int64_t vocab,
+                                           bool overwrite) {
   const int64_t row = blockIdx.x;
   const int64_t begin = blockIdx.y * kColumnsPerBlock;
   const int64_t end = min(vocab, begin + kColumnsPerBlock);
@@ -103,7 +106,8 @@ __global__ void CrossEntropyBackwardKernel(const float* logits,
   float* grad = grad_logits + row * vocab;
   for (int64_t v = begin + threadIdx.x; v < end; v += kThreads) {
     const float softmax = expf(x[v] - row_lse);
-    grad[v] += (v == target ? softmax - 1.0f : softmax) * g;
+    const float d = (v == target ? softmax - 1.0f : softmax) * g;
+    grad[v] = overwrite ? d : grad[v] + d;
   }
 }
 
@@ -127,7 +131,8 @@ cudaError_t LaunchCrossEntropyBackward(const float* logits,
                                        const float* lse,
                                        const float* grad_losses,
                                        float* grad_logits, int64_t rows,
-                                       int64_t vocab, cudaStream_t stream) {
+                                       int64_t vocab, bool overwrite,
+                                       cudaStream_t stream) {
   if (rows <= 0 || grad_logits == nullptr) return cudaSuccess;
   const int64_t chunks = (vocab + kColumnsPerBlock - 1) / kColumnsPerBlock;
   if (vocab <= 0 || rows >= (int64_t{1} << 31) || chunks > 65535) {
@@ -135,7 +140,7 @@ cudaError_t LaunchCrossEntropyBackward(const float* logits,
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
   CrossEntropyBackwardKernel<<<grid, kThreads, 0, stream>>>(
-      logits, targets, lse, grad_losses, grad_logits, vocab);
+      logits, targets, lse, grad_losses, grad_logits, vocab, overwrite);
   return cudaGetLastError();
 }
 

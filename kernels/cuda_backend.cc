@@ -752,7 +752,7 @@ void CudaBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
   CheckF32(p.grad_logits, rows * vocab, "cross_entropy backward: grad_logits (N, V)");
   CheckCuda(cuda::LaunchCrossEntropyBackward(p.logits.f32(), p.targets.i32(), p.lse.f32(),
                                              p.grad_losses.f32(), p.grad_logits.f32(), rows,
-                                             vocab, stream_),
+                                             vocab, p.overwrite, stream_),
             "cross_entropy backward");
 }
 

@@ -209,13 +209,15 @@ cudaError_t LaunchCrossEntropyForward(const float* logits,
                                       const int32_t* targets, float* losses,
                                       float* lse, int64_t rows, int64_t vocab,
                                       cudaStream_t stream);
-// grad_logits (rows, vocab) += (softmax − onehot(target))·grad_losses[row].
+// grad_logits (rows, vocab) += (softmax − onehot(target))·grad_losses[row],
+// or = when overwrite, and then grad_logits may be logits (in place).
 cudaError_t LaunchCrossEntropyBackward(const float* logits,
                                        const int32_t* targets,
                                        const float* lse,
                                        const float* grad_losses,
                                        float* grad_logits, int64_t rows,
-                                       int64_t vocab, cudaStream_t stream);
+                                       int64_t vocab, bool overwrite,
+                                       cudaStream_t stream);
 
 // reduce.cu: out (1) = Σ in (or Σ in²), or out += when accumulate; summed in
 // double over a fixed two-pass tree, cast to f32 at the end.

@@ -59,7 +59,10 @@ Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head
 Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads);
 // ids (N) i32, table (V, C) → (N, C).
 Var Embedding(Tape& tape, Var ids, Var table);
-// logits (N, V), targets (N) i32 → per-row losses (N), nats.
+// logits (N, V), targets (N) i32 → per-row losses (N), nats. When nothing
+// else reads the logits, the backward overwrites them with their gradient
+// (Tape::GradInPlaceOfValue): one (N, V) buffer, not two. Read the logits
+// before Backward.
 Var CrossEntropy(Tape& tape, Var logits, Var targets);
 // Mean of every element → scalar (1).
 Var Mean(Tape& tape, Var x);

@@ -21,8 +21,10 @@ Var Tape::Input(Tensor value) {
 
 Var Tape::Record(Op op, Tensor value, std::initializer_list<Var> inputs, BackwardFn backward) {
   bool requires_grad = false;
-  if (grad_enabled_) {
-    for (Var in : inputs) requires_grad |= in.valid() && nodes_[in.id].requires_grad;
+  for (Var in : inputs) {
+    if (!in.valid()) continue;
+    ++nodes_[in.id].uses;
+    requires_grad |= grad_enabled_ && nodes_[in.id].requires_grad;
   }
   Node node{.op = op, .value = value, .requires_grad = requires_grad};
   if (requires_grad) {
@@ -43,6 +45,15 @@ Tensor Tape::Grad(Var v) {
   CHECK(n.grad.shape == n.value.shape && n.grad.dtype == n.value.dtype)
       << "gradient " << n.grad.shape.ToString() << " " << DTypeName(n.grad.dtype) << " for value "
       << n.value.shape.ToString() << " " << DTypeName(n.value.dtype);
+  return n.grad;
+}
+
+Tensor Tape::GradInPlaceOfValue(Var v) {
+  Node& n = nodes_[v.id];
+  CHECK(n.requires_grad) << "gradient asked of a value that needs none";
+  if (n.op == Op::kCount || n.uses != 1 || n.grad_ready) return Tensor{};
+  n.grad = n.value;
+  n.grad_ready = true;
   return n.grad;
 }
 

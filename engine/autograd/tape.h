@@ -58,6 +58,14 @@ class Tape {
   // this backward pass.
   Tensor Grad(Var v);
 
+  // v's gradient in v's own memory, for a backward rule that overwrites it
+  // (rather than accumulating) and is the last reader of v's value: the
+  // loss turning its logits into their gradient. Only when v is an op's
+  // output whose one consumer is the op of this rule and no gradient of v
+  // exists yet; otherwise an empty tensor, and the rule uses Grad(v). After
+  // it, v's value is gone: read it before Backward.
+  Tensor GradInPlaceOfValue(Var v);
+
   // Seeds d(loss)/d(loss) = 1 (loss must be a scalar) and runs every rule in
   // reverse order of recording.
   void Backward(Var loss);
@@ -77,6 +85,7 @@ class Tape {
     Tensor grad;
     bool requires_grad = false;
     bool grad_ready = false;  // grad holds a valid (possibly zero) sum
+    int32_t uses = 0;         // records that take this value as an input
     BackwardFn backward;
   };
 

@@ -73,8 +73,15 @@ void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
     float* grad_row = grad_logits + n * vocab;
     const float row_lse = lse[n];
     const float g = grad_losses[n];
+    // Elementwise, each logit read before its gradient is written: in place
+    // (grad_row == row) is fine.
+    if (p.overwrite) {
 #pragma omp simd
-    for (int64_t v = 0; v < vocab; ++v) grad_row[v] += cpu::Exp(row[v] - row_lse) * g;
+      for (int64_t v = 0; v < vocab; ++v) grad_row[v] = cpu::Exp(row[v] - row_lse) * g;
+    } else {
+#pragma omp simd
+      for (int64_t v = 0; v < vocab; ++v) grad_row[v] += cpu::Exp(row[v] - row_lse) * g;
+    }
     grad_row[targets[n]] -= g;
   }
 }

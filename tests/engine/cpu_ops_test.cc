@@ -506,6 +506,28 @@ TEST_F(CpuOpTest, CrossEntropyMatchesNaive) {
   }
 }
 
+// The loss's backward in place: the logits become their own gradient, the
+// same bits as an accumulation into zeros.
+TEST_F(CpuOpTest, CrossEntropyBackwardOverwritesTheLogitsInPlace) {
+  const int64_t rows = 9, vocab = 301;
+  CrossEntropyParams p{.logits = Random({rows, vocab}, -5, 5), .targets = Ids({rows}, vocab),
+                       .losses = Zeros({rows}), .lse = Zeros({rows})};
+  backend_.CrossEntropyForward(p);
+  Tensor grad_losses = Random({rows});
+  Tensor accumulated = Zeros({rows, vocab});
+  backend_.CrossEntropyBackward({.logits = p.logits, .targets = p.targets, .lse = p.lse,
+                                 .grad_losses = grad_losses, .grad_logits = accumulated});
+  Tensor stale = Random({rows, vocab});  // overwrite ignores what was there
+  backend_.CrossEntropyBackward({.logits = p.logits, .targets = p.targets, .lse = p.lse,
+                                 .grad_losses = grad_losses, .grad_logits = stale,
+                                 .overwrite = true});
+  EXPECT_EQ(Values(stale), Values(accumulated));
+  backend_.CrossEntropyBackward({.logits = p.logits, .targets = p.targets, .lse = p.lse,
+                                 .grad_losses = grad_losses, .grad_logits = p.logits,
+                                 .overwrite = true});
+  EXPECT_EQ(Values(p.logits), Values(accumulated));
+}
+
 TEST_F(CpuOpTest, SumAndSumSquaresAccumulateInDouble) {
   for (int64_t n : {int64_t{1}, int64_t{35}, int64_t{100003}}) {
     Tensor in = Random({n}), out = FromValues({1}, {10.0f});

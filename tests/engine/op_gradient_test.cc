@@ -340,5 +340,36 @@ TEST_F(OpGradientTest, CrossEntropy) {
   }
 }
 
+// On the tape, logits read by nothing but the loss become their own
+// gradient (Tape::GradInPlaceOfValue); a second reader keeps them, and the
+// gradients are the same bits either way.
+TEST_F(OpGradientTest, LossGradientTakesTheLogitsMemoryOnlyWhenTheLossIsTheirOneReader) {
+  const int64_t rows = 6, in = 5, vocab = 13;
+  Tensor x = Random({rows, in}), w = Random({vocab, in}), targets = Ids({rows}, vocab);
+  Tensor dw[2] = {Zeros({vocab, in}), Zeros({vocab, in})};
+  for (int second_reader = 0; second_reader < 2; ++second_reader) {
+    Arena arena(backend_, 1 << 20);
+    Tape tape(backend_, arena);
+    Var logits = Linear(tape, tape.Input(x), tape.Param(w, dw[second_reader]));
+    const std::vector<float> before = Values(tape.value(logits));
+    Var loss = Mean(tape, CrossEntropy(tape, logits, tape.Input(targets)));
+    if (second_reader) Gelu(tape, logits);  // recorded, never reaches the loss
+    tape.Backward(loss);
+    const std::vector<float> after = Values(tape.value(logits));
+    if (second_reader) {
+      EXPECT_EQ(after, before) << "another reader still needs the logits";
+    } else {
+      EXPECT_NE(after, before) << "the gradient did not take the logits' memory";
+      // Each row of the gradient sums to zero: softmax minus a one-hot, scaled.
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int64_t v = 0; v < vocab; ++v) sum += after[r * vocab + v];
+        EXPECT_NEAR(sum, 0.0, 1e-6) << "row " << r;
+      }
+    }
+  }
+  EXPECT_EQ(Values(dw[0]), Values(dw[1]));
+}
+
 }  // namespace
 }  // namespace smallem

@@ -168,10 +168,10 @@ PassResult ForwardBackward(Model& model, const Batch& batch,
   model.ZeroGrad();
   const Var logits = model.Logits(tape, inputs, kBatch, kTime);
   const Var loss = Mean(tape, CrossEntropy(tape, logits, tape.Input(targets)));
-  tape.Backward(loss);
   PassResult result;
+  result.logits = ToHost(backend, tape.value(logits));  // Backward overwrites them
+  tape.Backward(loss);
   backend.CopyToHost(&result.loss, tape.value(loss).data, sizeof(float));
-  result.logits = ToHost(backend, tape.value(logits));
   result.grads = ToHost(backend, model.grads());
   return result;
 }
