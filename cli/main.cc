@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   tr->add_option("--spec", train.spec_file, "Run spec JSON file; flags override it");
   tr->add_option("--out", train.out, "Output directory (weights, result.json)")->capture_default_str();
   tr->add_option("--threads", train.threads, "CPU threads, 0 = all cores")->capture_default_str();
-  tr->add_option("--device", train.device, "cpu | cuda:N (bf16 matmuls)")->capture_default_str();
+  tr->add_option("--device", train.device, "cpu | cuda:N (bf16 activations and matmuls)")->capture_default_str();
   tr->add_flag("--json-progress", train.json_progress, "Progress and result as JSON lines on stdout");
   tr->add_flag("--profile", train.profile,
                "Per-step time, optimizer time and op counts (matmuls first) on stderr at the end");

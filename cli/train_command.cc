@@ -114,7 +114,7 @@ int RunTrain(const TrainArgs& args) {
     const std::string where =
         args.device == "cpu"
             ? absl::StrFormat("%d threads", static_cast<CpuBackend&>(**created).threads())
-            : absl::StrFormat("%s, bf16 matmuls", backend.Name());
+            : absl::StrFormat("%s, bf16 activations and matmuls", backend.Name());
     std::fprintf(stderr, "training on %s (%s): %s\n", backend.DeviceClass().c_str(),
                  where.c_str(), spec->ToJson().dump().c_str());
   }

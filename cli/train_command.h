@@ -16,7 +16,7 @@ struct TrainArgs {
   std::string spec_file;     // --spec FILE.json, merged under the flags
   std::string out = "runs/latest";
   int threads = 0;           // 0 = every core (CPU only)
-  // "cpu" or "cuda:N" (bf16 matmuls, kernels/cuda_backend.h); cuda:N in a
+  // "cpu" or "cuda:N" (bf16 activations and matmuls, kernels/cuda_backend.h); cuda:N in a
   // build without CUDA is an error that says so.
   std::string device = "cpu";
   bool json_progress = false;  // JSON lines on stdout (for machines)
