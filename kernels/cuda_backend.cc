@@ -43,33 +43,68 @@ float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   return t.f32();
 }
 
+// An activation operand ([act] in engine/backend.h) for the launchers: its
+// data and whether its elements are bf16 (else f32). An empty tensor gives a
+// null operand ("not given").
+cuda::ActIn AsActIn(const Tensor& t) { return {t.data, t.dtype == DType::kBF16}; }
+cuda::ActOut AsActOut(const Tensor& t) { return {t.data, t.dtype == DType::kBF16}; }
+
+// An activation tensor of `numel` elements: f32 or bf16.
+void CheckAct(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << what << " must be f32 or bf16 (an activation), is " << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
+// An optional activation (a gradient that may not be needed): a null
+// operand when empty.
+cuda::ActOut OptionalAct(const Tensor& t, int64_t numel, const char* what) {
+  if (t.empty()) return {};
+  CheckAct(t, numel, what);
+  return AsActOut(t);
+}
+
+// Operands may alias only when they have one dtype (engine/backend.h,
+// "Activations"): a bf16 view of f32 elements, or the reverse, is garbage.
+void CheckAliasSameDType(const Tensor& a, const Tensor& b, const char* what) {
+  CHECK(a.data != b.data || a.empty() || a.dtype == b.dtype)
+      << what << ": aliased operands must have one dtype, are " << DTypeName(a.dtype)
+      << " and " << DTypeName(b.dtype);
+}
+
 // The elementwise ops' wrappers differ only in their launcher and names:
-// each checks every operand as f32 of the op's `count` elements (in order,
-// so the first bad operand is the one named), launches, and aborts naming
+// each checks every operand as an activation (f32 or bf16) of the op's
+// `count` elements (in order, so the first bad operand is the one named) and
+// the output against the inputs it may alias, launches, and aborts naming
 // the op when the launch fails. An operand is a tensor and its name in the
 // messages ("gelu: in").
 struct Operand {
   const Tensor& tensor;
   const char* name;
 };
-using OneInputLauncher = cudaError_t (*)(const float* in, float* out, int64_t count,
+using OneInputLauncher = cudaError_t (*)(cuda::ActIn in, cuda::ActOut out, int64_t count,
                                          cudaStream_t stream);
-using TwoInputLauncher = cudaError_t (*)(const float* a, const float* b, float* out,
+using TwoInputLauncher = cudaError_t (*)(cuda::ActIn a, cuda::ActIn b, cuda::ActOut out,
                                          int64_t count, cudaStream_t stream);
 
 void RunElementwise(OneInputLauncher launch, const char* op, int64_t count, const Operand& in,
                     const Operand& out, cudaStream_t stream) {
-  CheckF32(in.tensor, count, in.name);
-  CheckF32(out.tensor, count, out.name);
-  CheckCuda(launch(in.tensor.f32(), out.tensor.f32(), count, stream), op);
+  CheckAct(in.tensor, count, in.name);
+  CheckAct(out.tensor, count, out.name);
+  CheckAliasSameDType(out.tensor, in.tensor, op);
+  CheckCuda(launch(AsActIn(in.tensor), AsActOut(out.tensor), count, stream), op);
 }
 
 void RunElementwise(TwoInputLauncher launch, const char* op, int64_t count, const Operand& a,
                     const Operand& b, const Operand& out, cudaStream_t stream) {
-  CheckF32(a.tensor, count, a.name);
-  CheckF32(b.tensor, count, b.name);
-  CheckF32(out.tensor, count, out.name);
-  CheckCuda(launch(a.tensor.f32(), b.tensor.f32(), out.tensor.f32(), count, stream), op);
+  CheckAct(a.tensor, count, a.name);
+  CheckAct(b.tensor, count, b.name);
+  CheckAct(out.tensor, count, out.name);
+  CheckAliasSameDType(out.tensor, a.tensor, op);
+  CheckAliasSameDType(out.tensor, b.tensor, op);
+  CheckCuda(launch(AsActIn(a.tensor), AsActIn(b.tensor), AsActOut(out.tensor), count, stream),
+            op);
 }
 
 cuda::RopeShape CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
@@ -487,10 +522,11 @@ void CudaBackend::Add(const BinaryParams& p) {
 
 void CudaBackend::AddBackward(const BinaryBackwardParams& p) {
   const int64_t n = p.grad_out.numel();
-  CheckF32(p.grad_out, n, "add backward: grad_out");
-  float* grad_a = OptionalF32(p.grad_a, n, "add backward: grad_a");
-  float* grad_b = OptionalF32(p.grad_b, n, "add backward: grad_b");
-  CheckCuda(cuda::LaunchAddBackward(p.grad_out.f32(), grad_a, grad_b, n, stream_),
+  CheckAct(p.grad_out, n, "add backward: grad_out");
+  const cuda::ActOut grad_a = OptionalAct(p.grad_a, n, "add backward: grad_a");
+  const cuda::ActOut grad_b = OptionalAct(p.grad_b, n, "add backward: grad_b");
+  CheckAliasSameDType(p.grad_a, p.grad_b, "add backward: grad_a and grad_b");
+  CheckCuda(cuda::LaunchAddBackward(AsActIn(p.grad_out), grad_a, grad_b, n, stream_),
             "add backward");
 }
 
@@ -501,15 +537,21 @@ void CudaBackend::Mul(const BinaryParams& p) {
 
 void CudaBackend::MulBackward(const BinaryBackwardParams& p) {
   const int64_t n = p.grad_out.numel();
-  CheckF32(p.grad_out, n, "mul backward: grad_out");
-  float* grad_a = OptionalF32(p.grad_a, n, "mul backward: grad_a");
-  float* grad_b = OptionalF32(p.grad_b, n, "mul backward: grad_b");
-  // grad_a needs b and grad_b needs a.
-  const float* a = grad_b != nullptr ? OptionalF32(p.a, n, "mul backward: a") : nullptr;
-  const float* b = grad_a != nullptr ? OptionalF32(p.b, n, "mul backward: b") : nullptr;
-  CHECK(grad_b == nullptr || a != nullptr) << "mul backward: grad_b needs a";
-  CHECK(grad_a == nullptr || b != nullptr) << "mul backward: grad_a needs b";
-  CheckCuda(cuda::LaunchMulBackward(a, b, p.grad_out.f32(), grad_a, grad_b, n, stream_),
+  CheckAct(p.grad_out, n, "mul backward: grad_out");
+  const cuda::ActOut grad_a = OptionalAct(p.grad_a, n, "mul backward: grad_a");
+  const cuda::ActOut grad_b = OptionalAct(p.grad_b, n, "mul backward: grad_b");
+  CheckAliasSameDType(p.grad_a, p.grad_b, "mul backward: grad_a and grad_b");
+  // grad_a needs b and grad_b needs a; an input not needed is not read.
+  cuda::ActIn a, b;
+  if (grad_b.data != nullptr) {
+    CheckAct(p.a, n, "mul backward: a (grad_b needs it)");
+    a = AsActIn(p.a);
+  }
+  if (grad_a.data != nullptr) {
+    CheckAct(p.b, n, "mul backward: b (grad_a needs it)");
+    b = AsActIn(p.b);
+  }
+  CheckCuda(cuda::LaunchMulBackward(a, b, AsActIn(p.grad_out), grad_a, grad_b, n, stream_),
             "mul backward");
 }
 
@@ -544,13 +586,13 @@ void CudaBackend::SwiGluForward(const SwiGluParams& p) {
 
 void CudaBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   const int64_t n = p.gate.numel();
-  CheckF32(p.gate, n, "swiglu backward: gate");
-  CheckF32(p.up, n, "swiglu backward: up");
-  CheckF32(p.grad_out, n, "swiglu backward: grad_out");
-  float* grad_gate = OptionalF32(p.grad_gate, n, "swiglu backward: grad_gate");
-  float* grad_up = OptionalF32(p.grad_up, n, "swiglu backward: grad_up");
-  CheckCuda(cuda::LaunchSwiGluBackward(p.gate.f32(), p.up.f32(), p.grad_out.f32(), grad_gate,
-                                       grad_up, n, stream_),
+  CheckAct(p.gate, n, "swiglu backward: gate");
+  CheckAct(p.up, n, "swiglu backward: up");
+  CheckAct(p.grad_out, n, "swiglu backward: grad_out");
+  const cuda::ActOut grad_gate = OptionalAct(p.grad_gate, n, "swiglu backward: grad_gate");
+  const cuda::ActOut grad_up = OptionalAct(p.grad_up, n, "swiglu backward: grad_up");
+  CheckCuda(cuda::LaunchSwiGluBackward(AsActIn(p.gate), AsActIn(p.up), AsActIn(p.grad_out),
+                                       grad_gate, grad_up, n, stream_),
             "swiglu backward");
 }
 

@@ -48,48 +48,44 @@ enum class FillType { kF32, kBf16, kI32 };
 cudaError_t LaunchFill(void* data, int64_t count, FillType type, float value,
                        cudaStream_t stream);
 
-// add.cu
-// out = a + b; out may alias a or b.
-cudaError_t LaunchAddForward(const float* a, const float* b, float* out,
-                             int64_t count, cudaStream_t stream);
+// add.cu. Elementwise launchers (add, mul, gelu, silu, swiglu): every
+// operand is an activation (ActIn, ActOut) of `count` elements.
+// out = a + b; out may alias a or b (same dtype).
+cudaError_t LaunchAddForward(ActIn a, ActIn b, ActOut out, int64_t count,
+                             cudaStream_t stream);
 // grad_a += grad_out, grad_b += grad_out (either may be null, or both equal).
-cudaError_t LaunchAddBackward(const float* grad_out, float* grad_a,
-                              float* grad_b, int64_t count,
-                              cudaStream_t stream);
+cudaError_t LaunchAddBackward(ActIn grad_out, ActOut grad_a, ActOut grad_b,
+                              int64_t count, cudaStream_t stream);
 
 // mul.cu
-// out = a · b elementwise; out may alias a or b.
-cudaError_t LaunchMulForward(const float* a, const float* b, float* out,
-                             int64_t count, cudaStream_t stream);
-// grad_a += grad_out · b, grad_b += grad_out · a (either may be null).
-cudaError_t LaunchMulBackward(const float* a, const float* b,
-                              const float* grad_out, float* grad_a,
-                              float* grad_b, int64_t count,
-                              cudaStream_t stream);
+// out = a · b elementwise; out may alias a or b (same dtype).
+cudaError_t LaunchMulForward(ActIn a, ActIn b, ActOut out, int64_t count,
+                             cudaStream_t stream);
+// grad_a += grad_out · b, grad_b += grad_out · a (either may be null; a may
+// be null when grad_b is, b when grad_a is).
+cudaError_t LaunchMulBackward(ActIn a, ActIn b, ActIn grad_out, ActOut grad_a,
+                              ActOut grad_b, int64_t count, cudaStream_t stream);
 
 // gelu.cu (tanh approximation)
-cudaError_t LaunchGeluForward(const float* in, float* out, int64_t count,
+cudaError_t LaunchGeluForward(ActIn in, ActOut out, int64_t count,
                               cudaStream_t stream);
 // grad_in += gelu'(in) · grad_out.
-cudaError_t LaunchGeluBackward(const float* in, const float* grad_out,
-                               float* grad_in, int64_t count,
-                               cudaStream_t stream);
+cudaError_t LaunchGeluBackward(ActIn in, ActIn grad_out, ActOut grad_in,
+                               int64_t count, cudaStream_t stream);
 
 // silu.cu: out = x·σ(x).
-cudaError_t LaunchSiluForward(const float* in, float* out, int64_t count,
+cudaError_t LaunchSiluForward(ActIn in, ActOut out, int64_t count,
                               cudaStream_t stream);
-cudaError_t LaunchSiluBackward(const float* in, const float* grad_out,
-                               float* grad_in, int64_t count,
-                               cudaStream_t stream);
+cudaError_t LaunchSiluBackward(ActIn in, ActIn grad_out, ActOut grad_in,
+                               int64_t count, cudaStream_t stream);
 
 // swiglu.cu: out = silu(gate)·up, all (N, F).
-cudaError_t LaunchSwiGluForward(const float* gate, const float* up, float* out,
-                                int64_t count, cudaStream_t stream);
+cudaError_t LaunchSwiGluForward(ActIn gate, ActIn up, ActOut out, int64_t count,
+                                cudaStream_t stream);
 // grad_gate and grad_up (N, F) += ; either may be null.
-cudaError_t LaunchSwiGluBackward(const float* gate, const float* up,
-                                 const float* grad_out, float* grad_gate,
-                                 float* grad_up, int64_t count,
-                                 cudaStream_t stream);
+cudaError_t LaunchSwiGluBackward(ActIn gate, ActIn up, ActIn grad_out,
+                                 ActOut grad_gate, ActOut grad_up,
+                                 int64_t count, cudaStream_t stream);
 
 // bias_add.cu
 // x (rows, cols) += bias (cols) on every row.
