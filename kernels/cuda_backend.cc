@@ -110,7 +110,8 @@ void RunElementwise(TwoInputLauncher launch, const char* op, int64_t count, cons
 cuda::RopeShape CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                           int64_t time, int64_t head_dim, int64_t rotate_channels,
                           int64_t position_offset, const char* op) {
-  CHECK(x.data != nullptr && x.dtype == DType::kF32) << op << ": x must be f32";
+  CHECK(x.data != nullptr && (x.dtype == DType::kF32 || x.dtype == DType::kBF16))
+      << op << ": x must be an f32 or bf16 activation";
   CHECK(head_dim > 0 && head_dim % 2 == 0)
       << op << ": head_dim " << head_dim << " must be positive and even";
   CHECK_GT(time, 0) << op << ": time";
@@ -600,8 +601,8 @@ void CudaBackend::BiasAdd(const BiasAddParams& p) {
   const int64_t cols = p.bias.numel();
   CheckF32(p.bias, cols, "bias_add: bias");
   CHECK_EQ(p.x.shape.cols(), cols) << "bias_add: x " << p.x.shape.ToString();
-  CheckF32(p.x, p.x.numel(), "bias_add: x");
-  CheckCuda(cuda::LaunchBiasAddForward(p.x.f32(), p.bias.f32(), p.x.shape.rows(), cols,
+  CheckAct(p.x, p.x.numel(), "bias_add: x");
+  CheckCuda(cuda::LaunchBiasAddForward(AsActOut(p.x), p.bias.f32(), p.x.shape.rows(), cols,
                                        stream_),
             "bias_add");
 }
@@ -612,10 +613,10 @@ void CudaBackend::BiasBackward(const BiasBackwardParams& p) {
   CheckF32(p.grad_bias, cols, "bias backward: grad_bias");
   CHECK_EQ(p.grad_out.shape.cols(), cols)
       << "bias backward: grad_out " << p.grad_out.shape.ToString();
-  CheckF32(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
+  CheckAct(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
   const int64_t rows = p.grad_out.shape.rows();
   float* scratch = Scratch(cuda::BiasBackwardScratchFloats(rows, cols));
-  CheckCuda(cuda::LaunchBiasAddBackward(p.grad_out.f32(), p.grad_bias.f32(), rows, cols,
+  CheckCuda(cuda::LaunchBiasAddBackward(AsActIn(p.grad_out), p.grad_bias.f32(), rows, cols,
                                         scratch, stream_),
             "bias backward");
 }
@@ -691,9 +692,10 @@ void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
 void CudaBackend::RopeForward(const RopeParams& p) {
   const cuda::RopeShape shape = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
                                           p.rotate_channels, p.position_offset, "rope");
-  CheckF32(p.out, p.x.numel(), "rope: out");
-  CheckCuda(cuda::LaunchRopeForward(p.x.f32(), p.out.f32(), p.cos.f32(), p.sin.f32(), shape,
-                                    stream_),
+  CheckAct(p.out, p.x.numel(), "rope: out");
+  CheckAliasSameDType(p.out, p.x, "rope: out and x");
+  CheckCuda(cuda::LaunchRopeForward(AsActIn(p.x), AsActOut(p.out), p.cos.f32(), p.sin.f32(),
+                                    shape, stream_),
             "rope");
 }
 
@@ -702,10 +704,10 @@ void CudaBackend::RopeBackward(const RopeBackwardParams& p) {
   const cuda::RopeShape shape =
       CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim, p.rotate_channels,
                 p.position_offset, "rope backward");
-  CheckF32(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
+  CheckAct(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
   CHECK(p.grad_in.data != p.grad_out.data)
       << "rope backward: grad_in must not alias grad_out (it accumulates)";
-  CheckCuda(cuda::LaunchRopeBackward(p.grad_out.f32(), p.grad_in.f32(), p.cos.f32(),
+  CheckCuda(cuda::LaunchRopeBackward(AsActIn(p.grad_out), AsActOut(p.grad_in), p.cos.f32(),
                                      p.sin.f32(), shape, stream_),
             "rope backward");
 }

@@ -88,12 +88,12 @@ cudaError_t LaunchSwiGluBackward(ActIn gate, ActIn up, ActIn grad_out,
                                  int64_t count, cudaStream_t stream);
 
 // bias_add.cu
-// x (rows, cols) += bias (cols) on every row.
-cudaError_t LaunchBiasAddForward(float* x, const float* bias, int64_t rows,
+// x (rows, cols) activation += bias (cols) f32 on every row.
+cudaError_t LaunchBiasAddForward(ActOut x, const float* bias, int64_t rows,
                                  int64_t cols, cudaStream_t stream);
-// grad_bias (cols) += Σ_rows grad_out (rows, cols).
+// grad_bias (cols) f32 += Σ_rows grad_out (rows, cols) activation.
 size_t BiasBackwardScratchFloats(int64_t rows, int64_t cols);
-cudaError_t LaunchBiasAddBackward(const float* grad_out, float* grad_bias,
+cudaError_t LaunchBiasAddBackward(ActIn grad_out, float* grad_bias,
                                   int64_t rows, int64_t cols, float* scratch,
                                   cudaStream_t stream);
 
@@ -133,19 +133,20 @@ cudaError_t LaunchRmsNormBackward(const float* x, const float* gain,
 // rope.cu. Rows of `width` channels; row r is at position
 // r mod time + position_offset; the first rotate_channels channels are heads
 // of head_dim channels whose pairs (2i, 2i+1) rotate by the angle whose cos
-// and sin are tables (positions, head_dim/2); the rest pass through.
+// and sin are tables (positions, head_dim/2), f32; the rest pass through.
 struct RopeShape {
   int64_t rows = 0, width = 0, time = 0, head_dim = 0, rotate_channels = 0,
           position_offset = 0;
 };
-// out (rows, width) may alias x.
-cudaError_t LaunchRopeForward(const float* x, float* out, const float* cos,
+// x, out (rows, width) activations; out may alias x (same dtype).
+cudaError_t LaunchRopeForward(ActIn x, ActOut out, const float* cos,
                               const float* sin, const RopeShape& shape,
                               cudaStream_t stream);
-// grad_in += rotation of grad_out by −angle; must not alias grad_out.
-cudaError_t LaunchRopeBackward(const float* grad_out, float* grad_in,
-                               const float* cos, const float* sin,
-                               const RopeShape& shape, cudaStream_t stream);
+// grad_in += rotation of grad_out by −angle (activations); must not alias
+// grad_out.
+cudaError_t LaunchRopeBackward(ActIn grad_out, ActOut grad_in, const float* cos,
+                               const float* sin, const RopeShape& shape,
+                               cudaStream_t stream);
 
 // attention.cu: causal attention from packed qkv (B, T, 3C), C = H·D, D one
 // of kAttentionHeadDims. Flash-style: tiles of queries and keys in shared
