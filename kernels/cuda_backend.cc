@@ -73,6 +73,18 @@ void CheckAliasSameDType(const Tensor& a, const Tensor& b, const char* what) {
       << " and " << DTypeName(b.dtype);
 }
 
+// The fused residual add of the norms: residual and sum, activations of
+// `numel` elements, go together, and sum may alias x or residual only with
+// their dtype.
+void CheckNormResidual(const NormParams& p, int64_t numel, const char* op) {
+  CHECK_EQ(p.residual.empty(), p.sum.empty()) << op << ": residual and sum go together";
+  if (p.residual.empty()) return;
+  CheckAct(p.residual, numel, absl::StrCat(op, ": residual").c_str());
+  CheckAct(p.sum, numel, absl::StrCat(op, ": sum").c_str());
+  CheckAliasSameDType(p.sum, p.x, op);
+  CheckAliasSameDType(p.sum, p.residual, op);
+}
+
 // The elementwise ops' wrappers differ only in their launcher and names:
 // each checks every operand as an activation (f32 or bf16) of the op's
 // `count` elements (in order, so the first bad operand is the one named) and
@@ -625,14 +637,13 @@ void CudaBackend::LayerNormForward(const NormParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "layer_norm: x");
+  CheckAct(p.x, rows * cols, "layer_norm: x");
   CheckF32(p.gain, cols, "layer_norm: gain");
-  CheckF32(p.out, rows * cols, "layer_norm: out");
-  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "layer_norm: residual and sum go together";
+  CheckAct(p.out, rows * cols, "layer_norm: out");
+  CheckNormResidual(p, rows * cols, "layer_norm");
   CheckCuda(cuda::LaunchLayerNormForward(
-                p.x.f32(), OptionalF32(p.residual, rows * cols, "layer_norm: residual"),
-                p.gain.f32(), OptionalF32(p.bias, cols, "layer_norm: bias"),
-                OptionalF32(p.sum, rows * cols, "layer_norm: sum"), p.out.f32(),
+                AsActIn(p.x), AsActIn(p.residual), p.gain.f32(),
+                OptionalF32(p.bias, cols, "layer_norm: bias"), AsActOut(p.sum), AsActOut(p.out),
                 OptionalF32(p.mean, rows, "layer_norm: mean"),
                 OptionalF32(p.rstd, rows, "layer_norm: rstd"), rows, cols, p.eps, stream_),
             "layer_norm");
@@ -642,17 +653,17 @@ void CudaBackend::LayerNormBackward(const NormBackwardParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm backward: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "layer_norm backward: x");
+  CheckAct(p.x, rows * cols, "layer_norm backward: x");
   CheckF32(p.gain, cols, "layer_norm backward: gain");
   CheckF32(p.mean, rows, "layer_norm backward: mean");
   CheckF32(p.rstd, rows, "layer_norm backward: rstd");
-  CheckF32(p.grad_out, rows * cols, "layer_norm backward: grad_out");
-  float* grad_x = OptionalF32(p.grad_x, rows * cols, "layer_norm backward: grad_x");
+  CheckAct(p.grad_out, rows * cols, "layer_norm backward: grad_out");
+  const cuda::ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "layer_norm backward: grad_x");
   float* grad_gain = OptionalF32(p.grad_gain, cols, "layer_norm backward: grad_gain");
   float* grad_bias = OptionalF32(p.grad_bias, cols, "layer_norm backward: grad_bias");
   float* scratch = Scratch(cuda::LayerNormBackwardScratchFloats(rows, cols));
-  CheckCuda(cuda::LaunchLayerNormBackward(p.x.f32(), p.gain.f32(), p.mean.f32(),
-                                          p.rstd.f32(), p.grad_out.f32(), grad_x, grad_gain,
+  CheckCuda(cuda::LaunchLayerNormBackward(AsActIn(p.x), p.gain.f32(), p.mean.f32(),
+                                          p.rstd.f32(), AsActIn(p.grad_out), grad_x, grad_gain,
                                           grad_bias, rows, cols, scratch, stream_),
             "layer_norm backward");
 }
@@ -661,13 +672,13 @@ void CudaBackend::RmsNormForward(const NormParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "rms_norm: x");
+  CheckAct(p.x, rows * cols, "rms_norm: x");
   CheckF32(p.gain, cols, "rms_norm: gain");
-  CheckF32(p.out, rows * cols, "rms_norm: out");
-  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "rms_norm: residual and sum go together";
+  CheckAct(p.out, rows * cols, "rms_norm: out");
+  CheckNormResidual(p, rows * cols, "rms_norm");
   CheckCuda(cuda::LaunchRmsNormForward(
-                p.x.f32(), OptionalF32(p.residual, rows * cols, "rms_norm: residual"),
-                p.gain.f32(), OptionalF32(p.sum, rows * cols, "rms_norm: sum"), p.out.f32(),
+                AsActIn(p.x), AsActIn(p.residual), p.gain.f32(), AsActOut(p.sum),
+                AsActOut(p.out),
                 OptionalF32(p.rstd, rows, "rms_norm: rstd"), rows, cols, p.eps, stream_),
             "rms_norm");
 }
@@ -676,15 +687,15 @@ void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm backward: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "rms_norm backward: x");
+  CheckAct(p.x, rows * cols, "rms_norm backward: x");
   CheckF32(p.gain, cols, "rms_norm backward: gain");
   CheckF32(p.rstd, rows, "rms_norm backward: rstd");
-  CheckF32(p.grad_out, rows * cols, "rms_norm backward: grad_out");
-  float* grad_x = OptionalF32(p.grad_x, rows * cols, "rms_norm backward: grad_x");
+  CheckAct(p.grad_out, rows * cols, "rms_norm backward: grad_out");
+  const cuda::ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "rms_norm backward: grad_x");
   float* grad_gain = OptionalF32(p.grad_gain, cols, "rms_norm backward: grad_gain");
   float* scratch = Scratch(cuda::RmsNormBackwardScratchFloats(rows, cols));
-  CheckCuda(cuda::LaunchRmsNormBackward(p.x.f32(), p.gain.f32(), p.rstd.f32(),
-                                        p.grad_out.f32(), grad_x, grad_gain, rows, cols,
+  CheckCuda(cuda::LaunchRmsNormBackward(AsActIn(p.x), p.gain.f32(), p.rstd.f32(),
+                                        AsActIn(p.grad_out), grad_x, grad_gain, rows, cols,
                                         scratch, stream_),
             "rms_norm backward");
 }

@@ -98,37 +98,39 @@ cudaError_t LaunchBiasAddBackward(ActIn grad_out, float* grad_bias,
                                   cudaStream_t stream);
 
 // layer_norm.cu: out = (x − mean)·rstd·gain + bias over rows of cols.
-// bias, mean and rstd may be null. With residual (rows, cols) non-null, x is
-// first replaced by sum = x + residual, written to sum (rows, cols), which may
-// alias x or residual; both are null or neither.
-cudaError_t LaunchLayerNormForward(const float* x, const float* residual,
-                                   const float* gain, const float* bias,
-                                   float* sum, float* out, float* mean,
-                                   float* rstd, int64_t rows, int64_t cols,
-                                   float eps, cudaStream_t stream);
-// grad_x (rows, cols), grad_gain (cols), grad_bias (cols) += ; each may be
-// null. mean and rstd (rows) are the forward's.
+// Activations: x, residual, sum, out (rows, cols); f32: gain, bias (cols),
+// mean, rstd (rows). bias, mean and rstd may be null. With residual
+// non-null, x is first replaced by sum = x + residual, written to sum (rounded
+// as LaunchAddForward rounds it) and normalized as stored; sum may alias x or
+// residual (same dtype). Both residual and sum are null, or neither.
+cudaError_t LaunchLayerNormForward(ActIn x, ActIn residual, const float* gain,
+                                   const float* bias, ActOut sum, ActOut out,
+                                   float* mean, float* rstd, int64_t rows,
+                                   int64_t cols, float eps, cudaStream_t stream);
+// grad_x (rows, cols) activation, grad_gain (cols), grad_bias (cols) f32 += ;
+// each may be null. x and grad_out (rows, cols) activations; mean and rstd
+// (rows) are the forward's.
 size_t LayerNormBackwardScratchFloats(int64_t rows, int64_t cols);
-cudaError_t LaunchLayerNormBackward(const float* x, const float* gain,
+cudaError_t LaunchLayerNormBackward(ActIn x, const float* gain,
                                     const float* mean, const float* rstd,
-                                    const float* grad_out, float* grad_x,
+                                    ActIn grad_out, ActOut grad_x,
                                     float* grad_gain, float* grad_bias,
                                     int64_t rows, int64_t cols, float* scratch,
                                     cudaStream_t stream);
 
-// rms_norm.cu: out = x·rstd·gain, rstd = 1/√(mean(x²) + eps); rstd may be
-// null. residual and sum as in LaunchLayerNormForward.
-cudaError_t LaunchRmsNormForward(const float* x, const float* residual,
-                                 const float* gain, float* sum, float* out,
-                                 float* rstd, int64_t rows, int64_t cols,
-                                 float eps, cudaStream_t stream);
-// grad_x (rows, cols), grad_gain (cols) += ; either may be null.
+// rms_norm.cu: out = x·rstd·gain, rstd = 1/√(mean(x²) + eps); rstd (rows, f32)
+// may be null. Activations, residual and sum as in LaunchLayerNormForward.
+cudaError_t LaunchRmsNormForward(ActIn x, ActIn residual, const float* gain,
+                                 ActOut sum, ActOut out, float* rstd,
+                                 int64_t rows, int64_t cols, float eps,
+                                 cudaStream_t stream);
+// grad_x (rows, cols) activation, grad_gain (cols) f32 += ; either may be
+// null. x and grad_out as in LaunchLayerNormBackward.
 size_t RmsNormBackwardScratchFloats(int64_t rows, int64_t cols);
-cudaError_t LaunchRmsNormBackward(const float* x, const float* gain,
-                                  const float* rstd, const float* grad_out,
-                                  float* grad_x, float* grad_gain,
-                                  int64_t rows, int64_t cols, float* scratch,
-                                  cudaStream_t stream);
+cudaError_t LaunchRmsNormBackward(ActIn x, const float* gain, const float* rstd,
+                                  ActIn grad_out, ActOut grad_x,
+                                  float* grad_gain, int64_t rows, int64_t cols,
+                                  float* scratch, cudaStream_t stream);
 
 // rope.cu. Rows of `width` channels; row r is at position
 // r mod time + position_offset; the first rotate_channels channels are heads
