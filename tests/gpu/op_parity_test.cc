@@ -556,7 +556,6 @@ constexpr double kBf16StorageTolerance = 1e-2;
 
 class Bf16ActivationOpsTest : public OpParityTest {
  protected:
-  static constexpr DType kF32 = DType::kF32;
   static constexpr DType kBf16 = DType::kBF16;
 
   // A tensor of `dtype` (f32 or bf16) holding `values` rounded to it.
@@ -740,7 +739,8 @@ TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
       Pair r = RandomAct(shape, mix.residual), gain = Random({cols}), bias = Random({cols});
       Pair layer_sum = RandomAct(shape, mix.sum), layer_out = RandomAct(shape, mix.out);
       Pair rms_sum = RandomAct(shape, mix.sum), rms_out = RandomAct(shape, mix.out);
-      Pair plain_out = RandomAct(shape, mix.out);
+      Pair plain_out = RandomAct(shape, mix.out), layer_plain_out = RandomAct(shape, mix.out);
+      Pair plain_mean = Random({rows}), plain_rstd = Random({rows});
       Pair mean = Random({rows}), layer_rstd = Random({rows}), rms_rstd = Random({rows});
       // In place, as the model runs it: the sum overwrites x (a copy of it).
       Pair in_place = CopyAct(x), in_place_out = RandomAct(shape, mix.out);
@@ -757,6 +757,9 @@ TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
         be.RmsNormForward({.x = x[s], .gain = gain[s], .out = rms_out[s], .rstd = rms_rstd[s],
                            .residual = r[s], .sum = rms_sum[s]});
         be.RmsNormForward({.x = x[s], .gain = gain[s], .out = plain_out[s]});
+        be.LayerNormForward({.x = x[s], .gain = gain[s], .bias = bias[s],
+                             .out = layer_plain_out[s], .mean = plain_mean[s],
+                             .rstd = plain_rstd[s]});
         be.RmsNormForward({.x = in_place[s], .gain = gain[s], .out = in_place_out[s],
                            .residual = r[s], .sum = in_place[s]});
         // The backwards, with each side's own forward statistics of bx.
@@ -774,6 +777,9 @@ TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
       ExpectCloseAct(layer_sum, "layer_norm sum " + what);
       ExpectCloseAct(rms_sum, "rms_norm sum " + what);
       ExpectCloseAct(plain_out, "rms_norm out without a residual " + what);
+      ExpectCloseAct(layer_plain_out, "layer_norm out without a residual " + what);
+      ExpectCloseAct(plain_mean, "layer_norm mean without a residual " + what);
+      ExpectCloseAct(plain_rstd, "layer_norm rstd without a residual " + what);
       ExpectCloseAct(in_place, "rms_norm sum in place " + what);
       ExpectCloseAct(in_place_out, "rms_norm out in place " + what);
       ExpectCloseAct(layer_out, "layer_norm out " + what);
