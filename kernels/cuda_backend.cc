@@ -36,6 +36,31 @@ void CheckI32(const Tensor& t, int64_t numel, const char* what) {
   CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
 }
 
+// An activation operand (engine/backend.h, "Activations"): f32 or bf16,
+// passed to the kernels with its type.
+using cuda::ActIn;
+using cuda::ActOut;
+
+ActIn AsActIn(const Tensor& t) {
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << "an activation must be f32 or bf16, is " << DTypeName(t.dtype);
+  return ActIn{t.data, t.dtype == DType::kBF16};
+}
+
+ActOut AsActOut(const Tensor& t) {
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << "an activation must be f32 or bf16, is " << DTypeName(t.dtype);
+  return ActOut{t.data, t.dtype == DType::kBF16};
+}
+
+// CHECKs an activation operand of `numel` elements, f32 or bf16.
+void CheckActivation(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << what << " must be f32 or bf16, is " << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
 // The f32 data of an optional tensor of `numel` elements, or null.
 float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   if (t.empty()) return nullptr;
@@ -43,25 +68,11 @@ float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   return t.f32();
 }
 
-// An activation operand ([act] in engine/backend.h) for the launchers: its
-// data and whether its elements are bf16 (else f32). An empty tensor gives a
-// null operand ("not given").
-cuda::ActIn AsActIn(const Tensor& t) { return {t.data, t.dtype == DType::kBF16}; }
-cuda::ActOut AsActOut(const Tensor& t) { return {t.data, t.dtype == DType::kBF16}; }
-
-// An activation tensor of `numel` elements: f32 or bf16.
-void CheckAct(const Tensor& t, int64_t numel, const char* what) {
-  CHECK(t.data != nullptr) << what << " is empty";
-  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
-      << what << " must be f32 or bf16 (an activation), is " << DTypeName(t.dtype);
-  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
-}
-
 // An optional activation (a gradient that may not be needed): a null
 // operand when empty.
-cuda::ActOut OptionalAct(const Tensor& t, int64_t numel, const char* what) {
+ActOut OptionalAct(const Tensor& t, int64_t numel, const char* what) {
   if (t.empty()) return {};
-  CheckAct(t, numel, what);
+  CheckActivation(t, numel, what);
   return AsActOut(t);
 }
 
@@ -79,8 +90,8 @@ void CheckAliasSameDType(const Tensor& a, const Tensor& b, const char* what) {
 void CheckNormResidual(const NormParams& p, int64_t numel, const char* op) {
   CHECK_EQ(p.residual.empty(), p.sum.empty()) << op << ": residual and sum go together";
   if (p.residual.empty()) return;
-  CheckAct(p.residual, numel, absl::StrCat(op, ": residual").c_str());
-  CheckAct(p.sum, numel, absl::StrCat(op, ": sum").c_str());
+  CheckActivation(p.residual, numel, absl::StrCat(op, ": residual").c_str());
+  CheckActivation(p.sum, numel, absl::StrCat(op, ": sum").c_str());
   CheckAliasSameDType(p.sum, p.x, op);
   CheckAliasSameDType(p.sum, p.residual, op);
 }
@@ -95,24 +106,24 @@ struct Operand {
   const Tensor& tensor;
   const char* name;
 };
-using OneInputLauncher = cudaError_t (*)(cuda::ActIn in, cuda::ActOut out, int64_t count,
+using OneInputLauncher = cudaError_t (*)(ActIn in, ActOut out, int64_t count,
                                          cudaStream_t stream);
-using TwoInputLauncher = cudaError_t (*)(cuda::ActIn a, cuda::ActIn b, cuda::ActOut out,
-                                         int64_t count, cudaStream_t stream);
+using TwoInputLauncher = cudaError_t (*)(ActIn a, ActIn b, ActOut out, int64_t count,
+                                         cudaStream_t stream);
 
 void RunElementwise(OneInputLauncher launch, const char* op, int64_t count, const Operand& in,
                     const Operand& out, cudaStream_t stream) {
-  CheckAct(in.tensor, count, in.name);
-  CheckAct(out.tensor, count, out.name);
+  CheckActivation(in.tensor, count, in.name);
+  CheckActivation(out.tensor, count, out.name);
   CheckAliasSameDType(out.tensor, in.tensor, op);
   CheckCuda(launch(AsActIn(in.tensor), AsActOut(out.tensor), count, stream), op);
 }
 
 void RunElementwise(TwoInputLauncher launch, const char* op, int64_t count, const Operand& a,
                     const Operand& b, const Operand& out, cudaStream_t stream) {
-  CheckAct(a.tensor, count, a.name);
-  CheckAct(b.tensor, count, b.name);
-  CheckAct(out.tensor, count, out.name);
+  CheckActivation(a.tensor, count, a.name);
+  CheckActivation(b.tensor, count, b.name);
+  CheckActivation(out.tensor, count, out.name);
   CheckAliasSameDType(out.tensor, a.tensor, op);
   CheckAliasSameDType(out.tensor, b.tensor, op);
   CheckCuda(launch(AsActIn(a.tensor), AsActIn(b.tensor), AsActOut(out.tensor), count, stream),
@@ -535,9 +546,9 @@ void CudaBackend::Add(const BinaryParams& p) {
 
 void CudaBackend::AddBackward(const BinaryBackwardParams& p) {
   const int64_t n = p.grad_out.numel();
-  CheckAct(p.grad_out, n, "add backward: grad_out");
-  const cuda::ActOut grad_a = OptionalAct(p.grad_a, n, "add backward: grad_a");
-  const cuda::ActOut grad_b = OptionalAct(p.grad_b, n, "add backward: grad_b");
+  CheckActivation(p.grad_out, n, "add backward: grad_out");
+  const ActOut grad_a = OptionalAct(p.grad_a, n, "add backward: grad_a");
+  const ActOut grad_b = OptionalAct(p.grad_b, n, "add backward: grad_b");
   CheckAliasSameDType(p.grad_a, p.grad_b, "add backward: grad_a and grad_b");
   CheckCuda(cuda::LaunchAddBackward(AsActIn(p.grad_out), grad_a, grad_b, n, stream_),
             "add backward");
@@ -550,18 +561,18 @@ void CudaBackend::Mul(const BinaryParams& p) {
 
 void CudaBackend::MulBackward(const BinaryBackwardParams& p) {
   const int64_t n = p.grad_out.numel();
-  CheckAct(p.grad_out, n, "mul backward: grad_out");
-  const cuda::ActOut grad_a = OptionalAct(p.grad_a, n, "mul backward: grad_a");
-  const cuda::ActOut grad_b = OptionalAct(p.grad_b, n, "mul backward: grad_b");
+  CheckActivation(p.grad_out, n, "mul backward: grad_out");
+  const ActOut grad_a = OptionalAct(p.grad_a, n, "mul backward: grad_a");
+  const ActOut grad_b = OptionalAct(p.grad_b, n, "mul backward: grad_b");
   CheckAliasSameDType(p.grad_a, p.grad_b, "mul backward: grad_a and grad_b");
   // grad_a needs b and grad_b needs a; an input not needed is not read.
-  cuda::ActIn a, b;
+  ActIn a, b;
   if (grad_b.data != nullptr) {
-    CheckAct(p.a, n, "mul backward: a (grad_b needs it)");
+    CheckActivation(p.a, n, "mul backward: a (grad_b needs it)");
     a = AsActIn(p.a);
   }
   if (grad_a.data != nullptr) {
-    CheckAct(p.b, n, "mul backward: b (grad_a needs it)");
+    CheckActivation(p.b, n, "mul backward: b (grad_a needs it)");
     b = AsActIn(p.b);
   }
   CheckCuda(cuda::LaunchMulBackward(a, b, AsActIn(p.grad_out), grad_a, grad_b, n, stream_),
@@ -599,11 +610,11 @@ void CudaBackend::SwiGluForward(const SwiGluParams& p) {
 
 void CudaBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   const int64_t n = p.gate.numel();
-  CheckAct(p.gate, n, "swiglu backward: gate");
-  CheckAct(p.up, n, "swiglu backward: up");
-  CheckAct(p.grad_out, n, "swiglu backward: grad_out");
-  const cuda::ActOut grad_gate = OptionalAct(p.grad_gate, n, "swiglu backward: grad_gate");
-  const cuda::ActOut grad_up = OptionalAct(p.grad_up, n, "swiglu backward: grad_up");
+  CheckActivation(p.gate, n, "swiglu backward: gate");
+  CheckActivation(p.up, n, "swiglu backward: up");
+  CheckActivation(p.grad_out, n, "swiglu backward: grad_out");
+  const ActOut grad_gate = OptionalAct(p.grad_gate, n, "swiglu backward: grad_gate");
+  const ActOut grad_up = OptionalAct(p.grad_up, n, "swiglu backward: grad_up");
   CheckCuda(cuda::LaunchSwiGluBackward(AsActIn(p.gate), AsActIn(p.up), AsActIn(p.grad_out),
                                        grad_gate, grad_up, n, stream_),
             "swiglu backward");
@@ -613,7 +624,7 @@ void CudaBackend::BiasAdd(const BiasAddParams& p) {
   const int64_t cols = p.bias.numel();
   CheckF32(p.bias, cols, "bias_add: bias");
   CHECK_EQ(p.x.shape.cols(), cols) << "bias_add: x " << p.x.shape.ToString();
-  CheckAct(p.x, p.x.numel(), "bias_add: x");
+  CheckActivation(p.x, p.x.numel(), "bias_add: x");
   CheckCuda(cuda::LaunchBiasAddForward(AsActOut(p.x), p.bias.f32(), p.x.shape.rows(), cols,
                                        stream_),
             "bias_add");
@@ -625,7 +636,7 @@ void CudaBackend::BiasBackward(const BiasBackwardParams& p) {
   CheckF32(p.grad_bias, cols, "bias backward: grad_bias");
   CHECK_EQ(p.grad_out.shape.cols(), cols)
       << "bias backward: grad_out " << p.grad_out.shape.ToString();
-  CheckAct(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
+  CheckActivation(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
   const int64_t rows = p.grad_out.shape.rows();
   float* scratch = Scratch(cuda::BiasBackwardScratchFloats(rows, cols));
   CheckCuda(cuda::LaunchBiasAddBackward(AsActIn(p.grad_out), p.grad_bias.f32(), rows, cols,
@@ -637,9 +648,9 @@ void CudaBackend::LayerNormForward(const NormParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckAct(p.x, rows * cols, "layer_norm: x");
+  CheckActivation(p.x, rows * cols, "layer_norm: x");
   CheckF32(p.gain, cols, "layer_norm: gain");
-  CheckAct(p.out, rows * cols, "layer_norm: out");
+  CheckActivation(p.out, rows * cols, "layer_norm: out");
   CheckNormResidual(p, rows * cols, "layer_norm");
   CheckCuda(cuda::LaunchLayerNormForward(
                 AsActIn(p.x), AsActIn(p.residual), p.gain.f32(),
@@ -653,12 +664,12 @@ void CudaBackend::LayerNormBackward(const NormBackwardParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm backward: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckAct(p.x, rows * cols, "layer_norm backward: x");
+  CheckActivation(p.x, rows * cols, "layer_norm backward: x");
   CheckF32(p.gain, cols, "layer_norm backward: gain");
   CheckF32(p.mean, rows, "layer_norm backward: mean");
   CheckF32(p.rstd, rows, "layer_norm backward: rstd");
-  CheckAct(p.grad_out, rows * cols, "layer_norm backward: grad_out");
-  const cuda::ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "layer_norm backward: grad_x");
+  CheckActivation(p.grad_out, rows * cols, "layer_norm backward: grad_out");
+  const ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "layer_norm backward: grad_x");
   float* grad_gain = OptionalF32(p.grad_gain, cols, "layer_norm backward: grad_gain");
   float* grad_bias = OptionalF32(p.grad_bias, cols, "layer_norm backward: grad_bias");
   float* scratch = Scratch(cuda::LayerNormBackwardScratchFloats(rows, cols));
@@ -672,9 +683,9 @@ void CudaBackend::RmsNormForward(const NormParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckAct(p.x, rows * cols, "rms_norm: x");
+  CheckActivation(p.x, rows * cols, "rms_norm: x");
   CheckF32(p.gain, cols, "rms_norm: gain");
-  CheckAct(p.out, rows * cols, "rms_norm: out");
+  CheckActivation(p.out, rows * cols, "rms_norm: out");
   CheckNormResidual(p, rows * cols, "rms_norm");
   CheckCuda(cuda::LaunchRmsNormForward(
                 AsActIn(p.x), AsActIn(p.residual), p.gain.f32(), AsActOut(p.sum),
@@ -687,11 +698,11 @@ void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm backward: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckAct(p.x, rows * cols, "rms_norm backward: x");
+  CheckActivation(p.x, rows * cols, "rms_norm backward: x");
   CheckF32(p.gain, cols, "rms_norm backward: gain");
   CheckF32(p.rstd, rows, "rms_norm backward: rstd");
-  CheckAct(p.grad_out, rows * cols, "rms_norm backward: grad_out");
-  const cuda::ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "rms_norm backward: grad_x");
+  CheckActivation(p.grad_out, rows * cols, "rms_norm backward: grad_out");
+  const ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "rms_norm backward: grad_x");
   float* grad_gain = OptionalF32(p.grad_gain, cols, "rms_norm backward: grad_gain");
   float* scratch = Scratch(cuda::RmsNormBackwardScratchFloats(rows, cols));
   CheckCuda(cuda::LaunchRmsNormBackward(AsActIn(p.x), p.gain.f32(), p.rstd.f32(),
@@ -703,7 +714,7 @@ void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
 void CudaBackend::RopeForward(const RopeParams& p) {
   const cuda::RopeShape shape = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
                                           p.rotate_channels, p.position_offset, "rope");
-  CheckAct(p.out, p.x.numel(), "rope: out");
+  CheckActivation(p.out, p.x.numel(), "rope: out");
   CheckAliasSameDType(p.out, p.x, "rope: out and x");
   CheckCuda(cuda::LaunchRopeForward(AsActIn(p.x), AsActOut(p.out), p.cos.f32(), p.sin.f32(),
                                     shape, stream_),
@@ -715,7 +726,7 @@ void CudaBackend::RopeBackward(const RopeBackwardParams& p) {
   const cuda::RopeShape shape =
       CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim, p.rotate_channels,
                 p.position_offset, "rope backward");
-  CheckAct(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
+  CheckActivation(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
   CHECK(p.grad_in.data != p.grad_out.data)
       << "rope backward: grad_in must not alias grad_out (it accumulates)";
   CheckCuda(cuda::LaunchRopeBackward(AsActIn(p.grad_out), AsActOut(p.grad_in), p.cos.f32(),
