@@ -36,6 +36,31 @@ void CheckI32(const Tensor& t, int64_t numel, const char* what) {
   CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
 }
 
+// An activation operand (engine/backend.h, "Activations"): f32 or bf16,
+// passed to the kernels with its type.
+using cuda::ActIn;
+using cuda::ActOut;
+
+ActIn AsActIn(const Tensor& t) {
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << "an activation must be f32 or bf16, is " << DTypeName(t.dtype);
+  return ActIn{t.data, t.dtype == DType::kBF16};
+}
+
+ActOut AsActOut(const Tensor& t) {
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << "an activation must be f32 or bf16, is " << DTypeName(t.dtype);
+  return ActOut{t.data, t.dtype == DType::kBF16};
+}
+
+// CHECKs an activation operand of `numel` elements, f32 or bf16.
+void CheckActivation(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << what << " must be f32 or bf16, is " << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
 // The f32 data of an optional tensor of `numel` elements, or null.
 float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   if (t.empty()) return nullptr;
@@ -43,39 +68,73 @@ float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   return t.f32();
 }
 
+// An optional activation (a gradient that may not be needed): a null
+// operand when empty.
+ActOut OptionalAct(const Tensor& t, int64_t numel, const char* what) {
+  if (t.empty()) return {};
+  CheckActivation(t, numel, what);
+  return AsActOut(t);
+}
+
+// Operands may alias only when they have one dtype (engine/backend.h,
+// "Activations"): a bf16 view of f32 elements, or the reverse, is garbage.
+void CheckAliasSameDType(const Tensor& a, const Tensor& b, const char* what) {
+  CHECK(a.data != b.data || a.empty() || a.dtype == b.dtype)
+      << what << ": aliased operands must have one dtype, are " << DTypeName(a.dtype)
+      << " and " << DTypeName(b.dtype);
+}
+
+// The fused residual add of the norms: residual and sum, activations of
+// `numel` elements, go together, and sum may alias x or residual only with
+// their dtype.
+void CheckNormResidual(const NormParams& p, int64_t numel, const char* op) {
+  CHECK_EQ(p.residual.empty(), p.sum.empty()) << op << ": residual and sum go together";
+  if (p.residual.empty()) return;
+  CheckActivation(p.residual, numel, absl::StrCat(op, ": residual").c_str());
+  CheckActivation(p.sum, numel, absl::StrCat(op, ": sum").c_str());
+  CheckAliasSameDType(p.sum, p.x, op);
+  CheckAliasSameDType(p.sum, p.residual, op);
+}
+
 // The elementwise ops' wrappers differ only in their launcher and names:
-// each checks every operand as f32 of the op's `count` elements (in order,
-// so the first bad operand is the one named), launches, and aborts naming
+// each checks every operand as an activation (f32 or bf16) of the op's
+// `count` elements (in order, so the first bad operand is the one named) and
+// the output against the inputs it may alias, launches, and aborts naming
 // the op when the launch fails. An operand is a tensor and its name in the
 // messages ("gelu: in").
 struct Operand {
   const Tensor& tensor;
   const char* name;
 };
-using OneInputLauncher = cudaError_t (*)(const float* in, float* out, int64_t count,
+using OneInputLauncher = cudaError_t (*)(ActIn in, ActOut out, int64_t count,
                                          cudaStream_t stream);
-using TwoInputLauncher = cudaError_t (*)(const float* a, const float* b, float* out,
-                                         int64_t count, cudaStream_t stream);
+using TwoInputLauncher = cudaError_t (*)(ActIn a, ActIn b, ActOut out, int64_t count,
+                                         cudaStream_t stream);
 
 void RunElementwise(OneInputLauncher launch, const char* op, int64_t count, const Operand& in,
                     const Operand& out, cudaStream_t stream) {
-  CheckF32(in.tensor, count, in.name);
-  CheckF32(out.tensor, count, out.name);
-  CheckCuda(launch(in.tensor.f32(), out.tensor.f32(), count, stream), op);
+  CheckActivation(in.tensor, count, in.name);
+  CheckActivation(out.tensor, count, out.name);
+  CheckAliasSameDType(out.tensor, in.tensor, op);
+  CheckCuda(launch(AsActIn(in.tensor), AsActOut(out.tensor), count, stream), op);
 }
 
 void RunElementwise(TwoInputLauncher launch, const char* op, int64_t count, const Operand& a,
                     const Operand& b, const Operand& out, cudaStream_t stream) {
-  CheckF32(a.tensor, count, a.name);
-  CheckF32(b.tensor, count, b.name);
-  CheckF32(out.tensor, count, out.name);
-  CheckCuda(launch(a.tensor.f32(), b.tensor.f32(), out.tensor.f32(), count, stream), op);
+  CheckActivation(a.tensor, count, a.name);
+  CheckActivation(b.tensor, count, b.name);
+  CheckActivation(out.tensor, count, out.name);
+  CheckAliasSameDType(out.tensor, a.tensor, op);
+  CheckAliasSameDType(out.tensor, b.tensor, op);
+  CheckCuda(launch(AsActIn(a.tensor), AsActIn(b.tensor), AsActOut(out.tensor), count, stream),
+            op);
 }
 
 cuda::RopeShape CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
                           int64_t time, int64_t head_dim, int64_t rotate_channels,
                           int64_t position_offset, const char* op) {
-  CHECK(x.data != nullptr && x.dtype == DType::kF32) << op << ": x must be f32";
+  CHECK(x.data != nullptr && (x.dtype == DType::kF32 || x.dtype == DType::kBF16))
+      << op << ": x must be an f32 or bf16 activation";
   CHECK(head_dim > 0 && head_dim % 2 == 0)
       << op << ": head_dim " << head_dim << " must be positive and even";
   CHECK_GT(time, 0) << op << ": time";
@@ -487,10 +546,11 @@ void CudaBackend::Add(const BinaryParams& p) {
 
 void CudaBackend::AddBackward(const BinaryBackwardParams& p) {
   const int64_t n = p.grad_out.numel();
-  CheckF32(p.grad_out, n, "add backward: grad_out");
-  float* grad_a = OptionalF32(p.grad_a, n, "add backward: grad_a");
-  float* grad_b = OptionalF32(p.grad_b, n, "add backward: grad_b");
-  CheckCuda(cuda::LaunchAddBackward(p.grad_out.f32(), grad_a, grad_b, n, stream_),
+  CheckActivation(p.grad_out, n, "add backward: grad_out");
+  const ActOut grad_a = OptionalAct(p.grad_a, n, "add backward: grad_a");
+  const ActOut grad_b = OptionalAct(p.grad_b, n, "add backward: grad_b");
+  CheckAliasSameDType(p.grad_a, p.grad_b, "add backward: grad_a and grad_b");
+  CheckCuda(cuda::LaunchAddBackward(AsActIn(p.grad_out), grad_a, grad_b, n, stream_),
             "add backward");
 }
 
@@ -501,15 +561,21 @@ void CudaBackend::Mul(const BinaryParams& p) {
 
 void CudaBackend::MulBackward(const BinaryBackwardParams& p) {
   const int64_t n = p.grad_out.numel();
-  CheckF32(p.grad_out, n, "mul backward: grad_out");
-  float* grad_a = OptionalF32(p.grad_a, n, "mul backward: grad_a");
-  float* grad_b = OptionalF32(p.grad_b, n, "mul backward: grad_b");
-  // grad_a needs b and grad_b needs a.
-  const float* a = grad_b != nullptr ? OptionalF32(p.a, n, "mul backward: a") : nullptr;
-  const float* b = grad_a != nullptr ? OptionalF32(p.b, n, "mul backward: b") : nullptr;
-  CHECK(grad_b == nullptr || a != nullptr) << "mul backward: grad_b needs a";
-  CHECK(grad_a == nullptr || b != nullptr) << "mul backward: grad_a needs b";
-  CheckCuda(cuda::LaunchMulBackward(a, b, p.grad_out.f32(), grad_a, grad_b, n, stream_),
+  CheckActivation(p.grad_out, n, "mul backward: grad_out");
+  const ActOut grad_a = OptionalAct(p.grad_a, n, "mul backward: grad_a");
+  const ActOut grad_b = OptionalAct(p.grad_b, n, "mul backward: grad_b");
+  CheckAliasSameDType(p.grad_a, p.grad_b, "mul backward: grad_a and grad_b");
+  // grad_a needs b and grad_b needs a; an input not needed is not read.
+  ActIn a, b;
+  if (grad_b.data != nullptr) {
+    CheckActivation(p.a, n, "mul backward: a (grad_b needs it)");
+    a = AsActIn(p.a);
+  }
+  if (grad_a.data != nullptr) {
+    CheckActivation(p.b, n, "mul backward: b (grad_a needs it)");
+    b = AsActIn(p.b);
+  }
+  CheckCuda(cuda::LaunchMulBackward(a, b, AsActIn(p.grad_out), grad_a, grad_b, n, stream_),
             "mul backward");
 }
 
@@ -544,13 +610,13 @@ void CudaBackend::SwiGluForward(const SwiGluParams& p) {
 
 void CudaBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   const int64_t n = p.gate.numel();
-  CheckF32(p.gate, n, "swiglu backward: gate");
-  CheckF32(p.up, n, "swiglu backward: up");
-  CheckF32(p.grad_out, n, "swiglu backward: grad_out");
-  float* grad_gate = OptionalF32(p.grad_gate, n, "swiglu backward: grad_gate");
-  float* grad_up = OptionalF32(p.grad_up, n, "swiglu backward: grad_up");
-  CheckCuda(cuda::LaunchSwiGluBackward(p.gate.f32(), p.up.f32(), p.grad_out.f32(), grad_gate,
-                                       grad_up, n, stream_),
+  CheckActivation(p.gate, n, "swiglu backward: gate");
+  CheckActivation(p.up, n, "swiglu backward: up");
+  CheckActivation(p.grad_out, n, "swiglu backward: grad_out");
+  const ActOut grad_gate = OptionalAct(p.grad_gate, n, "swiglu backward: grad_gate");
+  const ActOut grad_up = OptionalAct(p.grad_up, n, "swiglu backward: grad_up");
+  CheckCuda(cuda::LaunchSwiGluBackward(AsActIn(p.gate), AsActIn(p.up), AsActIn(p.grad_out),
+                                       grad_gate, grad_up, n, stream_),
             "swiglu backward");
 }
 
@@ -558,8 +624,8 @@ void CudaBackend::BiasAdd(const BiasAddParams& p) {
   const int64_t cols = p.bias.numel();
   CheckF32(p.bias, cols, "bias_add: bias");
   CHECK_EQ(p.x.shape.cols(), cols) << "bias_add: x " << p.x.shape.ToString();
-  CheckF32(p.x, p.x.numel(), "bias_add: x");
-  CheckCuda(cuda::LaunchBiasAddForward(p.x.f32(), p.bias.f32(), p.x.shape.rows(), cols,
+  CheckActivation(p.x, p.x.numel(), "bias_add: x");
+  CheckCuda(cuda::LaunchBiasAddForward(AsActOut(p.x), p.bias.f32(), p.x.shape.rows(), cols,
                                        stream_),
             "bias_add");
 }
@@ -570,10 +636,10 @@ void CudaBackend::BiasBackward(const BiasBackwardParams& p) {
   CheckF32(p.grad_bias, cols, "bias backward: grad_bias");
   CHECK_EQ(p.grad_out.shape.cols(), cols)
       << "bias backward: grad_out " << p.grad_out.shape.ToString();
-  CheckF32(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
+  CheckActivation(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
   const int64_t rows = p.grad_out.shape.rows();
   float* scratch = Scratch(cuda::BiasBackwardScratchFloats(rows, cols));
-  CheckCuda(cuda::LaunchBiasAddBackward(p.grad_out.f32(), p.grad_bias.f32(), rows, cols,
+  CheckCuda(cuda::LaunchBiasAddBackward(AsActIn(p.grad_out), p.grad_bias.f32(), rows, cols,
                                         scratch, stream_),
             "bias backward");
 }
@@ -582,14 +648,13 @@ void CudaBackend::LayerNormForward(const NormParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "layer_norm: x");
+  CheckActivation(p.x, rows * cols, "layer_norm: x");
   CheckF32(p.gain, cols, "layer_norm: gain");
-  CheckF32(p.out, rows * cols, "layer_norm: out");
-  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "layer_norm: residual and sum go together";
+  CheckActivation(p.out, rows * cols, "layer_norm: out");
+  CheckNormResidual(p, rows * cols, "layer_norm");
   CheckCuda(cuda::LaunchLayerNormForward(
-                p.x.f32(), OptionalF32(p.residual, rows * cols, "layer_norm: residual"),
-                p.gain.f32(), OptionalF32(p.bias, cols, "layer_norm: bias"),
-                OptionalF32(p.sum, rows * cols, "layer_norm: sum"), p.out.f32(),
+                AsActIn(p.x), AsActIn(p.residual), p.gain.f32(),
+                OptionalF32(p.bias, cols, "layer_norm: bias"), AsActOut(p.sum), AsActOut(p.out),
                 OptionalF32(p.mean, rows, "layer_norm: mean"),
                 OptionalF32(p.rstd, rows, "layer_norm: rstd"), rows, cols, p.eps, stream_),
             "layer_norm");
@@ -599,17 +664,17 @@ void CudaBackend::LayerNormBackward(const NormBackwardParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm backward: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "layer_norm backward: x");
+  CheckActivation(p.x, rows * cols, "layer_norm backward: x");
   CheckF32(p.gain, cols, "layer_norm backward: gain");
   CheckF32(p.mean, rows, "layer_norm backward: mean");
   CheckF32(p.rstd, rows, "layer_norm backward: rstd");
-  CheckF32(p.grad_out, rows * cols, "layer_norm backward: grad_out");
-  float* grad_x = OptionalF32(p.grad_x, rows * cols, "layer_norm backward: grad_x");
+  CheckActivation(p.grad_out, rows * cols, "layer_norm backward: grad_out");
+  const ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "layer_norm backward: grad_x");
   float* grad_gain = OptionalF32(p.grad_gain, cols, "layer_norm backward: grad_gain");
   float* grad_bias = OptionalF32(p.grad_bias, cols, "layer_norm backward: grad_bias");
   float* scratch = Scratch(cuda::LayerNormBackwardScratchFloats(rows, cols));
-  CheckCuda(cuda::LaunchLayerNormBackward(p.x.f32(), p.gain.f32(), p.mean.f32(),
-                                          p.rstd.f32(), p.grad_out.f32(), grad_x, grad_gain,
+  CheckCuda(cuda::LaunchLayerNormBackward(AsActIn(p.x), p.gain.f32(), p.mean.f32(),
+                                          p.rstd.f32(), AsActIn(p.grad_out), grad_x, grad_gain,
                                           grad_bias, rows, cols, scratch, stream_),
             "layer_norm backward");
 }
@@ -618,13 +683,13 @@ void CudaBackend::RmsNormForward(const NormParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "rms_norm: x");
+  CheckActivation(p.x, rows * cols, "rms_norm: x");
   CheckF32(p.gain, cols, "rms_norm: gain");
-  CheckF32(p.out, rows * cols, "rms_norm: out");
-  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "rms_norm: residual and sum go together";
+  CheckActivation(p.out, rows * cols, "rms_norm: out");
+  CheckNormResidual(p, rows * cols, "rms_norm");
   CheckCuda(cuda::LaunchRmsNormForward(
-                p.x.f32(), OptionalF32(p.residual, rows * cols, "rms_norm: residual"),
-                p.gain.f32(), OptionalF32(p.sum, rows * cols, "rms_norm: sum"), p.out.f32(),
+                AsActIn(p.x), AsActIn(p.residual), p.gain.f32(), AsActOut(p.sum),
+                AsActOut(p.out),
                 OptionalF32(p.rstd, rows, "rms_norm: rstd"), rows, cols, p.eps, stream_),
             "rms_norm");
 }
@@ -633,15 +698,15 @@ void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm backward: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, "rms_norm backward: x");
+  CheckActivation(p.x, rows * cols, "rms_norm backward: x");
   CheckF32(p.gain, cols, "rms_norm backward: gain");
   CheckF32(p.rstd, rows, "rms_norm backward: rstd");
-  CheckF32(p.grad_out, rows * cols, "rms_norm backward: grad_out");
-  float* grad_x = OptionalF32(p.grad_x, rows * cols, "rms_norm backward: grad_x");
+  CheckActivation(p.grad_out, rows * cols, "rms_norm backward: grad_out");
+  const ActOut grad_x = OptionalAct(p.grad_x, rows * cols, "rms_norm backward: grad_x");
   float* grad_gain = OptionalF32(p.grad_gain, cols, "rms_norm backward: grad_gain");
   float* scratch = Scratch(cuda::RmsNormBackwardScratchFloats(rows, cols));
-  CheckCuda(cuda::LaunchRmsNormBackward(p.x.f32(), p.gain.f32(), p.rstd.f32(),
-                                        p.grad_out.f32(), grad_x, grad_gain, rows, cols,
+  CheckCuda(cuda::LaunchRmsNormBackward(AsActIn(p.x), p.gain.f32(), p.rstd.f32(),
+                                        AsActIn(p.grad_out), grad_x, grad_gain, rows, cols,
                                         scratch, stream_),
             "rms_norm backward");
 }
@@ -649,9 +714,10 @@ void CudaBackend::RmsNormBackward(const NormBackwardParams& p) {
 void CudaBackend::RopeForward(const RopeParams& p) {
   const cuda::RopeShape shape = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
                                           p.rotate_channels, p.position_offset, "rope");
-  CheckF32(p.out, p.x.numel(), "rope: out");
-  CheckCuda(cuda::LaunchRopeForward(p.x.f32(), p.out.f32(), p.cos.f32(), p.sin.f32(), shape,
-                                    stream_),
+  CheckActivation(p.out, p.x.numel(), "rope: out");
+  CheckAliasSameDType(p.out, p.x, "rope: out and x");
+  CheckCuda(cuda::LaunchRopeForward(AsActIn(p.x), AsActOut(p.out), p.cos.f32(), p.sin.f32(),
+                                    shape, stream_),
             "rope");
 }
 
@@ -660,10 +726,10 @@ void CudaBackend::RopeBackward(const RopeBackwardParams& p) {
   const cuda::RopeShape shape =
       CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim, p.rotate_channels,
                 p.position_offset, "rope backward");
-  CheckF32(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
+  CheckActivation(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
   CHECK(p.grad_in.data != p.grad_out.data)
       << "rope backward: grad_in must not alias grad_out (it accumulates)";
-  CheckCuda(cuda::LaunchRopeBackward(p.grad_out.f32(), p.grad_in.f32(), p.cos.f32(),
+  CheckCuda(cuda::LaunchRopeBackward(AsActIn(p.grad_out), AsActOut(p.grad_in), p.cos.f32(),
                                      p.sin.f32(), shape, stream_),
             "rope backward");
 }

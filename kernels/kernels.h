@@ -48,108 +48,107 @@ enum class FillType { kF32, kBf16, kI32 };
 cudaError_t LaunchFill(void* data, int64_t count, FillType type, float value,
                        cudaStream_t stream);
 
-// add.cu
-// out = a + b; out may alias a or b.
-cudaError_t LaunchAddForward(const float* a, const float* b, float* out,
-                             int64_t count, cudaStream_t stream);
+// add.cu. Elementwise launchers (add, mul, gelu, silu, swiglu): every
+// operand is an activation (ActIn, ActOut) of `count` elements.
+// out = a + b; out may alias a or b (same dtype).
+cudaError_t LaunchAddForward(ActIn a, ActIn b, ActOut out, int64_t count,
+                             cudaStream_t stream);
 // grad_a += grad_out, grad_b += grad_out (either may be null, or both equal).
-cudaError_t LaunchAddBackward(const float* grad_out, float* grad_a,
-                              float* grad_b, int64_t count,
-                              cudaStream_t stream);
+cudaError_t LaunchAddBackward(ActIn grad_out, ActOut grad_a, ActOut grad_b,
+                              int64_t count, cudaStream_t stream);
 
 // mul.cu
-// out = a · b elementwise; out may alias a or b.
-cudaError_t LaunchMulForward(const float* a, const float* b, float* out,
-                             int64_t count, cudaStream_t stream);
-// grad_a += grad_out · b, grad_b += grad_out · a (either may be null).
-cudaError_t LaunchMulBackward(const float* a, const float* b,
-                              const float* grad_out, float* grad_a,
-                              float* grad_b, int64_t count,
-                              cudaStream_t stream);
+// out = a · b elementwise; out may alias a or b (same dtype).
+cudaError_t LaunchMulForward(ActIn a, ActIn b, ActOut out, int64_t count,
+                             cudaStream_t stream);
+// grad_a += grad_out · b, grad_b += grad_out · a (either may be null; a may
+// be null when grad_b is, b when grad_a is).
+cudaError_t LaunchMulBackward(ActIn a, ActIn b, ActIn grad_out, ActOut grad_a,
+                              ActOut grad_b, int64_t count, cudaStream_t stream);
 
 // gelu.cu (tanh approximation)
-cudaError_t LaunchGeluForward(const float* in, float* out, int64_t count,
+cudaError_t LaunchGeluForward(ActIn in, ActOut out, int64_t count,
                               cudaStream_t stream);
 // grad_in += gelu'(in) · grad_out.
-cudaError_t LaunchGeluBackward(const float* in, const float* grad_out,
-                               float* grad_in, int64_t count,
-                               cudaStream_t stream);
+cudaError_t LaunchGeluBackward(ActIn in, ActIn grad_out, ActOut grad_in,
+                               int64_t count, cudaStream_t stream);
 
 // silu.cu: out = x·σ(x).
-cudaError_t LaunchSiluForward(const float* in, float* out, int64_t count,
+cudaError_t LaunchSiluForward(ActIn in, ActOut out, int64_t count,
                               cudaStream_t stream);
-cudaError_t LaunchSiluBackward(const float* in, const float* grad_out,
-                               float* grad_in, int64_t count,
-                               cudaStream_t stream);
+cudaError_t LaunchSiluBackward(ActIn in, ActIn grad_out, ActOut grad_in,
+                               int64_t count, cudaStream_t stream);
 
 // swiglu.cu: out = silu(gate)·up, all (N, F).
-cudaError_t LaunchSwiGluForward(const float* gate, const float* up, float* out,
-                                int64_t count, cudaStream_t stream);
+cudaError_t LaunchSwiGluForward(ActIn gate, ActIn up, ActOut out, int64_t count,
+                                cudaStream_t stream);
 // grad_gate and grad_up (N, F) += ; either may be null.
-cudaError_t LaunchSwiGluBackward(const float* gate, const float* up,
-                                 const float* grad_out, float* grad_gate,
-                                 float* grad_up, int64_t count,
-                                 cudaStream_t stream);
+cudaError_t LaunchSwiGluBackward(ActIn gate, ActIn up, ActIn grad_out,
+                                 ActOut grad_gate, ActOut grad_up,
+                                 int64_t count, cudaStream_t stream);
 
 // bias_add.cu
-// x (rows, cols) += bias (cols) on every row.
-cudaError_t LaunchBiasAddForward(float* x, const float* bias, int64_t rows,
+// x (rows, cols) activation += bias (cols) f32 on every row.
+cudaError_t LaunchBiasAddForward(ActOut x, const float* bias, int64_t rows,
                                  int64_t cols, cudaStream_t stream);
-// grad_bias (cols) += Σ_rows grad_out (rows, cols).
+// grad_bias (cols) f32 += Σ_rows grad_out (rows, cols) activation.
 size_t BiasBackwardScratchFloats(int64_t rows, int64_t cols);
-cudaError_t LaunchBiasAddBackward(const float* grad_out, float* grad_bias,
+cudaError_t LaunchBiasAddBackward(ActIn grad_out, float* grad_bias,
                                   int64_t rows, int64_t cols, float* scratch,
                                   cudaStream_t stream);
 
 // layer_norm.cu: out = (x − mean)·rstd·gain + bias over rows of cols.
-// bias, mean and rstd may be null. With residual (rows, cols) non-null, x is
-// first replaced by sum = x + residual, written to sum (rows, cols), which may
-// alias x or residual; both are null or neither.
-cudaError_t LaunchLayerNormForward(const float* x, const float* residual,
-                                   const float* gain, const float* bias,
-                                   float* sum, float* out, float* mean,
-                                   float* rstd, int64_t rows, int64_t cols,
-                                   float eps, cudaStream_t stream);
-// grad_x (rows, cols), grad_gain (cols), grad_bias (cols) += ; each may be
-// null. mean and rstd (rows) are the forward's.
+// Activations: x, residual, sum, out (rows, cols); f32: gain, bias (cols),
+// mean, rstd (rows). bias, mean and rstd may be null. With residual
+// non-null, x is first replaced by sum = x + residual, written to sum (rounded
+// as LaunchAddForward rounds it) and normalized as stored; sum may alias x or
+// residual (same dtype). Both residual and sum are null, or neither.
+cudaError_t LaunchLayerNormForward(ActIn x, ActIn residual, const float* gain,
+                                   const float* bias, ActOut sum, ActOut out,
+                                   float* mean, float* rstd, int64_t rows,
+                                   int64_t cols, float eps, cudaStream_t stream);
+// grad_x (rows, cols) activation, grad_gain (cols), grad_bias (cols) f32 += ;
+// each may be null. x and grad_out (rows, cols) activations; mean and rstd
+// (rows) are the forward's.
 size_t LayerNormBackwardScratchFloats(int64_t rows, int64_t cols);
-cudaError_t LaunchLayerNormBackward(const float* x, const float* gain,
+cudaError_t LaunchLayerNormBackward(ActIn x, const float* gain,
                                     const float* mean, const float* rstd,
-                                    const float* grad_out, float* grad_x,
+                                    ActIn grad_out, ActOut grad_x,
                                     float* grad_gain, float* grad_bias,
                                     int64_t rows, int64_t cols, float* scratch,
                                     cudaStream_t stream);
 
-// rms_norm.cu: out = x·rstd·gain, rstd = 1/√(mean(x²) + eps); rstd may be
-// null. residual and sum as in LaunchLayerNormForward.
-cudaError_t LaunchRmsNormForward(const float* x, const float* residual,
-                                 const float* gain, float* sum, float* out,
-                                 float* rstd, int64_t rows, int64_t cols,
-                                 float eps, cudaStream_t stream);
-// grad_x (rows, cols), grad_gain (cols) += ; either may be null.
+// rms_norm.cu: out = x·rstd·gain, rstd = 1/√(mean(x²) + eps); rstd (rows, f32)
+// may be null. Activations, residual and sum as in LaunchLayerNormForward.
+cudaError_t LaunchRmsNormForward(ActIn x, ActIn residual, const float* gain,
+                                 ActOut sum, ActOut out, float* rstd,
+                                 int64_t rows, int64_t cols, float eps,
+                                 cudaStream_t stream);
+// grad_x (rows, cols) activation, grad_gain (cols) f32 += ; either may be
+// null. x and grad_out as in LaunchLayerNormBackward.
 size_t RmsNormBackwardScratchFloats(int64_t rows, int64_t cols);
-cudaError_t LaunchRmsNormBackward(const float* x, const float* gain,
-                                  const float* rstd, const float* grad_out,
-                                  float* grad_x, float* grad_gain,
-                                  int64_t rows, int64_t cols, float* scratch,
-                                  cudaStream_t stream);
+cudaError_t LaunchRmsNormBackward(ActIn x, const float* gain, const float* rstd,
+                                  ActIn grad_out, ActOut grad_x,
+                                  float* grad_gain, int64_t rows, int64_t cols,
+                                  float* scratch, cudaStream_t stream);
 
 // rope.cu. Rows of `width` channels; row r is at position
 // r mod time + position_offset; the first rotate_channels channels are heads
 // of head_dim channels whose pairs (2i, 2i+1) rotate by the angle whose cos
-// and sin are tables (positions, head_dim/2); the rest pass through.
+// and sin are tables (positions, head_dim/2), f32; the rest pass through.
 struct RopeShape {
   int64_t rows = 0, width = 0, time = 0, head_dim = 0, rotate_channels = 0,
           position_offset = 0;
 };
-// out (rows, width) may alias x.
-cudaError_t LaunchRopeForward(const float* x, float* out, const float* cos,
+// x, out (rows, width) activations; out may alias x (same dtype).
+cudaError_t LaunchRopeForward(ActIn x, ActOut out, const float* cos,
                               const float* sin, const RopeShape& shape,
                               cudaStream_t stream);
-// grad_in += rotation of grad_out by −angle; must not alias grad_out.
-cudaError_t LaunchRopeBackward(const float* grad_out, float* grad_in,
-                               const float* cos, const float* sin,
-                               const RopeShape& shape, cudaStream_t stream);
+// grad_in += rotation of grad_out by −angle (activations); must not alias
+// grad_out.
+cudaError_t LaunchRopeBackward(ActIn grad_out, ActOut grad_in, const float* cos,
+                               const float* sin, const RopeShape& shape,
+                               cudaStream_t stream);
 
 // attention.cu: causal attention from packed qkv (B, T, 3C), C = H·D, D one
 // of kAttentionHeadDims. Flash-style: tiles of queries and keys in shared

@@ -5,9 +5,13 @@
 //   grad_gain += Σ_n grad_out·x̂,  grad_bias += Σ_n grad_out.
 // One warp per row; the column sums of the gain and bias gradients go
 // through per-warp partial rows in scratch and a second pass that adds them
-// in order (deterministic, no atomics).
+// in order (deterministic, no atomics). x, residual, sum, out and the
+// gradients of x and out f32 or bf16 (kernels/activation_path.cuh); gain,
+// bias, mean, rstd and their gradients f32.
+#include "kernels/activation_path.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
+#include "kernels/norm_common.cuh"
 
 namespace smallem::cuda {
 namespace {
@@ -23,44 +27,33 @@ __host__ __device__ int64_t PartialRows(int64_t rows) {
 
 // x, out: (rows, cols); gain, bias: (cols); mean, rstd: (rows). bias, mean,
 // rstd may be null. With residual (rows, cols) non-null the row normalized is
-// sum = x + residual, written to sum (rows, cols) on the first pass; the
-// later passes read it back (each lane its own elements, so sum may alias x
-// or residual).
-__global__ void LayerNormForwardKernel(const float* x, const float* residual,
-                                       const float* gain, const float* bias,
-                                       float* sum_out, float* out,
+// sum = x + residual, written to sum (rows, cols) on the first pass
+// (norm_common.cuh); the later passes read it back, each lane its own
+// elements.
+template <bool kMixed>
+__global__ void LayerNormForwardKernel(ActIn x, ActIn residual, const float* gain,
+                                       const float* bias, ActOut sum, ActOut out,
                                        float* mean_out, float* rstd_out,
                                        int64_t rows, int64_t cols, float eps) {
   const int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= rows) return;
-  const float* x_row = x + row * cols;
-  float* out_row = out + row * cols;
+  const int64_t start = row * cols;
   const float inv_cols = 1.0f / static_cast<float>(cols);
-  float sum = 0.0f;
-  if (residual != nullptr) {
-    const float* residual_row = residual + row * cols;
-    float* sum_row = sum_out + row * cols;
-    for (int64_t c = lane; c < cols; c += kWarpSize) {
-      const float s = x_row[c] + residual_row[c];
-      sum_row[c] = s;
-      sum += s;
-    }
-    x_row = sum_row;
-  } else {
-    for (int64_t c = lane; c < cols; c += kWarpSize) sum += x_row[c];
-  }
-  const float mean = WarpSum(sum) * inv_cols;
+  const float total = NormFirstPass<kMixed>(x, residual, sum, row, cols, lane,
+                                            [](float v) { return v; });
+  const ActIn input = NormInput(x, residual, sum);
+  const float mean = WarpSum(total) * inv_cols;
   // Two passes: the variance of centered values does not cancel.
   float squares = 0.0f;
   for (int64_t c = lane; c < cols; c += kWarpSize) {
-    const float d = x_row[c] - mean;
+    const float d = LoadAct<kMixed>(input, start + c) - mean;
     squares += d * d;
   }
   const float rstd = 1.0f / sqrtf(WarpSum(squares) * inv_cols + eps);
   for (int64_t c = lane; c < cols; c += kWarpSize) {
-    const float y = (x_row[c] - mean) * rstd * gain[c];
-    out_row[c] = bias != nullptr ? y + bias[c] : y;
+    const float y = (LoadAct<kMixed>(input, start + c) - mean) * rstd * gain[c];
+    StoreAct<kMixed>(out, start + c, bias != nullptr ? y + bias[c] : y);
   }
   if (lane == 0) {
     if (mean_out != nullptr) mean_out[row] = mean;
@@ -71,9 +64,10 @@ __global__ void LayerNormForwardKernel(const float* x, const float* residual,
 // Warp `group` owns rows [group·kRowsPerWarp, +kRowsPerWarp): it adds their
 // grad_x and writes their column sums of grad_out·x̂ and grad_out to row
 // `group` of partial_gain and partial_bias (PartialRows(rows), cols).
-__global__ void LayerNormBackwardKernel(const float* x, const float* gain,
+template <bool kMixed>
+__global__ void LayerNormBackwardKernel(ActIn x, const float* gain,
                                         const float* mean, const float* rstd,
-                                        const float* grad_out, float* grad_x,
+                                        ActIn grad_out, ActOut grad_x,
                                         float* partial_gain,
                                         float* partial_bias, int64_t rows,
                                         int64_t cols) {
@@ -96,13 +90,12 @@ __global__ void LayerNormBackwardKernel(const float* x, const float* gain,
     if (row >= rows) continue;  // warp-uniform
     mu[i] = mean[row];
     rs[i] = rstd[row];
-    const float* x_row = x + row * cols;
-    const float* g_row = grad_out + row * cols;
+    const int64_t start = row * cols;
     float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
     for (int64_t c = lane; c < cols; c += kWarpSize) {
-      const float dxhat = g_row[c] * gain[c];
+      const float dxhat = LoadAct<kMixed>(grad_out, start + c) * gain[c];
       sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * (x_row[c] - mu[i]) * rs[i];
+      sum_dxhat_xhat += dxhat * (LoadAct<kMixed>(x, start + c) - mu[i]) * rs[i];
     }
     mean_dxhat[i] = WarpSum(sum_dxhat) * inv_cols;
     mean_dxhat_xhat[i] = WarpSum(sum_dxhat_xhat) * inv_cols;
@@ -115,11 +108,12 @@ __global__ void LayerNormBackwardKernel(const float* x, const float* gain,
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int64_t row = first + i;
       if (row >= rows) break;
-      const float g = grad_out[row * cols + c];
-      const float xhat = (x[row * cols + c] - mu[i]) * rs[i];
-      if (grad_x != nullptr) {
-        grad_x[row * cols + c] +=
-            rs[i] * (g * gain_c - mean_dxhat[i] - xhat * mean_dxhat_xhat[i]);
+      const float g = LoadAct<kMixed>(grad_out, row * cols + c);
+      const float xhat = (LoadAct<kMixed>(x, row * cols + c) - mu[i]) * rs[i];
+      if (grad_x.data != nullptr) {
+        AccumulateAct<kMixed>(
+            grad_x, row * cols + c,
+            rs[i] * (g * gain_c - mean_dxhat[i] - xhat * mean_dxhat_xhat[i]));
       }
       dgain += g * xhat;
       dbias += g;
@@ -137,16 +131,18 @@ __global__ void LayerNormBackwardColumnsKernel(const float* partial,
 
 }  // namespace
 
-cudaError_t LaunchLayerNormForward(const float* x, const float* residual,
-                                   const float* gain, const float* bias,
-                                   float* sum, float* out, float* mean,
-                                   float* rstd, int64_t rows, int64_t cols,
-                                   float eps, cudaStream_t stream) {
+cudaError_t LaunchLayerNormForward(ActIn x, ActIn residual, const float* gain,
+                                   const float* bias, ActOut sum, ActOut out,
+                                   float* mean, float* rstd, int64_t rows,
+                                   int64_t cols, float eps, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  if ((residual == nullptr) != (sum == nullptr)) return cudaErrorInvalidValue;
+  if ((residual.data == nullptr) != (sum.data == nullptr)) return cudaErrorInvalidValue;
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  LayerNormForwardKernel<<<blocks, kThreads, 0, stream>>>(
-      x, residual, gain, bias, sum, out, mean, rstd, rows, cols, eps);
+  const auto kernel = AnyBf16({x.bf16, residual.bf16, sum.bf16, out.bf16})
+                          ? LayerNormForwardKernel<true>
+                          : LayerNormForwardKernel<false>;
+  kernel<<<blocks, kThreads, 0, stream>>>(x, residual, gain, bias, sum, out, mean, rstd,
+                                          rows, cols, eps);
   return cudaGetLastError();
 }
 
@@ -155,23 +151,25 @@ size_t LayerNormBackwardScratchFloats(int64_t rows, int64_t cols) {
   return static_cast<size_t>(2 * PartialRows(rows) * cols);
 }
 
-cudaError_t LaunchLayerNormBackward(const float* x, const float* gain,
+cudaError_t LaunchLayerNormBackward(ActIn x, const float* gain,
                                     const float* mean, const float* rstd,
-                                    const float* grad_out, float* grad_x,
+                                    ActIn grad_out, ActOut grad_x,
                                     float* grad_gain, float* grad_bias,
                                     int64_t rows, int64_t cols, float* scratch,
                                     cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  if (grad_x == nullptr && grad_gain == nullptr && grad_bias == nullptr) {
+  if (grad_x.data == nullptr && grad_gain == nullptr && grad_bias == nullptr) {
     return cudaSuccess;
   }
   const int64_t parts = PartialRows(rows);
   float* partial_gain = grad_gain != nullptr ? scratch : nullptr;
   float* partial_bias = grad_bias != nullptr ? scratch + parts * cols : nullptr;
   const auto blocks = static_cast<unsigned>((parts + kWarps - 1) / kWarps);
-  LayerNormBackwardKernel<<<blocks, kThreads, 0, stream>>>(
-      x, gain, mean, rstd, grad_out, grad_x, partial_gain, partial_bias, rows,
-      cols);
+  const auto kernel = AnyBf16({x.bf16, grad_out.bf16, grad_x.bf16})
+                          ? LayerNormBackwardKernel<true>
+                          : LayerNormBackwardKernel<false>;
+  kernel<<<blocks, kThreads, 0, stream>>>(x, gain, mean, rstd, grad_out, grad_x,
+                                          partial_gain, partial_bias, rows, cols);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
   if (grad_gain != nullptr) {

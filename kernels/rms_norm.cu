@@ -4,9 +4,13 @@
 //   grad_x += rstd·(dx̂ − x̂·mean(dx̂·x̂)),  grad_gain += Σ_n grad_out·x̂.
 // One warp per row; the gain gradient's column sums go through per-warp
 // partial rows in scratch and a second pass that adds them in order
-// (deterministic, no atomics).
+// (deterministic, no atomics). x, residual, sum, out and the gradients of x
+// and out f32 or bf16 (kernels/activation_path.cuh); gain, rstd and the gain
+// gradient f32.
+#include "kernels/activation_path.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
+#include "kernels/norm_common.cuh"
 
 namespace smallem::cuda {
 namespace {
@@ -22,42 +26,34 @@ __host__ __device__ int64_t PartialRows(int64_t rows) {
 
 // x, out: (rows, cols); gain: (cols); rstd: (rows), may be null. With
 // residual (rows, cols) non-null the row normalized is sum = x + residual,
-// written to sum (rows, cols) on the first pass and read back by the second
-// (each lane its own elements, so sum may alias x or residual).
-__global__ void RmsNormForwardKernel(const float* x, const float* residual,
-                                     const float* gain, float* sum_out,
-                                     float* out, float* rstd_out, int64_t rows,
-                                     int64_t cols, float eps) {
+// written to sum (rows, cols) on the first pass (norm_common.cuh) and read
+// back by the second, each lane its own elements.
+template <bool kMixed>
+__global__ void RmsNormForwardKernel(ActIn x, ActIn residual, const float* gain,
+                                     ActOut sum, ActOut out, float* rstd_out,
+                                     int64_t rows, int64_t cols, float eps) {
   const int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (row >= rows) return;
-  const float* x_row = x + row * cols;
-  float* out_row = out + row * cols;
-  float squares = 0.0f;
-  if (residual != nullptr) {
-    const float* residual_row = residual + row * cols;
-    float* sum_row = sum_out + row * cols;
-    for (int64_t c = lane; c < cols; c += kWarpSize) {
-      const float s = x_row[c] + residual_row[c];
-      sum_row[c] = s;
-      squares += s * s;
-    }
-    x_row = sum_row;
-  } else {
-    for (int64_t c = lane; c < cols; c += kWarpSize) squares += x_row[c] * x_row[c];
-  }
+  const int64_t start = row * cols;
+  const float squares = NormFirstPass<kMixed>(x, residual, sum, row, cols, lane,
+                                              [](float v) { return v * v; });
+  const ActIn input = NormInput(x, residual, sum);
   const float rstd =
       1.0f / sqrtf(WarpSum(squares) * (1.0f / static_cast<float>(cols)) + eps);
-  for (int64_t c = lane; c < cols; c += kWarpSize) out_row[c] = x_row[c] * rstd * gain[c];
+  for (int64_t c = lane; c < cols; c += kWarpSize) {
+    StoreAct<kMixed>(out, start + c, LoadAct<kMixed>(input, start + c) * rstd * gain[c]);
+  }
   if (lane == 0 && rstd_out != nullptr) rstd_out[row] = rstd;
 }
 
 // Warp `group` owns rows [group·kRowsPerWarp, +kRowsPerWarp): it adds their
 // grad_x and writes their column sums of grad_out·x̂ to row `group` of
 // partial_gain (PartialRows(rows), cols). grad_x and partial_gain may be null.
-__global__ void RmsNormBackwardKernel(const float* x, const float* gain,
-                                      const float* rstd, const float* grad_out,
-                                      float* grad_x, float* partial_gain,
+template <bool kMixed>
+__global__ void RmsNormBackwardKernel(ActIn x, const float* gain,
+                                      const float* rstd, ActIn grad_out,
+                                      ActOut grad_x, float* partial_gain,
                                       int64_t rows, int64_t cols) {
   const int64_t group = blockIdx.x * int64_t{kWarps} + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -74,11 +70,12 @@ __global__ void RmsNormBackwardKernel(const float* x, const float* gain,
     mean_dxhat_xhat[i] = 0.0f;
     if (row >= rows) continue;  // warp-uniform
     rs[i] = rstd[row];
-    if (grad_x == nullptr) continue;
-    const float* x_row = x + row * cols;
-    const float* g_row = grad_out + row * cols;
+    if (grad_x.data == nullptr) continue;
+    const int64_t start = row * cols;
     float sum = 0.0f;
-    for (int64_t c = lane; c < cols; c += kWarpSize) sum += g_row[c] * gain[c] * x_row[c];
+    for (int64_t c = lane; c < cols; c += kWarpSize) {
+      sum += LoadAct<kMixed>(grad_out, start + c) * gain[c] * LoadAct<kMixed>(x, start + c);
+    }
     mean_dxhat_xhat[i] = WarpSum(sum) * rs[i] * inv_cols;
   }
 
@@ -89,10 +86,11 @@ __global__ void RmsNormBackwardKernel(const float* x, const float* gain,
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int64_t row = first + i;
       if (row >= rows) break;
-      const float g = grad_out[row * cols + c];
-      const float x_c = x[row * cols + c];
-      if (grad_x != nullptr) {
-        grad_x[row * cols + c] += rs[i] * (g * gain_c - x_c * rs[i] * mean_dxhat_xhat[i]);
+      const float g = LoadAct<kMixed>(grad_out, row * cols + c);
+      const float x_c = LoadAct<kMixed>(x, row * cols + c);
+      if (grad_x.data != nullptr) {
+        AccumulateAct<kMixed>(grad_x, row * cols + c,
+                              rs[i] * (g * gain_c - x_c * rs[i] * mean_dxhat_xhat[i]));
       }
       dgain += g * x_c * rs[i];
     }
@@ -108,15 +106,17 @@ __global__ void RmsNormBackwardColumnsKernel(const float* partial,
 
 }  // namespace
 
-cudaError_t LaunchRmsNormForward(const float* x, const float* residual,
-                                 const float* gain, float* sum, float* out,
-                                 float* rstd, int64_t rows, int64_t cols,
-                                 float eps, cudaStream_t stream) {
+cudaError_t LaunchRmsNormForward(ActIn x, ActIn residual, const float* gain,
+                                 ActOut sum, ActOut out, float* rstd, int64_t rows,
+                                 int64_t cols, float eps, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  if ((residual == nullptr) != (sum == nullptr)) return cudaErrorInvalidValue;
+  if ((residual.data == nullptr) != (sum.data == nullptr)) return cudaErrorInvalidValue;
   const auto blocks = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
-  RmsNormForwardKernel<<<blocks, kThreads, 0, stream>>>(
-      x, residual, gain, sum, out, rstd, rows, cols, eps);
+  const auto kernel = AnyBf16({x.bf16, residual.bf16, sum.bf16, out.bf16})
+                          ? RmsNormForwardKernel<true>
+                          : RmsNormForwardKernel<false>;
+  kernel<<<blocks, kThreads, 0, stream>>>(x, residual, gain, sum, out, rstd, rows, cols,
+                                          eps);
   return cudaGetLastError();
 }
 
@@ -124,18 +124,20 @@ size_t RmsNormBackwardScratchFloats(int64_t rows, int64_t cols) {
   return static_cast<size_t>(PartialRows(rows) * cols);
 }
 
-cudaError_t LaunchRmsNormBackward(const float* x, const float* gain,
-                                  const float* rstd, const float* grad_out,
-                                  float* grad_x, float* grad_gain,
+cudaError_t LaunchRmsNormBackward(ActIn x, const float* gain, const float* rstd,
+                                  ActIn grad_out, ActOut grad_x, float* grad_gain,
                                   int64_t rows, int64_t cols, float* scratch,
                                   cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  if (grad_x == nullptr && grad_gain == nullptr) return cudaSuccess;
+  if (grad_x.data == nullptr && grad_gain == nullptr) return cudaSuccess;
   const int64_t parts = PartialRows(rows);
   float* partial_gain = grad_gain != nullptr ? scratch : nullptr;
   const auto blocks = static_cast<unsigned>((parts + kWarps - 1) / kWarps);
-  RmsNormBackwardKernel<<<blocks, kThreads, 0, stream>>>(
-      x, gain, rstd, grad_out, grad_x, partial_gain, rows, cols);
+  const auto kernel = AnyBf16({x.bf16, grad_out.bf16, grad_x.bf16})
+                          ? RmsNormBackwardKernel<true>
+                          : RmsNormBackwardKernel<false>;
+  kernel<<<blocks, kThreads, 0, stream>>>(x, gain, rstd, grad_out, grad_x, partial_gain,
+                                          rows, cols);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (grad_gain != nullptr) {
     const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);

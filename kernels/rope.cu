@@ -1,7 +1,9 @@
 // Rotary positions on adjacent pairs: in each head, (x[2i], x[2i+1]) at
 // position m rotates by θ = m·10000^(−2i/D), with cos θ and sin θ read from
 // the host-computed tables (P, D/2). The backward rotates the gradient by −θ.
-// One thread per rotated pair or passed-through channel.
+// One thread per rotated pair or passed-through channel. x, out and the
+// gradients f32 or bf16 (kernels/activation_path.cuh); the tables f32.
+#include "kernels/activation_path.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 
@@ -18,7 +20,8 @@ __host__ __device__ int64_t UnitsPerRow(const RopeShape& s) {
 
 // x, out: (rows, width), out may alias x (each thread reads its pair before
 // writing it); cos, sin: (P, head_dim/2).
-__global__ void RopeForwardKernel(const float* x, float* out, const float* cos,
+template <bool kMixed>
+__global__ void RopeForwardKernel(ActIn x, ActOut out, const float* cos,
                                   const float* sin, RopeShape s) {
   const int64_t units = UnitsPerRow(s);
   const int64_t count = s.rows * units;
@@ -28,25 +31,27 @@ __global__ void RopeForwardKernel(const float* x, float* out, const float* cos,
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = idx / units;
     const int64_t unit = idx % units;
-    const float* x_row = x + row * s.width;
-    float* out_row = out + row * s.width;
+    const int64_t row_start = row * s.width;
     if (unit < pairs) {
       const int64_t position = row % s.time + s.position_offset;
       const int64_t i = unit % half;
       const float c = cos[position * half + i];
       const float sn = sin[position * half + i];
-      const float x0 = x_row[2 * unit], x1 = x_row[2 * unit + 1];
-      out_row[2 * unit] = x0 * c - x1 * sn;
-      out_row[2 * unit + 1] = x0 * sn + x1 * c;
+      const int64_t first = row_start + 2 * unit;
+      const float x0 = LoadAct<kMixed>(x, first), x1 = LoadAct<kMixed>(x, first + 1);
+      StoreAct<kMixed>(out, first, x0 * c - x1 * sn);
+      StoreAct<kMixed>(out, first + 1, x0 * sn + x1 * c);
     } else {
-      const int64_t channel = s.rotate_channels + (unit - pairs);
-      out_row[channel] = x_row[channel];
+      // A copy: exact when out and x share a dtype, else rounded once.
+      const int64_t channel = row_start + s.rotate_channels + (unit - pairs);
+      StoreAct<kMixed>(out, channel, LoadAct<kMixed>(x, channel));
     }
   }
 }
 
 // grad_out, grad_in: (rows, width), grad_in += rotation of grad_out by −θ.
-__global__ void RopeBackwardKernel(const float* grad_out, float* grad_in,
+template <bool kMixed>
+__global__ void RopeBackwardKernel(ActIn grad_out, ActOut grad_in,
                                    const float* cos, const float* sin,
                                    RopeShape s) {
   const int64_t units = UnitsPerRow(s);
@@ -57,19 +62,20 @@ __global__ void RopeBackwardKernel(const float* grad_out, float* grad_in,
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = idx / units;
     const int64_t unit = idx % units;
-    const float* g_row = grad_out + row * s.width;
-    float* gi_row = grad_in + row * s.width;
+    const int64_t row_start = row * s.width;
     if (unit < pairs) {
       const int64_t position = row % s.time + s.position_offset;
       const int64_t i = unit % half;
       const float c = cos[position * half + i];
       const float sn = sin[position * half + i];
-      const float g0 = g_row[2 * unit], g1 = g_row[2 * unit + 1];
-      gi_row[2 * unit] += g0 * c + g1 * sn;
-      gi_row[2 * unit + 1] += g1 * c - g0 * sn;
+      const int64_t first = row_start + 2 * unit;
+      const float g0 = LoadAct<kMixed>(grad_out, first);
+      const float g1 = LoadAct<kMixed>(grad_out, first + 1);
+      AccumulateAct<kMixed>(grad_in, first, g0 * c + g1 * sn);
+      AccumulateAct<kMixed>(grad_in, first + 1, g1 * c - g0 * sn);
     } else {
-      const int64_t channel = s.rotate_channels + (unit - pairs);
-      gi_row[channel] += g_row[channel];
+      const int64_t channel = row_start + s.rotate_channels + (unit - pairs);
+      AccumulateAct<kMixed>(grad_in, channel, LoadAct<kMixed>(grad_out, channel));
     }
   }
 }
@@ -82,25 +88,29 @@ bool Valid(const RopeShape& s) {
 
 }  // namespace
 
-cudaError_t LaunchRopeForward(const float* x, float* out, const float* cos,
+cudaError_t LaunchRopeForward(ActIn x, ActOut out, const float* cos,
                               const float* sin, const RopeShape& shape,
                               cudaStream_t stream) {
   if (shape.rows == 0) return cudaSuccess;
   if (!Valid(shape)) return cudaErrorInvalidValue;
   // In place, the pass-through units copy a channel onto itself: harmless,
   // and cheaper than a second kernel.
-  RopeForwardKernel<<<GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads),
-                      kThreads, 0, stream>>>(x, out, cos, sin, shape);
+  const auto kernel =
+      AnyBf16({x.bf16, out.bf16}) ? RopeForwardKernel<true> : RopeForwardKernel<false>;
+  kernel<<<GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads), kThreads, 0,
+           stream>>>(x, out, cos, sin, shape);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRopeBackward(const float* grad_out, float* grad_in,
+cudaError_t LaunchRopeBackward(ActIn grad_out, ActOut grad_in,
                                const float* cos, const float* sin,
                                const RopeShape& shape, cudaStream_t stream) {
-  if (shape.rows == 0 || grad_in == nullptr) return cudaSuccess;
-  if (!Valid(shape) || grad_in == grad_out) return cudaErrorInvalidValue;
-  RopeBackwardKernel<<<GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads),
-                       kThreads, 0, stream>>>(grad_out, grad_in, cos, sin, shape);
+  if (shape.rows == 0 || grad_in.data == nullptr) return cudaSuccess;
+  if (!Valid(shape) || grad_in.data == grad_out.data) return cudaErrorInvalidValue;
+  const auto kernel = AnyBf16({grad_out.bf16, grad_in.bf16}) ? RopeBackwardKernel<true>
+                                                             : RopeBackwardKernel<false>;
+  kernel<<<GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads), kThreads, 0,
+           stream>>>(grad_out, grad_in, cos, sin, shape);
   return cudaGetLastError();
 }
 

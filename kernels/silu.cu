@@ -1,4 +1,6 @@
 // SiLU: y = x·σ(x); dy/dx = σ(x)(1 + x(1 − σ(x))).
+// Operands f32 or bf16 (kernels/activation_path.cuh).
+#include "kernels/activation_path.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 
@@ -11,40 +13,45 @@ constexpr int kThreads = 256;
 // the right limit.
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-__global__ void SiluForwardKernel(const float* in, float* out, int64_t count) {
+template <bool kMixed>
+__global__ void SiluForwardKernel(ActIn in, ActOut out, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = in[i];
-    out[i] = x * Sigmoid(x);
+    const float x = LoadAct<kMixed>(in, i);
+    StoreAct<kMixed>(out, i, x * Sigmoid(x));
   }
 }
 
-__global__ void SiluBackwardKernel(const float* in, const float* grad_out,
-                                   float* grad_in, int64_t count) {
+template <bool kMixed>
+__global__ void SiluBackwardKernel(ActIn in, ActIn grad_out, ActOut grad_in,
+                                   int64_t count) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = in[i];
+    const float x = LoadAct<kMixed>(in, i);
     const float s = Sigmoid(x);
-    grad_in[i] += grad_out[i] * s * (1.0f + x * (1.0f - s));
+    AccumulateAct<kMixed>(grad_in, i,
+                          LoadAct<kMixed>(grad_out, i) * s * (1.0f + x * (1.0f - s)));
   }
 }
 
 }  // namespace
 
-cudaError_t LaunchSiluForward(const float* in, float* out, int64_t count,
-                              cudaStream_t stream) {
+cudaError_t LaunchSiluForward(ActIn in, ActOut out, int64_t count, cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
-  SiluForwardKernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
-      in, out, count);
+  const auto kernel =
+      AnyBf16({in.bf16, out.bf16}) ? SiluForwardKernel<true> : SiluForwardKernel<false>;
+  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchSiluBackward(const float* in, const float* grad_out,
-                               float* grad_in, int64_t count,
+cudaError_t LaunchSiluBackward(ActIn in, ActIn grad_out, ActOut grad_in, int64_t count,
                                cudaStream_t stream) {
-  if (count <= 0 || grad_in == nullptr) return cudaSuccess;
-  SiluBackwardKernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
-      in, grad_out, grad_in, count);
+  if (count <= 0 || grad_in.data == nullptr) return cudaSuccess;
+  const auto kernel = AnyBf16({in.bf16, grad_out.bf16, grad_in.bf16})
+                          ? SiluBackwardKernel<true>
+                          : SiluBackwardKernel<false>;
+  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(in, grad_out, grad_in,
+                                                                     count);
   return cudaGetLastError();
 }
 

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "engine/backend.h"
+#include "engine/bf16.h"
 #include "engine/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/optim/newton_schulz.h"
@@ -498,18 +499,25 @@ TEST_F(OpParityTest, NormsWithAResidualAddMatchTheCpu) {
 
 // ---------------------------------------------------------------- rope
 
-TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
-  const int64_t batch = 2, time = 7, heads = 3, head_dim = 8, extra = 5, offset = 3;
-  const int64_t width = heads * head_dim + extra, positions = 16, half = head_dim / 2;
-  std::vector<float> cos(positions * half), sin(positions * half);
+// cos (or sin when `sine`) of the rotary angles m·10000^(−2i/D), a table
+// (positions, head_dim/2) as RopeParams takes it.
+std::vector<float> RopeTable(int64_t positions, int64_t head_dim, bool sine) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> table(positions * half);
   for (int64_t m = 0; m < positions; ++m) {
     for (int64_t i = 0; i < half; ++i) {
       const double angle = m * std::pow(10000.0, -2.0 * i / head_dim);
-      cos[m * half + i] = static_cast<float>(std::cos(angle));
-      sin[m * half + i] = static_cast<float>(std::sin(angle));
+      table[m * half + i] = static_cast<float>(sine ? std::sin(angle) : std::cos(angle));
     }
   }
-  Pair cos_t = F32({positions, half}, cos), sin_t = F32({positions, half}, sin);
+  return table;
+}
+
+TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
+  const int64_t batch = 2, time = 7, heads = 3, head_dim = 8, extra = 5, offset = 3;
+  const int64_t width = heads * head_dim + extra, positions = 16, half = head_dim / 2;
+  Pair cos_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/false));
+  Pair sin_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/true));
   Pair x = Random({batch, time, width}), out = Random({batch, time, width});
   Pair in_place = Random({batch, time, width});
   Pair g = Random({batch, time, width}), gx = Random({batch, time, width});
@@ -529,6 +537,293 @@ TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
   ExpectClose(out, kF32Tolerance, "rope");
   ExpectClose(in_place, kF32Tolerance, "rope in place");
   ExpectClose(gx, kF32Tolerance, "rope backward");
+}
+
+// ------------------------------------------- bf16 activation storage
+
+// [act] operands stored as bf16 (engine/backend.h, "Activations"): the CUDA
+// kernels against the CPU reference given the same bf16 tensors, for the
+// elementwise ops, bias, norms and rope. Both sides read the same values,
+// compute the same f32 math (in a slightly different order) and round once
+// on store, so an element agrees exactly unless the two f32 results straddle
+// a rounding boundary; then they differ by one bf16 ulp, at most 2^-7 of the
+// value (8 significant bits). Row statistics (norms) and f32 outputs differ
+// at f32 level only. Hence kBf16StorageTolerance, norm-wise
+// (‖cuda − cpu‖ ≤ 1e-2·‖cpu‖) and per element (within
+// 1e-2·(|cpu| + rms(cpu)), the rms term for values that cancel). A wrong
+// index or dtype misses by the order of the values themselves.
+constexpr double kBf16StorageTolerance = 1e-2;
+
+class Bf16ActivationOpsTest : public OpParityTest {
+ protected:
+  static constexpr DType kBf16 = DType::kBF16;
+
+  // A tensor of `dtype` (f32 or bf16) holding `values` rounded to it.
+  Pair Act(Shape shape, DType dtype, const std::vector<float>& values) {
+    if (dtype == DType::kF32) return F32(shape, values);
+    CHECK(dtype == DType::kBF16);
+    CHECK_EQ(static_cast<int64_t>(values.size()), shape.numel());
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = FloatToBf16(values[i]);
+    return FromHost(shape, DType::kBF16, bits.data());
+  }
+
+  Pair RandomAct(Shape shape, DType dtype, float scale = 1.0f) {
+    return Act(shape, dtype, Uniform(shape.numel(), -scale, scale));
+  }
+
+  // A copy of `pair` (the CPU side's values) for an in-place case.
+  Pair CopyAct(const Pair& pair) {
+    const Tensor& t = pair[kCpu];
+    return Act(t.shape, t.dtype, ReadAct(kCpu, t));
+  }
+
+  // The elements of an f32 or bf16 tensor, as f32.
+  std::vector<float> ReadAct(Side side, const Tensor& t) {
+    if (t.dtype == DType::kF32) return Read(side, t);
+    CHECK(t.dtype == DType::kBF16);
+    std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
+    backend(side).CopyToHost(bits.data(), t.data, t.bytes());
+    std::vector<float> values(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) values[i] = Bf16ToFloat(bits[i]);
+    return values;
+  }
+
+  // Both bounds of kBf16StorageTolerance (above) for an f32 or bf16 result.
+  void ExpectCloseAct(const Pair& pair, const std::string& what) {
+    const std::string name = what + " (" + DTypeName(pair[kGpu].dtype) + ")";
+    const std::vector<float> want = ReadAct(kCpu, pair[kCpu]);
+    const std::vector<float> got = ReadAct(kGpu, pair[kGpu]);
+    ASSERT_EQ(want.size(), got.size()) << name;
+    double error_sq = 0, want_sq = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double d = static_cast<double>(got[i]) - want[i];
+      error_sq += d * d;
+      want_sq += static_cast<double>(want[i]) * want[i];
+    }
+    EXPECT_LE(std::sqrt(error_sq), kBf16StorageTolerance * std::sqrt(want_sq))
+        << name << ": ‖cuda − cpu‖ against ‖cpu‖";
+    const double rms = want.empty() ? 0 : std::sqrt(want_sq / static_cast<double>(want.size()));
+    int failures = 0;
+    size_t worst = 0;
+    double worst_ratio = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+      const double allowed = kBf16StorageTolerance * (std::fabs(want[i]) + rms) + 1e-30;
+      if (!(error <= allowed)) {  // NaN fails too
+        ++failures;
+        if (!(error / allowed <= worst_ratio)) {
+          worst_ratio = error / allowed;
+          worst = i;
+        }
+      }
+    }
+    EXPECT_EQ(failures, 0) << name << ": " << failures << " of " << want.size()
+                           << " elements differ; worst at " << worst << ": cpu " << want[worst]
+                           << ", cuda " << got[worst] << " (rms " << rms << ")";
+  }
+};
+
+// The dtypes of one case: the inputs (forward inputs and grad_out) and the
+// outputs (forward outputs and accumulated gradients).
+struct StorageMix {
+  DType in, out;
+  std::string Name() const {
+    return std::string("in ") + DTypeName(in) + ", out " + DTypeName(out);
+  }
+};
+// All bf16, then bf16 read into f32, then f32 rounded into bf16.
+constexpr StorageMix kElementwiseMixes[] = {
+    {DType::kBF16, DType::kBF16}, {DType::kBF16, DType::kF32}, {DType::kF32, DType::kBF16}};
+
+TEST_F(Bf16ActivationOpsTest, AddAndMulMatchTheCpu) {
+  const Shape shape{5, 7, 11};
+  for (const StorageMix& mix : kElementwiseMixes) {
+    Pair a = RandomAct(shape, mix.in), b = RandomAct(shape, mix.in), g = RandomAct(shape, mix.in);
+    Pair sum = RandomAct(shape, mix.out), product = RandomAct(shape, mix.out);
+    Pair ga = RandomAct(shape, mix.out), gb = RandomAct(shape, mix.out);
+    Pair gsame = RandomAct(shape, mix.out), ma = RandomAct(shape, mix.out);
+    Pair mb = RandomAct(shape, mix.out);
+    Both([&](Backend& be, Side s) {
+      be.Add({.a = a[s], .b = b[s], .out = sum[s]});
+      be.AddBackward({.grad_out = g[s], .grad_a = ga[s], .grad_b = gb[s]});
+      be.AddBackward({.grad_out = g[s], .grad_a = gsame[s], .grad_b = gsame[s]});
+      be.Mul({.a = a[s], .b = b[s], .out = product[s]});
+      be.MulBackward({.a = a[s], .b = b[s], .grad_out = g[s], .grad_a = ma[s], .grad_b = mb[s]});
+    });
+    const std::string what = mix.Name();
+    ExpectCloseAct(sum, "add, " + what);
+    ExpectCloseAct(ga, "add grad_a, " + what);
+    ExpectCloseAct(gb, "add grad_b, " + what);
+    ExpectCloseAct(gsame, "add grad of x + x, " + what);
+    ExpectCloseAct(product, "mul, " + what);
+    ExpectCloseAct(ma, "mul grad_a, " + what);
+    ExpectCloseAct(mb, "mul grad_b, " + what);
+  }
+  // In place, all bf16: out = a · b into a.
+  Pair a = RandomAct(shape, kBf16), b = RandomAct(shape, kBf16);
+  Both([&](Backend& be, Side s) { be.Mul({.a = a[s], .b = b[s], .out = a[s]}); });
+  ExpectCloseAct(a, "mul in place");
+}
+
+TEST_F(Bf16ActivationOpsTest, ActivationFunctionsMatchTheCpu) {
+  const Shape shape{37, 24};
+  for (const StorageMix& mix : kElementwiseMixes) {
+    Pair x = RandomAct(shape, mix.in, 6.0f), up = RandomAct(shape, mix.in);
+    Pair g = RandomAct(shape, mix.in);
+    Pair gelu = RandomAct(shape, mix.out), silu = RandomAct(shape, mix.out);
+    Pair swiglu = RandomAct(shape, mix.out);
+    Pair gelu_grad = RandomAct(shape, mix.out), silu_grad = RandomAct(shape, mix.out);
+    Pair g_gate = RandomAct(shape, mix.out), g_up = RandomAct(shape, mix.out);
+    Both([&](Backend& be, Side s) {
+      be.GeluForward({.in = x[s], .out = gelu[s]});
+      be.SiluForward({.in = x[s], .out = silu[s]});
+      be.SwiGluForward({.gate = x[s], .up = up[s], .out = swiglu[s]});
+      be.GeluBackward({.in = x[s], .grad_out = g[s], .grad_in = gelu_grad[s]});
+      be.SiluBackward({.in = x[s], .grad_out = g[s], .grad_in = silu_grad[s]});
+      be.SwiGluBackward({.gate = x[s], .up = up[s], .grad_out = g[s], .grad_gate = g_gate[s],
+                         .grad_up = g_up[s]});
+    });
+    const std::string what = mix.Name();
+    ExpectCloseAct(gelu, "gelu, " + what);
+    ExpectCloseAct(silu, "silu, " + what);
+    ExpectCloseAct(swiglu, "swiglu, " + what);
+    ExpectCloseAct(gelu_grad, "gelu backward, " + what);
+    ExpectCloseAct(silu_grad, "silu backward, " + what);
+    ExpectCloseAct(g_gate, "swiglu grad_gate, " + what);
+    ExpectCloseAct(g_up, "swiglu grad_up, " + what);
+  }
+}
+
+TEST_F(Bf16ActivationOpsTest, BiasAddMatchesTheCpu) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 11}, {1000, 13}, {3, 515}}) {
+    Pair x = RandomAct({rows, cols}, kBf16), bias = Random({cols});
+    Pair g = RandomAct({rows, cols}, kBf16), g_bias = Random({cols});
+    Both([&](Backend& be, Side s) {
+      be.BiasAdd({.x = x[s], .bias = bias[s]});
+      be.BiasBackward({.grad_out = g[s], .grad_bias = g_bias[s]});
+    });
+    const std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+    ExpectCloseAct(x, "bias_add " + shape);
+    ExpectCloseAct(g_bias, "bias backward " + shape);
+  }
+}
+
+// The dtypes of a norm case: forward x, residual, sum and out; backward x,
+// grad_out and grad_x.
+struct NormMix {
+  DType x, residual, sum, out;
+  DType backward_x, grad_out, grad_x;
+  std::string Name() const {
+    return std::string("x ") + DTypeName(x) + ", residual " + DTypeName(residual) + ", sum " +
+           DTypeName(sum) + ", out " + DTypeName(out) + "; backward x " +
+           DTypeName(backward_x) + ", grad_out " + DTypeName(grad_out) + ", grad_x " +
+           DTypeName(grad_x);
+  }
+};
+// All bf16, then the model's mix: the residual stream (x, sum) in f32, the
+// branch's output (residual) and the norm's output in bf16; backward from a
+// bf16 gradient into the f32 stream's gradient.
+constexpr NormMix kNormMixes[] = {
+    {DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16, DType::kBF16,
+     DType::kBF16},
+    {DType::kF32, DType::kBF16, DType::kF32, DType::kBF16, DType::kF32, DType::kBF16,
+     DType::kF32}};
+
+TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
+  for (const NormMix& mix : kNormMixes) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{35, 11}, {70, 515}, {9, 1}}) {
+      const Shape shape{rows, cols};
+      // An offset mean makes the two-pass variance matter.
+      Pair x = Act(shape, mix.x, Uniform(rows * cols, 1.0f, 3.0f));
+      Pair r = RandomAct(shape, mix.residual), gain = Random({cols}), bias = Random({cols});
+      Pair layer_sum = RandomAct(shape, mix.sum), layer_out = RandomAct(shape, mix.out);
+      Pair rms_sum = RandomAct(shape, mix.sum), rms_out = RandomAct(shape, mix.out);
+      Pair plain_out = RandomAct(shape, mix.out), layer_plain_out = RandomAct(shape, mix.out);
+      Pair plain_mean = Random({rows}), plain_rstd = Random({rows});
+      Pair mean = Random({rows}), layer_rstd = Random({rows}), rms_rstd = Random({rows});
+      // In place, as the model runs it: the sum overwrites x (a copy of it).
+      Pair in_place = CopyAct(x), in_place_out = RandomAct(shape, mix.out);
+      Pair bx = Act(shape, mix.backward_x, Uniform(rows * cols, 1.0f, 3.0f));
+      Pair g = RandomAct(shape, mix.grad_out);
+      Pair layer_gx = RandomAct(shape, mix.grad_x), rms_gx = RandomAct(shape, mix.grad_x);
+      Pair layer_g_gain = Random({cols}), layer_g_bias = Random({cols});
+      Pair rms_g_gain = Random({cols}), b_out = RandomAct(shape, mix.out);
+      Pair b_mean = Random({rows}), b_layer_rstd = Random({rows}), b_rms_rstd = Random({rows});
+      Both([&](Backend& be, Side s) {
+        be.LayerNormForward({.x = x[s], .gain = gain[s], .bias = bias[s], .out = layer_out[s],
+                             .mean = mean[s], .rstd = layer_rstd[s], .residual = r[s],
+                             .sum = layer_sum[s]});
+        be.RmsNormForward({.x = x[s], .gain = gain[s], .out = rms_out[s], .rstd = rms_rstd[s],
+                           .residual = r[s], .sum = rms_sum[s]});
+        be.RmsNormForward({.x = x[s], .gain = gain[s], .out = plain_out[s]});
+        be.LayerNormForward({.x = x[s], .gain = gain[s], .bias = bias[s],
+                             .out = layer_plain_out[s], .mean = plain_mean[s],
+                             .rstd = plain_rstd[s]});
+        be.RmsNormForward({.x = in_place[s], .gain = gain[s], .out = in_place_out[s],
+                           .residual = r[s], .sum = in_place[s]});
+        // The backwards, with each side's own forward statistics of bx.
+        be.LayerNormForward({.x = bx[s], .gain = gain[s], .out = b_out[s], .mean = b_mean[s],
+                             .rstd = b_layer_rstd[s]});
+        be.LayerNormBackward({.x = bx[s], .gain = gain[s], .mean = b_mean[s],
+                              .rstd = b_layer_rstd[s], .grad_out = g[s], .grad_x = layer_gx[s],
+                              .grad_gain = layer_g_gain[s], .grad_bias = layer_g_bias[s]});
+        be.RmsNormForward({.x = bx[s], .gain = gain[s], .out = b_out[s], .rstd = b_rms_rstd[s]});
+        be.RmsNormBackward({.x = bx[s], .gain = gain[s], .rstd = b_rms_rstd[s],
+                            .grad_out = g[s], .grad_x = rms_gx[s], .grad_gain = rms_g_gain[s]});
+      });
+      const std::string what = std::to_string(rows) + "x" + std::to_string(cols) + ", " +
+                               mix.Name();
+      ExpectCloseAct(layer_sum, "layer_norm sum " + what);
+      ExpectCloseAct(rms_sum, "rms_norm sum " + what);
+      ExpectCloseAct(plain_out, "rms_norm out without a residual " + what);
+      ExpectCloseAct(layer_plain_out, "layer_norm out without a residual " + what);
+      ExpectCloseAct(plain_mean, "layer_norm mean without a residual " + what);
+      ExpectCloseAct(plain_rstd, "layer_norm rstd without a residual " + what);
+      ExpectCloseAct(in_place, "rms_norm sum in place " + what);
+      ExpectCloseAct(in_place_out, "rms_norm out in place " + what);
+      ExpectCloseAct(layer_out, "layer_norm out " + what);
+      ExpectCloseAct(mean, "layer_norm mean " + what);
+      ExpectCloseAct(layer_rstd, "layer_norm rstd " + what);
+      ExpectCloseAct(rms_out, "rms_norm out " + what);
+      ExpectCloseAct(rms_rstd, "rms_norm rstd " + what);
+      ExpectCloseAct(layer_gx, "layer_norm grad_x " + what);
+      ExpectCloseAct(layer_g_gain, "layer_norm grad_gain " + what);
+      ExpectCloseAct(layer_g_bias, "layer_norm grad_bias " + what);
+      ExpectCloseAct(rms_gx, "rms_norm grad_x " + what);
+      ExpectCloseAct(rms_g_gain, "rms_norm grad_gain " + what);
+    }
+  }
+}
+
+TEST_F(Bf16ActivationOpsTest, RopeMatchesTheCpu) {
+  const int64_t batch = 2, time = 7, heads = 3, head_dim = 8, extra = 5, offset = 3;
+  const int64_t width = heads * head_dim + extra, positions = 16, half = head_dim / 2;
+  const Shape shape{batch, time, width};
+  Pair cos_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/false));
+  Pair sin_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/true));
+  for (const StorageMix& mix : kElementwiseMixes) {
+    Pair x = RandomAct(shape, mix.in), out = RandomAct(shape, mix.out);
+    Pair in_place = RandomAct(shape, kBf16);
+    Pair g = RandomAct(shape, mix.in), gx = RandomAct(shape, mix.out);
+    Both([&](Backend& be, Side s) {
+      const RopeParams p{.x = x[s], .out = out[s], .cos = cos_t[s], .sin = sin_t[s],
+                         .time = time, .head_dim = head_dim,
+                         .rotate_channels = heads * head_dim, .position_offset = offset};
+      be.RopeForward(p);
+      RopeParams q = p;
+      q.x = in_place[s];
+      q.out = in_place[s];
+      be.RopeForward(q);
+      be.RopeBackward({.grad_out = g[s], .grad_in = gx[s], .cos = cos_t[s], .sin = sin_t[s],
+                       .time = time, .head_dim = head_dim, .rotate_channels = heads * head_dim,
+                       .position_offset = offset});
+    });
+    const std::string what = mix.Name();
+    ExpectCloseAct(out, "rope, " + what);
+    ExpectCloseAct(in_place, "rope in place, bf16");
+    ExpectCloseAct(gx, "rope backward, " + what);
+  }
 }
 
 // ----------------------------------------------------------- attention
