@@ -36,6 +36,31 @@ void CheckI32(const Tensor& t, int64_t numel, const char* what) {
   CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
 }
 
+// An activation operand (engine/backend.h, "Activations"): f32 or bf16,
+// passed to the kernels with its type.
+using cuda::ActIn;
+using cuda::ActOut;
+
+ActIn AsActIn(const Tensor& t) {
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << "an activation must be f32 or bf16, is " << DTypeName(t.dtype);
+  return ActIn{t.data, t.dtype == DType::kBF16};
+}
+
+ActOut AsActOut(const Tensor& t) {
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << "an activation must be f32 or bf16, is " << DTypeName(t.dtype);
+  return ActOut{t.data, t.dtype == DType::kBF16};
+}
+
+// CHECKs an activation operand of `numel` elements, f32 or bf16.
+void CheckActivation(const Tensor& t, int64_t numel, const char* what) {
+  CHECK(t.data != nullptr) << what << " is empty";
+  CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16)
+      << what << " must be f32 or bf16, is " << DTypeName(t.dtype);
+  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
+}
+
 // The f32 data of an optional tensor of `numel` elements, or null.
 float* OptionalF32(const Tensor& t, int64_t numel, const char* what) {
   if (t.empty()) return nullptr;
@@ -451,8 +476,8 @@ void CudaBackend::Matmul(const MatmulParams& p) {
   CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0 && p.batch >= 1)
       << "matmul: m=" << p.m << " n=" << p.n << " k=" << p.k << " batch=" << p.batch;
   for (const Tensor* t : {&p.a, &p.b, &p.out}) {
-    CHECK(t->data != nullptr && t->dtype == DType::kF32)
-        << "matmul: a, b and out must be non-empty f32 tensors";
+    CHECK(t->data != nullptr && (t->dtype == DType::kF32 || t->dtype == DType::kBF16))
+        << "matmul: a, b and out must be non-empty f32 or bf16 tensors";
   }
   CHECK(p.batch == 1 || p.stride_out != 0)
       << "matmul: a batched output cannot broadcast (stride_out = 0)";
@@ -463,7 +488,7 @@ void CudaBackend::Matmul(const MatmulParams& p) {
       << "matmul: b " << p.b.shape.ToString() << " too small";
   CHECK_LE(last * p.stride_out + p.m * p.n, p.out.numel())
       << "matmul: out " << p.out.shape.ToString() << " too small";
-  const cuda::MatmulArgs args{.a = p.a.f32(), .b = p.b.f32(), .out = p.out.f32(),
+  const cuda::MatmulArgs args{.a = AsActIn(p.a), .b = AsActIn(p.b), .out = AsActOut(p.out),
                               .m = p.m, .n = p.n, .k = p.k,
                               .trans_a = p.trans_a, .trans_b = p.trans_b,
                               .batch = p.batch, .stride_a = p.stride_a,
@@ -474,7 +499,7 @@ void CudaBackend::Matmul(const MatmulParams& p) {
                           << " batch=" << p.batch << "): " << cudaGetErrorName(e) << " ("
                           << cudaGetErrorString(e) << "), cuBLAS: "
                           << cublasGetStatusString(matmul_->blas_status())
-                          << (capturing_ ? "; inside a captured step: the bf16 staging had to "
+                          << (capturing_ ? "; inside a captured step: the staging had to "
                                            "grow, so this product never ran uncaptured"
                                          : "");
   UpdatePeak();  // the bf16 staging buffers may have grown
