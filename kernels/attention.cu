@@ -19,8 +19,16 @@
 // Scores are computed identically in all three kernels (q pre-scaled by
 // 1/√D as it is loaded, the same dot product), so P in the backward is
 // exactly the forward's.
+//
+// Activations (qkv, out, grad_out, grad_qkv) may each be f32 or bf16: tiles
+// are widened to f32 as they are loaded into shared memory (one branch per
+// tile, not per element), out is rounded once as it is stored, and a bf16
+// gradient accumulates as bf16(f32(grad) + sum). The math is f32 throughout.
+#include <cuda_bf16.h>
+
 #include <cmath>
 
+#include "kernels/activation.cuh"
 #include "kernels/attention_common.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
@@ -81,18 +89,36 @@ __device__ __forceinline__ float Dot(const float* a, const float* b) {
   return (s0 + s1) + (s2 + s3);
 }
 
-// Copies `rows` rows of D floats starting at time t0 into dst (row stride
-// dst_stride), each times `factor`; rows at or beyond T are zero so that
-// masked lanes never read garbage. src_offset(t) gives each row's offset.
-template <int D, typename Offset>
-__device__ __forceinline__ void LoadRows(const float* src, Offset src_offset,
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// Copies `rows` rows of D elements (f32 or bf16) starting at time t0 into
+// dst as f32 (row stride dst_stride), each times `factor`; rows at or beyond
+// T are zero so that masked lanes never read garbage. src_offset(t) gives
+// each row's offset.
+template <int D, typename T, typename Offset>
+__device__ __forceinline__ void LoadRows(const T* src, Offset src_offset,
                                          int t0, int rows, int time,
                                          float factor, float* dst,
                                          int dst_stride) {
   for (int idx = threadIdx.x; idx < rows * D; idx += kThreads) {
     const int r = idx / D, d = idx % D;
     const int t = t0 + r;
-    dst[r * dst_stride + d] = t < time ? src[src_offset(t) + d] * factor : 0.0f;
+    dst[r * dst_stride + d] = t < time ? ToFloat(src[src_offset(t) + d]) * factor : 0.0f;
+  }
+}
+
+// LoadRows from an activation of either type: the branch is the block's,
+// once per tile.
+template <int D, typename Offset>
+__device__ __forceinline__ void LoadRows(ActIn src, Offset src_offset, int t0, int rows,
+                                         int time, float factor, float* dst, int dst_stride) {
+  if (src.bf16) {
+    LoadRows<D>(static_cast<const __nv_bfloat16*>(src.data), src_offset, t0, rows, time,
+                factor, dst, dst_stride);
+  } else {
+    LoadRows<D>(static_cast<const float*>(src.data), src_offset, t0, rows, time, factor, dst,
+                dst_stride);
   }
 }
 
@@ -108,7 +134,7 @@ constexpr size_t ForwardSmemBytes() {
 // grid: (B·H, query tiles), block: kThreads, dynamic smem ForwardSmemBytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    AttentionForwardKernel(const float* qkv, float* out, float* lse, Geometry g) {
+    AttentionForwardKernel(ActIn qkv, ActOut out, float* lse, Geometry g) {
   constexpr int kLanesD = D / kWarpSize;  // output channels per lane
   extern __shared__ __align__(16) float smem[];
   float* q_s = smem;                       // (kRows, D), pre-scaled
@@ -172,39 +198,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int tq = q0 + warp * kRowsPerWarp + i;
     if (tq >= g.time) continue;
-    FinishOnlineSoftmax<kLanesD>(m[i], l[i], [&](int c) { return acc[i][c]; },
-                                 out + OutOffset<D>(g, b, tq, h) + lane, kWarpSize, lse,
+    FinishOnlineSoftmax<kLanesD>(m[i], l[i], [&](int c) { return acc[i][c]; }, out,
+                                 OutOffset<D>(g, b, tq, h) + lane, kWarpSize, lse,
                                  static_cast<int64_t>(bh) * g.time + tq, lane == 0);
   }
 }
 
 // --------------------------------------------------------------- backward
-
-// delta (B, H, T) = rowsum(grad_out ∘ out) per head; one warp per
-// (b, t, h), grid-stride.
-template <int D>
-__global__ void AttentionDeltaKernel(const float* out, const float* grad_out,
-                                     float* delta, Geometry g, int64_t rows) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / kWarpSize);
-  for (int64_t row = blockIdx.x * int64_t{blockDim.x / kWarpSize} +
-                     threadIdx.x / kWarpSize;
-       row < rows; row += warps) {
-    // row = (b·T + t)·H + h, the order of (B, T, C) memory.
-    const int h = static_cast<int>(row % g.heads);
-    const int64_t bt = row / g.heads;
-    const int b = static_cast<int>(bt / g.time), t = static_cast<int>(bt % g.time);
-    const int64_t offset = OutOffset<D>(g, b, t, h);
-    float sum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < D / kWarpSize; ++c) {
-      const int d = lane + c * kWarpSize;
-      sum = fmaf(grad_out[offset + d], out[offset + d], sum);
-    }
-    sum = WarpSum(sum);
-    if (lane == 0) delta[(static_cast<int64_t>(b) * g.heads + h) * g.time + t] = sum;
-  }
-}
 
 template <int D>
 constexpr size_t BackwardQuerySmemBytes() {
@@ -216,9 +216,8 @@ constexpr size_t BackwardQuerySmemBytes() {
 // grid: (B·H, query tiles), block: kThreads, smem BackwardQuerySmemBytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    AttentionBackwardQueryKernel(const float* qkv, const float* lse,
-                                 const float* delta, const float* grad_out,
-                                 float* grad_qkv, Geometry g) {
+    AttentionBackwardQueryKernel(ActIn qkv, const float* lse, const float* delta,
+                                 ActIn grad_out, ActOut grad_qkv, Geometry g) {
   constexpr int kLanesD = D / kWarpSize;
   extern __shared__ __align__(16) float smem[];
   float* q_s = smem;                        // (kRows, D), pre-scaled
@@ -283,7 +282,15 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int tq = q0 + warp * kRowsPerWarp + i;
     if (tq >= g.time) continue;
-    float* dst = grad_qkv + QkvOffset<D>(g, b, tq, h, 0);
+    const int64_t offset = QkvOffset<D>(g, b, tq, h, 0);
+    if (grad_qkv.bf16) {
+#pragma unroll
+      for (int c = 0; c < kLanesD; ++c) {
+        Accumulate(grad_qkv, offset + lane + c * kWarpSize, g.scale * dq[i][c]);
+      }
+      continue;
+    }
+    float* dst = static_cast<float*>(grad_qkv.data) + offset;
 #pragma unroll
     for (int c = 0; c < kLanesD; ++c) dst[lane + c * kWarpSize] += g.scale * dq[i][c];
   }
@@ -300,9 +307,8 @@ constexpr size_t BackwardKeySmemBytes() {
 // grid: (B·H, key tiles), block: kThreads, smem BackwardKeySmemBytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    AttentionBackwardKeyKernel(const float* qkv, const float* lse,
-                               const float* delta, const float* grad_out,
-                               float* grad_qkv, Geometry g) {
+    AttentionBackwardKeyKernel(ActIn qkv, const float* lse, const float* delta,
+                               ActIn grad_out, ActOut grad_qkv, Geometry g) {
   constexpr int kLanesD = D / kWarpSize;
   extern __shared__ __align__(16) float smem[];
   float* k_s = smem;                        // (kRows, D)
@@ -381,13 +387,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int tk = key0 + warp * kRowsPerWarp + i;
     if (tk >= g.time) continue;
-    float* dk_dst = grad_qkv + QkvOffset<D>(g, b, tk, h, 1);
-    float* dv_dst = grad_qkv + QkvOffset<D>(g, b, tk, h, 2);
+    // q was pre-scaled, so dk already carries the 1/√D of S.
+    const int64_t dk_offset = QkvOffset<D>(g, b, tk, h, 1) + lane;
+    const int64_t dv_offset = QkvOffset<D>(g, b, tk, h, 2) + lane;
 #pragma unroll
     for (int c = 0; c < kLanesD; ++c) {
-      // q was pre-scaled, so dk already carries the 1/√D of S.
-      dk_dst[lane + c * kWarpSize] += dk[i][c];
-      dv_dst[lane + c * kWarpSize] += dv[i][c];
+      Accumulate(grad_qkv, dk_offset + c * kWarpSize, dk[i][c]);
+      Accumulate(grad_qkv, dv_offset + c * kWarpSize, dv[i][c]);
     }
   }
 }
@@ -414,8 +420,8 @@ bool ValidShape(const AttentionShape& s) {
 }
 
 template <int D>
-cudaError_t Forward(const float* qkv, float* out, float* lse,
-                    const AttentionShape& s, cudaStream_t stream) {
+cudaError_t Forward(ActIn qkv, ActOut out, float* lse, const AttentionShape& s,
+                    cudaStream_t stream) {
   constexpr size_t smem = ForwardSmemBytes<D>();
   if (cudaError_t e = AllowSmem(AttentionForwardKernel<D>, smem); e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
@@ -425,16 +431,12 @@ cudaError_t Forward(const float* qkv, float* out, float* lse,
 }
 
 template <int D>
-cudaError_t Backward(const float* qkv, const float* out, const float* lse,
-                     const float* grad_out, float* grad_qkv,
+cudaError_t Backward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out, ActOut grad_qkv,
                      const AttentionShape& s, float* delta, cudaStream_t stream) {
   const Geometry g = GeometryOf(s);
-  const int64_t rows = s.batch * s.time * s.heads;
-  constexpr int kDeltaThreads = 256;
-  const unsigned delta_blocks = GridStrideBlocks(rows * kWarpSize, kDeltaThreads);
-  AttentionDeltaKernel<D><<<delta_blocks, kDeltaThreads, 0, stream>>>(
-      out, grad_out, delta, g, rows);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = LaunchAttentionDelta(out, grad_out, delta, s, stream); e != cudaSuccess) {
+    return e;
+  }
 
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                   static_cast<unsigned>((s.time + kRows - 1) / kRows));
@@ -465,9 +467,8 @@ bool AttentionSupportsHeadDim(int64_t head_dim) {
   return false;
 }
 
-cudaError_t LaunchAttentionForward(const float* qkv, float* out, float* lse,
-                                   const AttentionShape& shape,
-                                   cudaStream_t stream) {
+cudaError_t LaunchAttentionForward(ActIn qkv, ActOut out, float* lse,
+                                   const AttentionShape& shape, cudaStream_t stream) {
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
   switch (shape.head_dim) {
     case 32: return Forward<32>(qkv, out, lse, shape, stream);
@@ -481,12 +482,10 @@ size_t AttentionBackwardScratchFloats(const AttentionShape& shape) {
   return static_cast<size_t>(shape.batch * shape.heads * shape.time);
 }
 
-cudaError_t LaunchAttentionBackward(const float* qkv, const float* out,
-                                    const float* lse, const float* grad_out,
-                                    float* grad_qkv,
-                                    const AttentionShape& shape,
+cudaError_t LaunchAttentionBackward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out,
+                                    ActOut grad_qkv, const AttentionShape& shape,
                                     float* scratch, cudaStream_t stream) {
-  if (grad_qkv == nullptr) return cudaSuccess;
+  if (grad_qkv.data == nullptr) return cudaSuccess;
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
   switch (shape.head_dim) {
     case 32:

@@ -1,10 +1,14 @@
 // Causal multi-head attention on the tensor cores: the bf16 variant of
 // attention.cu, which CudaBackend runs when its matmuls are bf16 (the speed
-// mode). Same contract (kernels.h): f32 qkv in, f32 out and lse out, f32
-// gradients accumulated (+=). q, k, v, dO, P and dS are rounded to bf16 as
-// they enter the tensor cores (WMMA 16×16×16 tiles, f32 accumulation); the
-// scores, the softmax statistics, lse and delta stay f32. Accuracy is that of
-// the bf16 matmuls (~1e-2 relative), not attention.cu's ~1e-6.
+// mode). Same contract (kernels.h): qkv in, out and lse out, gradients
+// accumulated (+=); qkv, out, grad_out and grad_qkv each f32 or bf16, lse
+// f32. q, k, v, dO, P and dS are rounded to bf16 as they enter the tensor
+// cores (WMMA 16×16×16 tiles, f32 accumulation): f32 operands are rounded
+// as their tiles are loaded, bf16 ones copied as they are (16 bytes at a
+// time; q times 1/√D is rounded again). The scores, the softmax statistics,
+// lse and delta stay f32; out is rounded once as it is stored, and a bf16
+// gradient accumulates as bf16(f32(grad) + sum). Accuracy is that of the
+// bf16 matmuls (~1e-2 relative), not attention.cu's ~1e-6.
 //
 // Forward: a block owns kRows = 64 queries of one (batch, head) pair, 16 per
 // warp, and walks 64-key tiles up to its last query. Per tile and warp:
@@ -30,6 +34,7 @@
 
 #include <cmath>
 
+#include "kernels/activation.cuh"
 #include "kernels/attention_common.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
@@ -112,6 +117,48 @@ __device__ __forceinline__ void LoadTile(const float* src, Offset src_offset, in
   }
 }
 
+// The same from bf16 src, 16 bytes (8 elements) at a time: a copy when
+// factor is 1, else each element times factor, rounded again. src and every
+// row offset must be 16-byte aligned (rows start at multiples of D
+// elements; the launchers check src); dst rows are TileStride<D>() · 2
+// bytes apart, a multiple of 16.
+template <int D, typename Offset>
+__device__ __forceinline__ void LoadTile(const bf16* src, Offset src_offset, int t0, int time,
+                                         float factor, bf16* dst) {
+  constexpr int kChunk = 8;
+  constexpr int kChunks = D / kChunk;  // per row
+  static_assert(D % kChunk == 0 && TileStride<D>() % kChunk == 0, "16-byte chunks");
+  for (int idx = threadIdx.x; idx < kTile * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, chunk = idx % kChunks;
+    const int t = t0 + r;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);  // eight bf16 zeros
+    if (t < time) {
+      v = *reinterpret_cast<const uint4*>(src + src_offset(t) + chunk * kChunk);
+      if (factor != 1.0f) {
+        __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+        for (int i = 0; i < kChunk / 2; ++i) {
+          const float2 x = __bfloat1622float2(pairs[i]);
+          pairs[i] = __floats2bfloat162_rn(x.x * factor, x.y * factor);
+        }
+      }
+    }
+    *reinterpret_cast<uint4*>(dst + r * TileStride<D>() + chunk * kChunk) = v;
+  }
+}
+
+// LoadTile from an activation of either type: the branch is the block's,
+// once per tile.
+template <int D, typename Offset>
+__device__ __forceinline__ void LoadTile(ActIn src, Offset src_offset, int t0, int time,
+                                         float factor, bf16* dst) {
+  if (src.bf16) {
+    LoadTile<D>(static_cast<const bf16*>(src.data), src_offset, t0, time, factor, dst);
+  } else {
+    LoadTile<D>(static_cast<const float*>(src.data), src_offset, t0, time, factor, dst);
+  }
+}
+
 // out (16, kTile) f32, row stride kScoreStride = a (16, D) · bᵀ where a and
 // b are bf16 tiles (row stride TileStride<D>()) starting at the warp's rows
 // of a and at row 0 of b: b's rows are the product's columns.
@@ -158,11 +205,13 @@ __device__ __forceinline__ void AccumulateProduct(const bf16* p, const bf16* b,
 }
 
 // Adds the warp's (16, D) accumulator, staged through `stage` (f32, row
-// stride AccStride<D>()), to dst_row(r) for each of its rows r with
-// valid(r), times `factor`. Lanes 2r and 2r + 1 add the two halves of row r.
-template <int D, typename Dst>
+// stride AccStride<D>()), times `factor`, to the D elements of dst at
+// row_offset(r) for each of its rows r, where this lane's row is `valid`.
+// Lanes 2r and 2r + 1 add the two halves of row r.
+template <int D, typename RowOffset>
 __device__ __forceinline__ void AddAccumulator(const FragC (&acc)[D / kFrag], float* stage,
-                                               bool valid, Dst dst_row, float factor) {
+                                               bool valid, ActOut dst, RowOffset row_offset,
+                                               float factor) {
   const int lane = threadIdx.x % kWarpSize;
   const int row = lane / 2, half = lane % 2;
 #pragma unroll
@@ -172,8 +221,13 @@ __device__ __forceinline__ void AddAccumulator(const FragC (&acc)[D / kFrag], fl
   __syncwarp();
   if (valid) {
     const float* src = stage + row * AccStride<D>() + half * (D / 2);
-    float* dst = dst_row(row) + half * (D / 2);
-    for (int d = 0; d < D / 2; ++d) dst[d] += factor * src[d];
+    const int64_t offset = row_offset(row) + half * (D / 2);
+    if (dst.bf16) {
+      for (int d = 0; d < D / 2; ++d) Accumulate(dst, offset + d, factor * src[d]);
+    } else {
+      float* f32 = static_cast<float*>(dst.data) + offset;
+      for (int d = 0; d < D / 2; ++d) f32[d] += factor * src[d];
+    }
   }
   __syncwarp();  // read before the stage is written again
 }
@@ -193,7 +247,7 @@ constexpr size_t ForwardSmemBytes() {
 // grid: (B·H, query tiles), block: kThreads, dynamic smem ForwardSmemBytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    AttentionForwardBf16Kernel(const float* qkv, float* out, float* lse, Geometry g) {
+    AttentionForwardBf16Kernel(ActIn qkv, ActOut out, float* lse, Geometry g) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* q_s = reinterpret_cast<bf16*>(smem);                 // (kRows, D), pre-scaled
   bf16* k_s = reinterpret_cast<bf16*>(smem + TileBytes<D>());      // (kTile, D)
@@ -276,38 +330,13 @@ __global__ void __launch_bounds__(kThreads)
   __syncwarp();
   if (tq < g.time) {
     const float* o_row = o_w + row * AccStride<D>() + half * (D / 2);
-    FinishOnlineSoftmax<D / 2>(m, l, [&](int d) { return o_row[d]; },
-                               out + OutOffset<D>(g, b, tq, h) + half * (D / 2), 1, lse,
+    FinishOnlineSoftmax<D / 2>(m, l, [&](int d) { return o_row[d]; }, out,
+                               OutOffset<D>(g, b, tq, h) + half * (D / 2), 1, lse,
                                static_cast<int64_t>(bh) * g.time + tq, half == 0);
   }
 }
 
 // --------------------------------------------------------------- backward
-
-// delta (B, H, T) = rowsum(grad_out ∘ out) per head, in f32 (as
-// attention.cu): one warp per (b, t, h), grid-stride.
-template <int D>
-__global__ void AttentionDeltaBf16Kernel(const float* out, const float* grad_out, float* delta,
-                                         Geometry g, int64_t rows) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / kWarpSize);
-  for (int64_t r = blockIdx.x * int64_t{blockDim.x / kWarpSize} + threadIdx.x / kWarpSize;
-       r < rows; r += warps) {
-    // r = (b·T + t)·H + h, the order of (B, T, C) memory.
-    const int h = static_cast<int>(r % g.heads);
-    const int64_t bt = r / g.heads;
-    const int b = static_cast<int>(bt / g.time), t = static_cast<int>(bt % g.time);
-    const int64_t offset = OutOffset<D>(g, b, t, h);
-    float sum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < D / kWarpSize; ++c) {
-      const int d = lane + c * kWarpSize;
-      sum = fmaf(grad_out[offset + d], out[offset + d], sum);
-    }
-    sum = WarpSum(sum);
-    if (lane == 0) delta[(static_cast<int64_t>(b) * g.heads + h) * g.time + t] = sum;
-  }
-}
 
 template <int D>
 constexpr size_t BackwardQuerySmemBytes() {
@@ -320,8 +349,8 @@ constexpr size_t BackwardQuerySmemBytes() {
 // grid: (B·H, query tiles), block: kThreads, smem BackwardQuerySmemBytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    AttentionBackwardQueryBf16Kernel(const float* qkv, const float* lse, const float* delta,
-                                     const float* grad_out, float* grad_qkv, Geometry g) {
+    AttentionBackwardQueryBf16Kernel(ActIn qkv, const float* lse, const float* delta,
+                                     ActIn grad_out, ActOut grad_qkv, Geometry g) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* q_s = reinterpret_cast<bf16*>(smem);                        // (kRows, D), pre-scaled
   bf16* do_s = reinterpret_cast<bf16*>(smem + TileBytes<D>());      // (kRows, D)
@@ -378,9 +407,8 @@ __global__ void __launch_bounds__(kThreads)
 
   __syncwarp();
   // The S and dP buffers stage dQ.
-  AddAccumulator<D>(dq, s_w, tq < g.time,
-                    [&](int r) { return grad_qkv + QkvOffset<D>(g, b, warp_first + r, h, 0); },
-                    g.scale);
+  AddAccumulator<D>(dq, s_w, tq < g.time, grad_qkv,
+                    [&](int r) { return QkvOffset<D>(g, b, warp_first + r, h, 0); }, g.scale);
 }
 
 template <int D>
@@ -397,8 +425,8 @@ constexpr size_t BackwardKeySmemBytes() {
 // grid: (B·H, key tiles), block: kThreads, smem BackwardKeySmemBytes.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    AttentionBackwardKeyBf16Kernel(const float* qkv, const float* lse, const float* delta,
-                                   const float* grad_out, float* grad_qkv, Geometry g) {
+    AttentionBackwardKeyBf16Kernel(ActIn qkv, const float* lse, const float* delta,
+                                   ActIn grad_out, ActOut grad_qkv, Geometry g) {
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* k_s = reinterpret_cast<bf16*>(smem);                        // (kRows, D)
   bf16* v_s = reinterpret_cast<bf16*>(smem + TileBytes<D>());       // (kRows, D)
@@ -468,12 +496,10 @@ __global__ void __launch_bounds__(kThreads)
 
   __syncwarp();
   // The Sᵀ and dPᵀ buffers stage dK, then dV.
-  AddAccumulator<D>(dk, st_w, tk < g.time,
-                    [&](int r) { return grad_qkv + QkvOffset<D>(g, b, warp_first + r, h, 1); },
-                    1.0f);
-  AddAccumulator<D>(dv, st_w, tk < g.time,
-                    [&](int r) { return grad_qkv + QkvOffset<D>(g, b, warp_first + r, h, 2); },
-                    1.0f);
+  AddAccumulator<D>(dk, st_w, tk < g.time, grad_qkv,
+                    [&](int r) { return QkvOffset<D>(g, b, warp_first + r, h, 1); }, 1.0f);
+  AddAccumulator<D>(dv, st_w, tk < g.time, grad_qkv,
+                    [&](int r) { return QkvOffset<D>(g, b, warp_first + r, h, 2); }, 1.0f);
 }
 
 // ---------------------------------------------------------------- launch
@@ -496,13 +522,18 @@ bool ValidShape(const AttentionShape& s) {
          (s.time + kRows - 1) / kRows <= 65535;
 }
 
+// The vector loads of LoadTile need 16-byte aligned bf16 sources.
+bool LoadsAligned(ActIn x) {
+  return !x.bf16 || reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+}
+
 dim3 GridOf(const AttentionShape& s) {
   return dim3(static_cast<unsigned>(s.batch * s.heads),
               static_cast<unsigned>((s.time + kRows - 1) / kRows));
 }
 
 template <int D>
-cudaError_t Forward(const float* qkv, float* out, float* lse, const AttentionShape& s,
+cudaError_t Forward(ActIn qkv, ActOut out, float* lse, const AttentionShape& s,
                     cudaStream_t stream) {
   constexpr size_t smem = ForwardSmemBytes<D>();
   if (cudaError_t e = AllowSmem(AttentionForwardBf16Kernel<D>, smem); e != cudaSuccess) return e;
@@ -512,16 +543,12 @@ cudaError_t Forward(const float* qkv, float* out, float* lse, const AttentionSha
 }
 
 template <int D>
-cudaError_t Backward(const float* qkv, const float* out, const float* lse, const float* grad_out,
-                     float* grad_qkv, const AttentionShape& s, float* delta,
-                     cudaStream_t stream) {
+cudaError_t Backward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out, ActOut grad_qkv,
+                     const AttentionShape& s, float* delta, cudaStream_t stream) {
   const Geometry g = GeometryOf(s);
-  const int64_t rows = s.batch * s.time * s.heads;
-  constexpr int kDeltaThreads = 256;
-  const unsigned delta_blocks = GridStrideBlocks(rows * kWarpSize, kDeltaThreads);
-  AttentionDeltaBf16Kernel<D><<<delta_blocks, kDeltaThreads, 0, stream>>>(out, grad_out, delta,
-                                                                         g, rows);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = LaunchAttentionDelta(out, grad_out, delta, s, stream); e != cudaSuccess) {
+    return e;
+  }
 
   constexpr size_t query_smem = BackwardQuerySmemBytes<D>();
   if (cudaError_t e = AllowSmem(AttentionBackwardQueryBf16Kernel<D>, query_smem);
@@ -543,9 +570,10 @@ cudaError_t Backward(const float* qkv, const float* out, const float* lse, const
 
 }  // namespace
 
-cudaError_t LaunchAttentionForwardBf16(const float* qkv, float* out, float* lse,
+cudaError_t LaunchAttentionForwardBf16(ActIn qkv, ActOut out, float* lse,
                                        const AttentionShape& shape, cudaStream_t stream) {
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
+  if (!LoadsAligned(qkv)) return cudaErrorMisalignedAddress;
   switch (shape.head_dim) {
     case 32: return Forward<32>(qkv, out, lse, shape, stream);
     case 64: return Forward<64>(qkv, out, lse, shape, stream);
@@ -554,12 +582,13 @@ cudaError_t LaunchAttentionForwardBf16(const float* qkv, float* out, float* lse,
   return cudaErrorInvalidValue;
 }
 
-cudaError_t LaunchAttentionBackwardBf16(const float* qkv, const float* out, const float* lse,
-                                        const float* grad_out, float* grad_qkv,
+cudaError_t LaunchAttentionBackwardBf16(ActIn qkv, ActIn out, const float* lse,
+                                        ActIn grad_out, ActOut grad_qkv,
                                         const AttentionShape& shape, float* scratch,
                                         cudaStream_t stream) {
-  if (grad_qkv == nullptr) return cudaSuccess;
+  if (grad_qkv.data == nullptr) return cudaSuccess;
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
+  if (!LoadsAligned(qkv) || !LoadsAligned(grad_out)) return cudaErrorMisalignedAddress;
   switch (shape.head_dim) {
     case 32:
       return Backward<32>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);

@@ -163,8 +163,8 @@ cuda::AttentionShape CheckAttention(const Tensor& qkv, const Tensor& out, int64_
       << op << ": head size " << head_dim
       << " has no CUDA kernel (supported: 32, 64, 128); change embed or heads";
   const int64_t c = heads * head_dim;
-  CheckF32(qkv, batch * time * 3 * c, "attention: qkv (B, T, 3C)");
-  CheckF32(out, batch * time * c, "attention: out (B, T, C)");
+  CheckActivation(qkv, batch * time * 3 * c, "attention: qkv (B, T, 3C)");
+  CheckActivation(out, batch * time * c, "attention: out (B, T, C)");
   return cuda::AttentionShape{batch, time, heads, head_dim};
 }
 
@@ -510,8 +510,8 @@ void CudaBackend::Matmul(const MatmulParams& p) {
   CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0 && p.batch >= 1)
       << "matmul: m=" << p.m << " n=" << p.n << " k=" << p.k << " batch=" << p.batch;
   for (const Tensor* t : {&p.a, &p.b, &p.out}) {
-    CHECK(t->data != nullptr && t->dtype == DType::kF32)
-        << "matmul: a, b and out must be non-empty f32 tensors";
+    CHECK(t->data != nullptr && (t->dtype == DType::kF32 || t->dtype == DType::kBF16))
+        << "matmul: a, b and out must be non-empty f32 or bf16 tensors";
   }
   CHECK(p.batch == 1 || p.stride_out != 0)
       << "matmul: a batched output cannot broadcast (stride_out = 0)";
@@ -522,7 +522,7 @@ void CudaBackend::Matmul(const MatmulParams& p) {
       << "matmul: b " << p.b.shape.ToString() << " too small";
   CHECK_LE(last * p.stride_out + p.m * p.n, p.out.numel())
       << "matmul: out " << p.out.shape.ToString() << " too small";
-  const cuda::MatmulArgs args{.a = p.a.f32(), .b = p.b.f32(), .out = p.out.f32(),
+  const cuda::MatmulArgs args{.a = AsActIn(p.a), .b = AsActIn(p.b), .out = AsActOut(p.out),
                               .m = p.m, .n = p.n, .k = p.k,
                               .trans_a = p.trans_a, .trans_b = p.trans_b,
                               .batch = p.batch, .stride_a = p.stride_a,
@@ -533,7 +533,7 @@ void CudaBackend::Matmul(const MatmulParams& p) {
                           << " batch=" << p.batch << "): " << cudaGetErrorName(e) << " ("
                           << cudaGetErrorString(e) << "), cuBLAS: "
                           << cublasGetStatusString(matmul_->blas_status())
-                          << (capturing_ ? "; inside a captured step: the bf16 staging had to "
+                          << (capturing_ ? "; inside a captured step: the staging had to "
                                            "grow, so this product never ran uncaptured"
                                          : "");
   UpdatePeak();  // the bf16 staging buffers may have grown
@@ -740,11 +740,12 @@ void CudaBackend::AttentionForward(const AttentionParams& p) {
   float* lse = OptionalF32(p.lse, p.batch * p.heads * p.time, "attention: lse (B, H, T)");
   // The speed mode runs attention's products on the tensor cores too.
   if (matmul_precision_ == MatmulPrecision::kBf16) {
-    CheckCuda(cuda::LaunchAttentionForwardBf16(p.qkv.f32(), p.out.f32(), lse, shape, stream_),
-              "attention (bf16)");
+    CheckCuda(cuda::LaunchAttentionForwardBf16(AsActIn(p.qkv), AsActOut(p.out), lse, shape,
+                                               stream_),
+              "attention (bf16; a bf16 qkv must be 16-byte aligned)");
     return;
   }
-  CheckCuda(cuda::LaunchAttentionForward(p.qkv.f32(), p.out.f32(), lse, shape, stream_),
+  CheckCuda(cuda::LaunchAttentionForward(AsActIn(p.qkv), AsActOut(p.out), lse, shape, stream_),
             "attention");
 }
 
@@ -754,19 +755,20 @@ void CudaBackend::AttentionBackward(const AttentionBackwardParams& p) {
                                                     p.head_dim, "attention backward");
   const int64_t c = p.heads * p.head_dim;
   CheckF32(p.lse, p.batch * p.heads * p.time, "attention backward: lse (B, H, T)");
-  CheckF32(p.grad_out, p.batch * p.time * c, "attention backward: grad_out (B, T, C)");
-  CheckF32(p.grad_qkv, p.batch * p.time * 3 * c, "attention backward: grad_qkv (B, T, 3C)");
+  CheckActivation(p.grad_out, p.batch * p.time * c, "attention backward: grad_out (B, T, C)");
+  CheckActivation(p.grad_qkv, p.batch * p.time * 3 * c,
+                  "attention backward: grad_qkv (B, T, 3C)");
   float* scratch = Scratch(cuda::AttentionBackwardScratchFloats(shape));
   if (matmul_precision_ == MatmulPrecision::kBf16) {
-    CheckCuda(cuda::LaunchAttentionBackwardBf16(p.qkv.f32(), p.out.f32(), p.lse.f32(),
-                                                p.grad_out.f32(), p.grad_qkv.f32(), shape,
-                                                scratch, stream_),
-              "attention backward (bf16)");
+    CheckCuda(cuda::LaunchAttentionBackwardBf16(AsActIn(p.qkv), AsActIn(p.out), p.lse.f32(),
+                                                AsActIn(p.grad_out), AsActOut(p.grad_qkv),
+                                                shape, scratch, stream_),
+              "attention backward (bf16; a bf16 qkv or grad_out must be 16-byte aligned)");
     return;
   }
-  CheckCuda(cuda::LaunchAttentionBackward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
-                                          p.grad_out.f32(), p.grad_qkv.f32(), shape, scratch,
-                                          stream_),
+  CheckCuda(cuda::LaunchAttentionBackward(AsActIn(p.qkv), AsActIn(p.out), p.lse.f32(),
+                                          AsActIn(p.grad_out), AsActOut(p.grad_qkv), shape,
+                                          scratch, stream_),
             "attention backward");
 }
 

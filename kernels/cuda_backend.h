@@ -45,9 +45,10 @@
 
 namespace smallem {
 
-// What the matmuls and attention's products multiply in: kF32 (true f32;
-// the parity mode) or kBf16 (inputs rounded to bf16, f32 accumulation and
-// output; the speed mode).
+// What the matmuls and attention's products multiply in: kF32 (true f32 on
+// the operands' values, f32 or bf16; the parity mode) or kBf16 (f32 inputs
+// rounded to bf16, bf16 ones used as they are, f32 accumulation, the output
+// stored in its own type; the speed mode).
 using MatmulPrecision = cuda::MatmulPrecision;
 
 // The precision training runs use on a GPU (`smallemctl train --device

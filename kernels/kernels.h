@@ -158,33 +158,36 @@ bool AttentionSupportsHeadDim(int64_t head_dim);
 struct AttentionShape {
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
 };
+// qkv, out, grad_out and grad_qkv are activations (f32 or bf16, each); lse
+// and scratch are f32.
 // out (B, T, C) = softmax(q·kᵀ/√D, causal)·v; lse (B, H, T) the natural
 // log-sum-exp of each row's scaled scores (lse may be null).
-cudaError_t LaunchAttentionForward(const float* qkv, float* out, float* lse,
+cudaError_t LaunchAttentionForward(ActIn qkv, ActOut out, float* lse,
                                    const AttentionShape& shape,
                                    cudaStream_t stream);
 // grad_qkv (B, T, 3C) += ; recomputes the probabilities from lse. Scratch
 // holds rowsum(grad_out ∘ out) per (B, H, T). Deterministic: every gradient
 // element is summed by one thread in a fixed order, no atomics.
 size_t AttentionBackwardScratchFloats(const AttentionShape& shape);
-cudaError_t LaunchAttentionBackward(const float* qkv, const float* out,
-                                    const float* lse, const float* grad_out,
-                                    float* grad_qkv,
+cudaError_t LaunchAttentionBackward(ActIn qkv, ActIn out, const float* lse,
+                                    ActIn grad_out, ActOut grad_qkv,
                                     const AttentionShape& shape,
                                     float* scratch, cudaStream_t stream);
 
 // attention_bf16.cu: the same two operations on the tensor cores, what
 // CudaBackend runs when its matmuls are bf16. q, k, v, dO and the
 // probabilities are rounded to bf16 (f32 accumulation; scores, softmax
-// statistics, lse and delta in f32): ~1e-2 relative accuracy. Same shapes,
-// head sizes, lse, scratch (AttentionBackwardScratchFloats) and determinism
-// (no atomics) as the f32 launchers above.
-cudaError_t LaunchAttentionForwardBf16(const float* qkv, float* out, float* lse,
+// statistics, lse and delta in f32): ~1e-2 relative accuracy. Same operand
+// types, shapes, head sizes, lse, scratch (AttentionBackwardScratchFloats)
+// and determinism (no atomics) as the f32 launchers above; bf16 operands
+// are read straight into the tensor cores' tiles, with no conversion, 16
+// bytes at a time: a bf16 qkv or grad_out must be 16-byte aligned
+// (cudaErrorMisalignedAddress otherwise).
+cudaError_t LaunchAttentionForwardBf16(ActIn qkv, ActOut out, float* lse,
                                        const AttentionShape& shape,
                                        cudaStream_t stream);
-cudaError_t LaunchAttentionBackwardBf16(const float* qkv, const float* out,
-                                        const float* lse,
-                                        const float* grad_out, float* grad_qkv,
+cudaError_t LaunchAttentionBackwardBf16(ActIn qkv, ActIn out, const float* lse,
+                                        ActIn grad_out, ActOut grad_qkv,
                                         const AttentionShape& shape,
                                         float* scratch, cudaStream_t stream);
 

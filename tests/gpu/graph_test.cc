@@ -14,8 +14,11 @@
 //  * The backend's capture itself: staged values are read at replay time,
 //    CopyToDevice constants keep their capture-time bytes, and a host read
 //    inside a capture dies with a message.
+//  * Ops on bf16 activations (matmuls, attention) replay bit for bit in both
+//    precisions once an eager run has sized their staging.
 //
 // Every test skips when no GPU is present.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/bf16.h"
 #include "engine/check.h"
 #include "engine/train/run_spec.h"
 #include "engine/train/trainer.h"
@@ -251,6 +255,69 @@ TEST_F(GraphTest, ReplaysReadStagedValuesAndKeepCapturedConstants) {
   gpu_->ReleaseGraphs();
   EXPECT_EQ(cuda_->graph_count(), 0);
   gpu_->FreeStaging(*staging);
+}
+
+// A step's worth of bf16-stored activations: qkv = x·w, attention forward
+// and backward, grad_x += grad_qkv·wᵀ (beta = 1 into a bf16 out, which kF32
+// computes through f32 staging). The eager run sizes every buffer; the
+// replay must then allocate nothing and give the same bytes.
+TEST_F(GraphTest, Bf16StorageStepReplaysBitForBit) {
+  const int64_t batch = 2, time = 37, heads = 2, head_dim = 64, c = heads * head_dim;
+  const int64_t rows = batch * time;
+  auto bf16_tensor = [&](Shape shape) {
+    Tensor t = Alloc(Shape{shape.numel() / 2 + 1});  // ≥ the bf16 bytes
+    return Tensor{t.data, shape, DType::kBF16};
+  };
+  auto upload = [&](const Tensor& t, float frequency) {
+    std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < bits.size(); ++i) {
+      bits[i] = FloatToBf16(std::sin(frequency * static_cast<float>(i)));
+    }
+    gpu_->CopyToDevice(t.data, bits.data(), t.bytes());
+  };
+  auto bytes = [&](const Tensor& t) {
+    std::vector<uint8_t> host(t.bytes());
+    gpu_->CopyToHost(host.data(), t.data, t.bytes());
+    return host;
+  };
+  for (MatmulPrecision precision : {MatmulPrecision::kF32, MatmulPrecision::kBf16}) {
+    cuda_->set_matmul_precision(precision);
+    const Tensor x = bf16_tensor({rows, c}), w = bf16_tensor({c, 3 * c});
+    const Tensor qkv = bf16_tensor({batch, time, 3 * c}), out = bf16_tensor({batch, time, c});
+    const Tensor lse = Alloc({batch, heads, time}), g = bf16_tensor({batch, time, c});
+    const Tensor g_qkv = bf16_tensor({batch, time, 3 * c}), g_x = bf16_tensor({rows, c});
+    upload(x, 0.37f);
+    upload(w, 0.11f);
+    upload(g, 0.53f);
+    const AttentionParams attention{.qkv = qkv, .out = out, .lse = lse, .batch = batch,
+                                    .time = time, .heads = heads, .head_dim = head_dim};
+    auto step = [&] {
+      gpu_->Fill(g_qkv, 0.0f);
+      gpu_->Fill(g_x, 0.25f);
+      gpu_->Matmul({.a = x, .b = w, .out = qkv, .m = rows, .n = 3 * c, .k = c});
+      gpu_->AttentionForward(attention);
+      gpu_->AttentionBackward({.qkv = qkv, .out = out, .lse = lse, .grad_out = g,
+                               .grad_qkv = g_qkv, .batch = batch, .time = time,
+                               .heads = heads, .head_dim = head_dim});
+      gpu_->Matmul({.a = g_qkv, .b = w, .out = g_x, .m = rows, .n = c, .k = 3 * c,
+                    .trans_b = true, .beta = 1.0f});
+    };
+    step();
+    const std::vector<std::vector<uint8_t>> eager = {bytes(out), bytes(lse), bytes(g_qkv),
+                                                     bytes(g_x)};
+    const int64_t allocations = cuda_->allocation_count();
+    absl::StatusOr<int> graph = gpu_->CaptureGraph(step);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    for (const Tensor& t : {out, g_qkv, g_x}) gpu_->Fill(t, 0.0f);
+    gpu_->LaunchGraph(*graph);
+    const std::vector<std::vector<uint8_t>> replayed = {bytes(out), bytes(lse), bytes(g_qkv),
+                                                        bytes(g_x)};
+    for (size_t i = 0; i < eager.size(); ++i) {
+      EXPECT_TRUE(replayed[i] == eager[i]) << "output " << i << " (out, lse, grad_qkv, grad_x)";
+    }
+    EXPECT_EQ(cuda_->allocation_count(), allocations);
+    gpu_->ReleaseGraphs();
+  }
 }
 
 TEST_F(GraphTest, AHostReadInsideACaptureDiesNamingIt) {
