@@ -72,6 +72,10 @@ class CudaBackend final : public Backend {
   std::string DeviceClass() const override;  // "NVIDIA H200"
   // Dense bf16 tensor-core peak for H100/H200 (989 TFLOP/s), 0 elsewhere.
   double PeakFlops() const override;
+  // bf16 in the speed mode (bf16 matmuls), f32 in the parity mode.
+  DType ActivationDType() const override {
+    return matmul_precision_ == MatmulPrecision::kBf16 ? DType::kBF16 : DType::kF32;
+  }
   bool Supports(Op op) const override { return op != Op::kCount; }
 
   // cudaMalloc'd, zeroed (in stream order), 256-byte aligned. Out of memory

@@ -82,6 +82,20 @@ bool RunWidened(Backend& backend, const Params& p, void (Backend::*op)(const Par
   return true;
 }
 
+// A norm whose fused residual sum is stored in bf16 normalizes the stored,
+// rounded sum, as Add then the norm would: runs those two and returns true,
+// or returns false when the sum is absent or f32.
+template <class Backend>
+bool SplitBf16Sum(Backend& backend, const NormParams& p, void (Backend::*norm)(const NormParams&)) {
+  if (p.residual.empty() || p.sum.dtype != DType::kBF16) return false;
+  backend.Add(BinaryParams{.a = p.x, .b = p.residual, .out = p.sum});
+  NormParams stored = p;
+  stored.x = p.sum;
+  stored.residual = stored.sum = Tensor{};
+  (backend.*norm)(stored);
+  return true;
+}
+
 }  // namespace smallem::cpu
 
 #endif  // SMALLEM_ENGINE_CPU_BF16_OPS_H_

@@ -15,7 +15,10 @@
 namespace smallem {
 
 void CpuBackend::LayerNormForward(const NormParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::LayerNormForward)) return;
+  if (cpu::SplitBf16Sum(*this, p, &CpuBackend::LayerNormForward) ||
+      cpu::RunWidened(*this, p, &CpuBackend::LayerNormForward)) {
+    return;
+  }
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();

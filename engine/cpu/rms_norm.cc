@@ -14,7 +14,10 @@
 namespace smallem {
 
 void CpuBackend::RmsNormForward(const NormParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::RmsNormForward)) return;
+  if (cpu::SplitBf16Sum(*this, p, &CpuBackend::RmsNormForward) ||
+      cpu::RunWidened(*this, p, &CpuBackend::RmsNormForward)) {
+    return;
+  }
   const int64_t cols = p.gain.numel();
   CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();

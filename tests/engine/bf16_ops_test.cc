@@ -219,6 +219,19 @@ TEST_F(Bf16OpTest, NormsTakeTheModelsMixOfStreamAndActivations) {
               .grad_out = grad_out.stored, .grad_x = grad_x.stored, .grad_gain = grad_gain,
               .grad_bias = grad_bias});
     ExpectSame(grad_x, name + " grad_x");
+
+    // Everything bf16: the norm reads the sum as stored, i.e. Add then the
+    // norm, each rounding its output.
+    Operand x16 = Make({rows, c}, true), sum16 = Make({rows, c}, true);
+    Operand out16 = Make({rows, c}, true);
+    backend_.Add({.a = x16.f32, .b = residual.f32, .out = sum16.f32});
+    Settle(sum16);
+    forward({.x = sum16.f32, .gain = gain, .bias = bias, .out = out16.f32, .mean = mean,
+             .rstd = rstd});
+    forward({.x = x16.stored, .gain = gain, .bias = bias, .out = out16.stored, .mean = mean,
+             .rstd = rstd, .residual = residual.stored, .sum = sum16.stored});
+    ExpectSame(sum16, name + " bf16 sum");
+    ExpectSame(out16, name + " out of the bf16 sum");
   }
 }
 
