@@ -130,9 +130,8 @@ class OpParityTest : public ::testing::Test {
     return host;
   }
 
-  // For bf16 results: ‖cuda − cpu‖ ≤ kBf16Tolerance·‖cpu‖, and every element
-  // within kBf16ElementTolerance·(|cpu| + rms(cpu)).
-  void ExpectCloseBf16(const Pair& pair, const std::string& what) {
+  // ‖cuda − cpu‖ ≤ tolerance·‖cpu‖ for an f32 pair.
+  void ExpectNormClose(const Pair& pair, double tolerance, const std::string& what) {
     const std::vector<float> want = Read(kCpu, pair[kCpu]);
     const std::vector<float> got = Read(kGpu, pair[kGpu]);
     ASSERT_EQ(want.size(), got.size()) << what;
@@ -142,8 +141,14 @@ class OpParityTest : public ::testing::Test {
       error_sq += d * d;
       want_sq += static_cast<double>(want[i]) * want[i];
     }
-    const double relative = std::sqrt(error_sq / std::max(want_sq, 1e-300));
-    EXPECT_LE(relative, kBf16Tolerance) << what << ": ‖cuda − cpu‖/‖cpu‖";
+    EXPECT_LE(std::sqrt(error_sq / std::max(want_sq, 1e-300)), tolerance)
+        << what << ": ‖cuda − cpu‖/‖cpu‖";
+  }
+
+  // For bf16 results: ‖cuda − cpu‖ ≤ kBf16Tolerance·‖cpu‖, and every element
+  // within kBf16ElementTolerance·(|cpu| + rms(cpu)).
+  void ExpectCloseBf16(const Pair& pair, const std::string& what) {
+    ExpectNormClose(pair, kBf16Tolerance, what);
     ExpectClose(pair, kBf16ElementTolerance, what);
   }
 
@@ -283,21 +288,6 @@ class ActivationParityTest : public OpParityTest {
     const std::vector<float> gpu = ReadStored(kGpu, pair[kGpu]);
     gpu_->CopyToDevice(wide[kGpu].data, gpu.data(), wide[kGpu].bytes());
     return wide;
-  }
-
-  // ‖cuda − cpu‖ ≤ tolerance·‖cpu‖ for an f32 pair.
-  void ExpectNormClose(const Pair& pair, double tolerance, const std::string& what) {
-    const std::vector<float> want = Read(kCpu, pair[kCpu]);
-    const std::vector<float> got = Read(kGpu, pair[kGpu]);
-    ASSERT_EQ(want.size(), got.size()) << what;
-    double error_sq = 0, want_sq = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      const double d = static_cast<double>(got[i]) - want[i];
-      error_sq += d * d;
-      want_sq += static_cast<double>(want[i]) * want[i];
-    }
-    EXPECT_LE(std::sqrt(error_sq / std::max(want_sq, 1e-300)), tolerance)
-        << what << ": ‖cuda − cpu‖/‖cpu‖";
   }
 
   // A result of the current matmul precision, as ExpectClose with
@@ -684,73 +674,22 @@ TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
 // index or dtype misses by the order of the values themselves.
 constexpr double kBf16StorageTolerance = 1e-2;
 
-class Bf16ActivationOpsTest : public OpParityTest {
+class Bf16ActivationOpsTest : public ActivationParityTest {
  protected:
   static constexpr DType kBf16 = DType::kBF16;
 
-  // A tensor of `dtype` (f32 or bf16) holding `values` rounded to it.
-  Pair Act(Shape shape, DType dtype, const std::vector<float>& values) {
-    if (dtype == DType::kF32) return F32(shape, values);
-    CHECK(dtype == DType::kBF16);
-    CHECK_EQ(static_cast<int64_t>(values.size()), shape.numel());
-    std::vector<uint16_t> bits(values.size());
-    for (size_t i = 0; i < values.size(); ++i) bits[i] = FloatToBf16(values[i]);
-    return FromHost(shape, DType::kBF16, bits.data());
-  }
-
-  Pair RandomAct(Shape shape, DType dtype, float scale = 1.0f) {
-    return Act(shape, dtype, Uniform(shape.numel(), -scale, scale));
-  }
-
   // A copy of `pair` (the CPU side's values) for an in-place case.
-  Pair CopyAct(const Pair& pair) {
+  Pair CopyStored(const Pair& pair) {
     const Tensor& t = pair[kCpu];
-    return Act(t.shape, t.dtype, ReadAct(kCpu, t));
-  }
-
-  // The elements of an f32 or bf16 tensor, as f32.
-  std::vector<float> ReadAct(Side side, const Tensor& t) {
-    if (t.dtype == DType::kF32) return Read(side, t);
-    CHECK(t.dtype == DType::kBF16);
-    std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
-    backend(side).CopyToHost(bits.data(), t.data, t.bytes());
-    std::vector<float> values(bits.size());
-    for (size_t i = 0; i < bits.size(); ++i) values[i] = Bf16ToFloat(bits[i]);
-    return values;
+    return Stored(t.shape, ReadStored(kCpu, t), t.dtype);
   }
 
   // Both bounds of kBf16StorageTolerance (above) for an f32 or bf16 result.
   void ExpectCloseAct(const Pair& pair, const std::string& what) {
     const std::string name = what + " (" + DTypeName(pair[kGpu].dtype) + ")";
-    const std::vector<float> want = ReadAct(kCpu, pair[kCpu]);
-    const std::vector<float> got = ReadAct(kGpu, pair[kGpu]);
-    ASSERT_EQ(want.size(), got.size()) << name;
-    double error_sq = 0, want_sq = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      const double d = static_cast<double>(got[i]) - want[i];
-      error_sq += d * d;
-      want_sq += static_cast<double>(want[i]) * want[i];
-    }
-    EXPECT_LE(std::sqrt(error_sq), kBf16StorageTolerance * std::sqrt(want_sq))
-        << name << ": ‖cuda − cpu‖ against ‖cpu‖";
-    const double rms = want.empty() ? 0 : std::sqrt(want_sq / static_cast<double>(want.size()));
-    int failures = 0;
-    size_t worst = 0;
-    double worst_ratio = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-      const double allowed = kBf16StorageTolerance * (std::fabs(want[i]) + rms) + 1e-30;
-      if (!(error <= allowed)) {  // NaN fails too
-        ++failures;
-        if (!(error / allowed <= worst_ratio)) {
-          worst_ratio = error / allowed;
-          worst = i;
-        }
-      }
-    }
-    EXPECT_EQ(failures, 0) << name << ": " << failures << " of " << want.size()
-                           << " elements differ; worst at " << worst << ": cpu " << want[worst]
-                           << ", cuda " << got[worst] << " (rms " << rms << ")";
+    const Pair wide = Widened(pair);
+    ExpectNormClose(wide, kBf16StorageTolerance, name);
+    ExpectClose(wide, kBf16StorageTolerance, name);
   }
 };
 
@@ -769,11 +708,11 @@ constexpr StorageMix kElementwiseMixes[] = {
 TEST_F(Bf16ActivationOpsTest, AddAndMulMatchTheCpu) {
   const Shape shape{5, 7, 11};
   for (const StorageMix& mix : kElementwiseMixes) {
-    Pair a = RandomAct(shape, mix.in), b = RandomAct(shape, mix.in), g = RandomAct(shape, mix.in);
-    Pair sum = RandomAct(shape, mix.out), product = RandomAct(shape, mix.out);
-    Pair ga = RandomAct(shape, mix.out), gb = RandomAct(shape, mix.out);
-    Pair gsame = RandomAct(shape, mix.out), ma = RandomAct(shape, mix.out);
-    Pair mb = RandomAct(shape, mix.out);
+    Pair a = RandomStored(shape, mix.in), b = RandomStored(shape, mix.in), g = RandomStored(shape, mix.in);
+    Pair sum = RandomStored(shape, mix.out), product = RandomStored(shape, mix.out);
+    Pair ga = RandomStored(shape, mix.out), gb = RandomStored(shape, mix.out);
+    Pair gsame = RandomStored(shape, mix.out), ma = RandomStored(shape, mix.out);
+    Pair mb = RandomStored(shape, mix.out);
     Both([&](Backend& be, Side s) {
       be.Add({.a = a[s], .b = b[s], .out = sum[s]});
       be.AddBackward({.grad_out = g[s], .grad_a = ga[s], .grad_b = gb[s]});
@@ -791,7 +730,7 @@ TEST_F(Bf16ActivationOpsTest, AddAndMulMatchTheCpu) {
     ExpectCloseAct(mb, "mul grad_b, " + what);
   }
   // In place, all bf16: out = a · b into a.
-  Pair a = RandomAct(shape, kBf16), b = RandomAct(shape, kBf16);
+  Pair a = RandomStored(shape, kBf16), b = RandomStored(shape, kBf16);
   Both([&](Backend& be, Side s) { be.Mul({.a = a[s], .b = b[s], .out = a[s]}); });
   ExpectCloseAct(a, "mul in place");
 }
@@ -799,12 +738,12 @@ TEST_F(Bf16ActivationOpsTest, AddAndMulMatchTheCpu) {
 TEST_F(Bf16ActivationOpsTest, ActivationFunctionsMatchTheCpu) {
   const Shape shape{37, 24};
   for (const StorageMix& mix : kElementwiseMixes) {
-    Pair x = RandomAct(shape, mix.in, 6.0f), up = RandomAct(shape, mix.in);
-    Pair g = RandomAct(shape, mix.in);
-    Pair gelu = RandomAct(shape, mix.out), silu = RandomAct(shape, mix.out);
-    Pair swiglu = RandomAct(shape, mix.out);
-    Pair gelu_grad = RandomAct(shape, mix.out), silu_grad = RandomAct(shape, mix.out);
-    Pair g_gate = RandomAct(shape, mix.out), g_up = RandomAct(shape, mix.out);
+    Pair x = RandomStored(shape, mix.in, 6.0f), up = RandomStored(shape, mix.in);
+    Pair g = RandomStored(shape, mix.in);
+    Pair gelu = RandomStored(shape, mix.out), silu = RandomStored(shape, mix.out);
+    Pair swiglu = RandomStored(shape, mix.out);
+    Pair gelu_grad = RandomStored(shape, mix.out), silu_grad = RandomStored(shape, mix.out);
+    Pair g_gate = RandomStored(shape, mix.out), g_up = RandomStored(shape, mix.out);
     Both([&](Backend& be, Side s) {
       be.GeluForward({.in = x[s], .out = gelu[s]});
       be.SiluForward({.in = x[s], .out = silu[s]});
@@ -827,8 +766,8 @@ TEST_F(Bf16ActivationOpsTest, ActivationFunctionsMatchTheCpu) {
 
 TEST_F(Bf16ActivationOpsTest, BiasAddMatchesTheCpu) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 11}, {1000, 13}, {3, 515}}) {
-    Pair x = RandomAct({rows, cols}, kBf16), bias = Random({cols});
-    Pair g = RandomAct({rows, cols}, kBf16), g_bias = Random({cols});
+    Pair x = RandomStored({rows, cols}, kBf16), bias = Random({cols});
+    Pair g = RandomStored({rows, cols}, kBf16), g_bias = Random({cols});
     Both([&](Backend& be, Side s) {
       be.BiasAdd({.x = x[s], .bias = bias[s]});
       be.BiasBackward({.grad_out = g[s], .grad_bias = g_bias[s]});
@@ -865,20 +804,20 @@ TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{35, 11}, {70, 515}, {9, 1}}) {
       const Shape shape{rows, cols};
       // An offset mean makes the two-pass variance matter.
-      Pair x = Act(shape, mix.x, Uniform(rows * cols, 1.0f, 3.0f));
-      Pair r = RandomAct(shape, mix.residual), gain = Random({cols}), bias = Random({cols});
-      Pair layer_sum = RandomAct(shape, mix.sum), layer_out = RandomAct(shape, mix.out);
-      Pair rms_sum = RandomAct(shape, mix.sum), rms_out = RandomAct(shape, mix.out);
-      Pair plain_out = RandomAct(shape, mix.out), layer_plain_out = RandomAct(shape, mix.out);
+      Pair x = Stored(shape, Uniform(rows * cols, 1.0f, 3.0f), mix.x);
+      Pair r = RandomStored(shape, mix.residual), gain = Random({cols}), bias = Random({cols});
+      Pair layer_sum = RandomStored(shape, mix.sum), layer_out = RandomStored(shape, mix.out);
+      Pair rms_sum = RandomStored(shape, mix.sum), rms_out = RandomStored(shape, mix.out);
+      Pair plain_out = RandomStored(shape, mix.out), layer_plain_out = RandomStored(shape, mix.out);
       Pair plain_mean = Random({rows}), plain_rstd = Random({rows});
       Pair mean = Random({rows}), layer_rstd = Random({rows}), rms_rstd = Random({rows});
       // In place, as the model runs it: the sum overwrites x (a copy of it).
-      Pair in_place = CopyAct(x), in_place_out = RandomAct(shape, mix.out);
-      Pair bx = Act(shape, mix.backward_x, Uniform(rows * cols, 1.0f, 3.0f));
-      Pair g = RandomAct(shape, mix.grad_out);
-      Pair layer_gx = RandomAct(shape, mix.grad_x), rms_gx = RandomAct(shape, mix.grad_x);
+      Pair in_place = CopyStored(x), in_place_out = RandomStored(shape, mix.out);
+      Pair bx = Stored(shape, Uniform(rows * cols, 1.0f, 3.0f), mix.backward_x);
+      Pair g = RandomStored(shape, mix.grad_out);
+      Pair layer_gx = RandomStored(shape, mix.grad_x), rms_gx = RandomStored(shape, mix.grad_x);
       Pair layer_g_gain = Random({cols}), layer_g_bias = Random({cols});
-      Pair rms_g_gain = Random({cols}), b_out = RandomAct(shape, mix.out);
+      Pair rms_g_gain = Random({cols}), b_out = RandomStored(shape, mix.out);
       Pair b_mean = Random({rows}), b_layer_rstd = Random({rows}), b_rms_rstd = Random({rows});
       Both([&](Backend& be, Side s) {
         be.LayerNormForward({.x = x[s], .gain = gain[s], .bias = bias[s], .out = layer_out[s],
@@ -933,9 +872,9 @@ TEST_F(Bf16ActivationOpsTest, RopeMatchesTheCpu) {
   Pair cos_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/false));
   Pair sin_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/true));
   for (const StorageMix& mix : kElementwiseMixes) {
-    Pair x = RandomAct(shape, mix.in), out = RandomAct(shape, mix.out);
-    Pair in_place = RandomAct(shape, kBf16);
-    Pair g = RandomAct(shape, mix.in), gx = RandomAct(shape, mix.out);
+    Pair x = RandomStored(shape, mix.in), out = RandomStored(shape, mix.out);
+    Pair in_place = RandomStored(shape, kBf16);
+    Pair g = RandomStored(shape, mix.in), gx = RandomStored(shape, mix.out);
     Both([&](Backend& be, Side s) {
       const RopeParams p{.x = x[s], .out = out[s], .cos = cos_t[s], .sin = sin_t[s],
                          .time = time, .head_dim = head_dim,
@@ -1106,6 +1045,19 @@ TEST_F(OpParityTest, CrossEntropyForwardAndBackward) {
                                .grad_losses = g[s], .grad_logits = g_logits[s]});
     });
     ExpectClose(g_logits, kF32Tolerance, "cross_entropy backward " + shape);
+    // The loss's in-place backward: the logits overwritten with their
+    // gradient, which the accumulation into zeros gives too.
+    Pair zeros = Zeros({rows, vocab});
+    Both([&](Backend& be, Side s) {
+      be.CrossEntropyBackward({.logits = logits[s], .targets = targets[s], .lse = ref_lse[s],
+                               .grad_losses = g[s], .grad_logits = zeros[s]});
+      be.CrossEntropyBackward({.logits = logits[s], .targets = targets[s], .lse = ref_lse[s],
+                               .grad_losses = g[s], .grad_logits = logits[s],
+                               .overwrite = true});
+    });
+    ExpectClose(logits, kF32Tolerance, "cross_entropy backward in place " + shape);
+    // Equal values (a −0 overwritten is +0 accumulated, hence not bytes).
+    EXPECT_EQ(Read(kGpu, logits[kGpu]), Read(kGpu, zeros[kGpu])) << "in place, " << shape;
   }
 }
 
