@@ -11,7 +11,7 @@
 // (arch, precision):
 //
 //   {"impl":"smallem","device":"NVIDIA H200","arch":"gpt2","precision":"bf16",
-//    "optimizer":"adamw",
+//    "optimizer":"adamw","activations":"bf16",
 //    "params":29676544,"batch":16,"context":512,"steps":30,
 //    "tokens_per_s":…,"ms_per_step":…,"flops_per_token":…,"mfu":…,
 //    "reference_run_s":…,"loss":…,"peak_memory_bytes":…,
@@ -163,6 +163,7 @@ nlohmann::json RunOne(const ModelConfig& config, const std::string& arch_name,
     return line;
   }
   Backend& be = **backend;
+  line["activations"] = be.ActivationDType() == DType::kBF16 ? "bf16" : "f32";
   line["device"] = be.DeviceClass();
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(config, be);
   if (!model.ok()) {
