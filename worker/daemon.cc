@@ -104,6 +104,7 @@ absl::Status WorkerDaemon::Run() {
   if (options_.child_program.empty()) {
     return absl::InvalidArgumentError("no child program to run jobs with");
   }
+  jobs_.SweepAbandoned();  // directories left by a daemon that was killed
   std::vector<std::thread> loops;
   for (const DeviceInfo& device : options_.devices) {
     loops.emplace_back([this, device] { DeviceLoop(device); });
