@@ -50,6 +50,26 @@ struct Pair {
   Tensor operator[](Side side) const { return t[side]; }
 };
 
+// cos (or sin when `sine`) of the rotary angles m·10000^(−2i/D), a table
+// (positions, head_dim/2) as RopeParams takes it.
+std::vector<float> RopeTable(int64_t positions, int64_t head_dim, bool sine) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> table(positions * half);
+  for (int64_t m = 0; m < positions; ++m) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = m * std::pow(10000.0, -2.0 * i / head_dim);
+      table[m * half + i] = static_cast<float>(sine ? std::sin(angle) : std::cos(angle));
+    }
+  }
+  return table;
+}
+
+// The rope case of both rope tests: B 2, T 7, three heads of 8 channels
+// rotated and 5 passed through, positions offset by 3 in a table of 16.
+constexpr int64_t kRopeBatch = 2, kRopeTime = 7, kRopeHeads = 3, kRopeHeadDim = 8;
+constexpr int64_t kRopeExtra = 5, kRopeOffset = 3, kRopePositions = 16;
+const Shape kRopeShape{kRopeBatch, kRopeTime, kRopeHeads * kRopeHeadDim + kRopeExtra};
+
 class OpParityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -71,6 +91,30 @@ class OpParityTest : public ::testing::Test {
   void Both(F&& f) {
     f(backend(kCpu), kCpu);
     f(backend(kGpu), kGpu);
+  }
+
+  // The rope case (kRope…) on both sides: x rotated into out, in_place
+  // rotated in place, and the backward of g added into gx.
+  void RopeBoth(const Pair& x, const Pair& out, const Pair& in_place, const Pair& g,
+                const Pair& gx) {
+    const int64_t half = kRopeHeadDim / 2;
+    const Pair cos_t = F32({kRopePositions, half}, RopeTable(kRopePositions, kRopeHeadDim, false));
+    const Pair sin_t = F32({kRopePositions, half}, RopeTable(kRopePositions, kRopeHeadDim, true));
+    Both([&](Backend& be, Side s) {
+      const RopeParams p{.x = x[s], .out = out[s], .cos = cos_t[s], .sin = sin_t[s],
+                         .time = kRopeTime, .head_dim = kRopeHeadDim,
+                         .rotate_channels = kRopeHeads * kRopeHeadDim,
+                         .position_offset = kRopeOffset};
+      be.RopeForward(p);
+      RopeParams q = p;
+      q.x = in_place[s];
+      q.out = in_place[s];
+      be.RopeForward(q);
+      be.RopeBackward({.grad_out = g[s], .grad_in = gx[s], .cos = cos_t[s], .sin = sin_t[s],
+                       .time = kRopeTime, .head_dim = kRopeHeadDim,
+                       .rotate_channels = kRopeHeads * kRopeHeadDim,
+                       .position_offset = kRopeOffset});
+    });
   }
 
   Pair FromHost(Shape shape, DType dtype, const void* host) {
@@ -619,41 +663,10 @@ TEST_F(OpParityTest, NormsWithAResidualAddMatchTheCpu) {
 
 // ---------------------------------------------------------------- rope
 
-// cos (or sin when `sine`) of the rotary angles m·10000^(−2i/D), a table
-// (positions, head_dim/2) as RopeParams takes it.
-std::vector<float> RopeTable(int64_t positions, int64_t head_dim, bool sine) {
-  const int64_t half = head_dim / 2;
-  std::vector<float> table(positions * half);
-  for (int64_t m = 0; m < positions; ++m) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = m * std::pow(10000.0, -2.0 * i / head_dim);
-      table[m * half + i] = static_cast<float>(sine ? std::sin(angle) : std::cos(angle));
-    }
-  }
-  return table;
-}
-
 TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
-  const int64_t batch = 2, time = 7, heads = 3, head_dim = 8, extra = 5, offset = 3;
-  const int64_t width = heads * head_dim + extra, positions = 16, half = head_dim / 2;
-  Pair cos_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/false));
-  Pair sin_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/true));
-  Pair x = Random({batch, time, width}), out = Random({batch, time, width});
-  Pair in_place = Random({batch, time, width});
-  Pair g = Random({batch, time, width}), gx = Random({batch, time, width});
-  Both([&](Backend& be, Side s) {
-    const RopeParams p{.x = x[s], .out = out[s], .cos = cos_t[s], .sin = sin_t[s],
-                       .time = time, .head_dim = head_dim,
-                       .rotate_channels = heads * head_dim, .position_offset = offset};
-    be.RopeForward(p);
-    RopeParams q = p;
-    q.x = in_place[s];
-    q.out = in_place[s];
-    be.RopeForward(q);
-    be.RopeBackward({.grad_out = g[s], .grad_in = gx[s], .cos = cos_t[s], .sin = sin_t[s],
-                     .time = time, .head_dim = head_dim, .rotate_channels = heads * head_dim,
-                     .position_offset = offset});
-  });
+  Pair x = Random(kRopeShape), out = Random(kRopeShape), in_place = Random(kRopeShape);
+  Pair g = Random(kRopeShape), gx = Random(kRopeShape);
+  RopeBoth(x, out, in_place, g, gx);
   ExpectClose(out, kF32Tolerance, "rope");
   ExpectClose(in_place, kF32Tolerance, "rope in place");
   ExpectClose(gx, kF32Tolerance, "rope backward");
@@ -866,28 +879,11 @@ TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
 }
 
 TEST_F(Bf16ActivationOpsTest, RopeMatchesTheCpu) {
-  const int64_t batch = 2, time = 7, heads = 3, head_dim = 8, extra = 5, offset = 3;
-  const int64_t width = heads * head_dim + extra, positions = 16, half = head_dim / 2;
-  const Shape shape{batch, time, width};
-  Pair cos_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/false));
-  Pair sin_t = F32({positions, half}, RopeTable(positions, head_dim, /*sine=*/true));
   for (const StorageMix& mix : kElementwiseMixes) {
-    Pair x = RandomStored(shape, mix.in), out = RandomStored(shape, mix.out);
-    Pair in_place = RandomStored(shape, kBf16);
-    Pair g = RandomStored(shape, mix.in), gx = RandomStored(shape, mix.out);
-    Both([&](Backend& be, Side s) {
-      const RopeParams p{.x = x[s], .out = out[s], .cos = cos_t[s], .sin = sin_t[s],
-                         .time = time, .head_dim = head_dim,
-                         .rotate_channels = heads * head_dim, .position_offset = offset};
-      be.RopeForward(p);
-      RopeParams q = p;
-      q.x = in_place[s];
-      q.out = in_place[s];
-      be.RopeForward(q);
-      be.RopeBackward({.grad_out = g[s], .grad_in = gx[s], .cos = cos_t[s], .sin = sin_t[s],
-                       .time = time, .head_dim = head_dim, .rotate_channels = heads * head_dim,
-                       .position_offset = offset});
-    });
+    Pair x = RandomStored(kRopeShape, mix.in), out = RandomStored(kRopeShape, mix.out);
+    Pair in_place = RandomStored(kRopeShape, kBf16);
+    Pair g = RandomStored(kRopeShape, mix.in), gx = RandomStored(kRopeShape, mix.out);
+    RopeBoth(x, out, in_place, g, gx);
     const std::string what = mix.Name();
     ExpectCloseAct(out, "rope, " + what);
     ExpectCloseAct(in_place, "rope in place, bf16");
