@@ -57,12 +57,16 @@ grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
     DatasetUpload upload(store_, clock_);
     v1::DatasetChunk chunk;
     while (reader->Read(&chunk)) {
-      RETURN_IF_ERROR(upload.Add(chunk.content_hash(),
-                                 DatasetChunkRef{.file_name = chunk.file_name(),
-                                                 .file_size = chunk.file_size(),
-                                                 .offset = chunk.offset(),
-                                                 .length = static_cast<int64_t>(chunk.data().size())},
-                                 chunk.data()));
+      const absl::Status added = upload.Add(
+          chunk.content_hash(),
+          DatasetChunkRef{.file_name = chunk.file_name(), .file_size = chunk.file_size(),
+                          .offset = chunk.offset(),
+                          .length = static_cast<int64_t>(chunk.data().size())},
+          chunk.data());
+      if (!added.ok()) {
+        upload.Abandon();
+        return added;
+      }
     }
     ASSIGN_OR_RETURN(UploadSummary summary, upload.Finish());
     response->set_content_hash(summary.content_hash);

@@ -53,6 +53,11 @@ absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChun
   return store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
 }
 
+void DatasetUpload::Abandon() {
+  if (content_hash_.empty() || already_present_) return;
+  store_->DeleteIncompleteDataset(content_hash_).IgnoreError();
+}
+
 absl::StatusOr<UploadSummary> DatasetUpload::Finish() {
   if (content_hash_.empty()) return absl::InvalidArgumentError("the upload carried no chunk");
   if (already_present_) {

@@ -50,6 +50,11 @@ class DatasetUpload {
   // file is incomplete or its hash differs (the partial upload is dropped).
   absl::StatusOr<UploadSummary> Finish();
 
+  // Drops what this upload stored, after a chunk was refused (or the store
+  // failed, e.g. a full disk): a broken upload leaves no partial dataset
+  // behind. Nothing happens when the dataset was already complete.
+  void Abandon();
+
  private:
   absl::StatusOr<UploadSummary> Verify();
 

@@ -176,6 +176,34 @@ TEST_F(CoordinatorTest, DatasetFileDeclaredOverTheLimitIsRefused) {
   EXPECT_NE(status.error_message().find("at most"), std::string::npos) << status.error_message();
 }
 
+TEST_F(CoordinatorTest, ARefusedChunkDropsWhatTheUploadStored) {
+  grpc::ClientContext context;
+  v1::UploadDatasetResponse response;
+  auto writer = client_->UploadDataset(&context, &response);
+  v1::DatasetChunk chunk;
+  chunk.set_content_hash(hash_);
+  chunk.set_file_name("train.bin");
+  chunk.set_file_size(10);
+  chunk.set_offset(0);
+  chunk.set_data("01234");
+  ASSERT_TRUE(writer->Write(chunk));
+  chunk.set_offset(7);  // 5 bytes at 7 overrun a 10-byte file
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("does not fit"), std::string::npos)
+      << status.error_message();
+  absl::StatusOr<std::vector<DatasetChunkRef>> left =
+      coordinator_->store().ListDatasetChunks(hash_);
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_TRUE(left->empty()) << left->size() << " chunks of the broken upload were kept";
+  // A whole upload afterwards succeeds.
+  v1::UploadDatasetResponse upload;
+  ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 1000, &upload).ok());
+  EXPECT_EQ(upload.files(), 4);
+}
+
 TEST_F(CoordinatorTest, WorkerFetchesTheDatasetItUploadedByteForByte) {
   ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 700).ok());
   v1::FetchDatasetRequest request;
