@@ -54,7 +54,7 @@ grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
                                               grpc::ServerReader<v1::DatasetChunk>* reader,
                                               v1::UploadDatasetResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
-    DatasetUpload upload(store_, clock_);
+    DatasetUpload upload(store_, clock_, disk_reserve_);
     v1::DatasetChunk chunk;
     while (reader->Read(&chunk)) {
       const absl::Status added = upload.Add(

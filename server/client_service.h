@@ -8,7 +8,10 @@
 #ifndef SMALLEM_SERVER_CLIENT_SERVICE_H_
 #define SMALLEM_SERVER_CLIENT_SERVICE_H_
 
+#include <utility>
+
 #include "server/clock.h"
+#include "server/dataset_upload.h"
 #include "server/job_queue.h"
 #include "server/sqlite_store.h"
 #include "server/worker_registry.h"
@@ -19,8 +22,9 @@ namespace smallem {
 class ClientServiceImpl final : public v1::ClientService::Service {
  public:
   ClientServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers,
-                    const Clock* clock)
-      : store_(store), queue_(queue), workers_(workers), clock_(clock) {}
+                    const Clock* clock, DiskReserve disk_reserve = {})
+      : store_(store), queue_(queue), workers_(workers), clock_(clock),
+        disk_reserve_(std::move(disk_reserve)) {}
 
   grpc::Status HasDataset(grpc::ServerContext* context, const v1::HasDatasetRequest* request,
                           v1::HasDatasetResponse* response) override;
@@ -54,6 +58,7 @@ class ClientServiceImpl final : public v1::ClientService::Service {
   JobQueue* const queue_;
   WorkerRegistry* const workers_;
   const Clock* const clock_;
+  const DiskReserve disk_reserve_;
 };
 
 }  // namespace smallem

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -42,8 +43,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   ASSIGN_OR_RETURN(c->store_, SqliteStore::Open(options.db_path));
   c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
-  c->client_service_ = std::make_unique<ClientServiceImpl>(c->store_.get(), c->queue_.get(),
-                                                           c->workers_.get(), clock);
+  const std::filesystem::path db_dir =
+      std::filesystem::absolute(options.db_path).parent_path();
+  c->client_service_ = std::make_unique<ClientServiceImpl>(
+      c->store_.get(), c->queue_.get(), c->workers_.get(), clock,
+      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes});
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
                                                            c->workers_.get());
 

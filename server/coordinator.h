@@ -34,6 +34,9 @@ struct CoordinatorOptions {
   const Clock* clock = nullptr;  // nullptr = SystemClock
   bool reaper = true;            // run the background reaper
   ServerSecurity security;       // tokens and TLS; none = open plaintext (server/auth.h)
+  // Dataset uploads that would leave less free disk than this next to the
+  // database are refused (server/dataset_upload.h, DiskReserve).
+  int64_t min_free_disk_bytes = 1'000'000'000;  // 1 GB
 };
 
 // Largest request or response message, bytes (a grid of ~10k runs fits).

@@ -24,6 +24,12 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", options.queue.lease_duration_ms,
                  "a lease outlives each heartbeat by this many milliseconds")
       ->capture_default_str();
+  double min_free_disk_gb = 1.0;
+  app.add_option("--min-free-disk-gb", min_free_disk_gb,
+                 "refuse dataset uploads that would leave less free disk than this next to --db\n"
+                 "(results are written there too)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--worker-token-file", security.worker_token_file,
                  "file holding the token workers must send (default $SMALLEM_WORKER_TOKEN, the\n"
                  "token itself; neither: the worker service is open)");
@@ -34,6 +40,7 @@ int main(int argc, char** argv) {
                  "PEM certificate (chain) to serve TLS with; it must name the host clients dial");
   app.add_option("--tls-key", security.tls_key_file, "PEM private key of --tls-cert");
   CLI11_PARSE(app, argc, argv);
+  options.min_free_disk_bytes = static_cast<int64_t>(min_free_disk_gb * 1e9);
   spdlog::set_level(spdlog::level::from_str(log_level));
   absl::StatusOr<smallem::ServerSecurity> loaded = smallem::LoadServerSecurity(security);
   if (!loaded.ok()) {

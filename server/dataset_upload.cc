@@ -1,14 +1,28 @@
 #include "server/dataset_upload.h"
 
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/data/dataset.h"
 #include "engine/data/sha256.h"
 #include "nlohmann/json.hpp"
 #include "server/status_macros.h"
 
 namespace smallem {
+
+namespace {
+
+// "412 bytes", "3.1 MB", "82.20 GB".
+std::string HumanBytes(int64_t bytes) {
+  if (bytes < 1000) return absl::StrCat(bytes, " bytes");
+  if (bytes < 1'000'000) return absl::StrFormat("%.1f kB", bytes / 1e3);
+  if (bytes < 1'000'000'000) return absl::StrFormat("%.1f MB", bytes / 1e6);
+  return absl::StrFormat("%.2f GB", bytes / 1e9);
+}
+
+}  // namespace
 
 bool IsDatasetFileName(std::string_view name) {
   for (const char* f : kDatasetFiles) {
@@ -50,7 +64,22 @@ absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChun
         where.file_name, ": chunk at offset ", where.offset, " of ", data.size(),
         " bytes does not fit a file of ", where.file_size, " bytes"));
   }
+  if (where.offset == 0) RETURN_IF_ERROR(CheckRoomFor(where));
   return store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
+}
+
+absl::Status DatasetUpload::CheckRoomFor(const DatasetChunkRef& where) const {
+  if (reserve_.dir.empty()) return absl::OkStatus();
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(reserve_.dir, ec);
+  if (ec) return absl::OkStatus();  // unknown: SQLite reports a full disk itself
+  const auto available = static_cast<int64_t>(space.available);
+  if (available - where.file_size >= reserve_.min_free_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the coordinator's disk (", reserve_.dir, ") has ", HumanBytes(available), " free; storing ",
+      where.file_name, " (", HumanBytes(where.file_size), ") must leave at least ",
+      HumanBytes(reserve_.min_free_bytes),
+      ", kept for results (coordinator --min-free-disk-gb)"));
 }
 
 void DatasetUpload::Abandon() {

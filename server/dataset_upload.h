@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "server/clock.h"
@@ -28,6 +29,15 @@ inline constexpr const char* kDatasetFiles[] = {"meta.json", "tokenizer.json", "
 // no path can escape a directory).
 bool IsDatasetFileName(std::string_view name);
 
+// Disk the coordinator keeps free: an upload that would leave less than
+// min_free_bytes on the file system holding `dir` (the database's) is
+// refused before it is stored, so that results — written to the same
+// database — always find room. An empty dir checks nothing.
+struct DiskReserve {
+  std::string dir;
+  int64_t min_free_bytes = 0;
+};
+
 struct UploadSummary {
   std::string content_hash;
   int64_t total_bytes = 0;
@@ -38,11 +48,14 @@ struct UploadSummary {
 // One upload stream. Not thread-safe (one per call); the store is.
 class DatasetUpload {
  public:
-  DatasetUpload(SqliteStore* store, const Clock* clock) : store_(store), clock_(clock) {}
+  DatasetUpload(SqliteStore* store, const Clock* clock, DiskReserve reserve = {})
+      : store_(store), clock_(clock), reserve_(std::move(reserve)) {}
 
   // Stores one chunk. The first chunk names the dataset; every later one must
   // name the same. When that dataset is already complete, chunks are
-  // ignored. InvalidArgument for a bad file name, size or offset.
+  // ignored. InvalidArgument for a bad file name, size or offset;
+  // ResourceExhausted when a file's first chunk declares more bytes than the
+  // disk reserve leaves room for.
   absl::Status Add(std::string_view content_hash, const DatasetChunkRef& where,
                    std::string_view data);
 
@@ -57,9 +70,11 @@ class DatasetUpload {
 
  private:
   absl::StatusOr<UploadSummary> Verify();
+  absl::Status CheckRoomFor(const DatasetChunkRef& where) const;
 
   SqliteStore* store_;
   const Clock* clock_;
+  DiskReserve reserve_;
   std::string content_hash_;
   bool already_present_ = false;
 };

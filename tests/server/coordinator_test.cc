@@ -30,8 +30,9 @@ class CoordinatorTest : public ::testing::Test {
     Start();
   }
 
-  void Start() {
+  void Start(int64_t min_free_disk_bytes = CoordinatorOptions{}.min_free_disk_bytes) {
     CoordinatorOptions options;
+    options.min_free_disk_bytes = min_free_disk_bytes;
     options.listen = "127.0.0.1:0";
     options.db_path = dir_.Join("smallem.db");
     options.clock = &clock_;
@@ -202,6 +203,26 @@ TEST_F(CoordinatorTest, ARefusedChunkDropsWhatTheUploadStored) {
   v1::UploadDatasetResponse upload;
   ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 1000, &upload).ok());
   EXPECT_EQ(upload.files(), 4);
+}
+
+TEST_F(CoordinatorTest, AnUploadThatWouldEatTheDiskReserveIsRefused) {
+  client_.reset();
+  worker_.reset();
+  coordinator_.reset();
+  Start(/*min_free_disk_bytes=*/int64_t{1} << 62);  // more than any disk has
+  grpc::Status status = UploadDirectory(*client_, data_dir_, hash_);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("--min-free-disk-gb"), std::string::npos)
+      << status.error_message();
+  absl::StatusOr<std::vector<DatasetChunkRef>> stored =
+      coordinator_->store().ListDatasetChunks(hash_);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(stored->empty());
+  v1::HasDatasetRequest has;
+  has.set_content_hash(hash_);
+  v1::HasDatasetResponse present;
+  ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
+  EXPECT_FALSE(present.present());
 }
 
 TEST_F(CoordinatorTest, WorkerFetchesTheDatasetItUploadedByteForByte) {
