@@ -47,6 +47,26 @@ class CoordinatorTest : public ::testing::Test {
     worker_ = v1::WorkerService::NewStub(channel);
   }
 
+  // Streams chunks (offset, bytes) of a train.bin of `file_size` bytes for
+  // this test's dataset, and returns the upload's status.
+  grpc::Status UploadTrainChunks(int64_t file_size,
+                                 const std::vector<std::pair<int64_t, std::string>>& chunks) {
+    grpc::ClientContext context;
+    v1::UploadDatasetResponse response;
+    auto writer = client_->UploadDataset(&context, &response);
+    for (const auto& [offset, data] : chunks) {
+      v1::DatasetChunk chunk;
+      chunk.set_content_hash(hash_);
+      chunk.set_file_name("train.bin");
+      chunk.set_file_size(file_size);
+      chunk.set_offset(offset);
+      chunk.set_data(data);
+      if (!writer->Write(chunk)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
   void Restart() {
     client_.reset();
     worker_.reset();
@@ -161,37 +181,14 @@ TEST_F(CoordinatorTest, CorruptDatasetUploadIsRejected) {
 }
 
 TEST_F(CoordinatorTest, DatasetFileDeclaredOverTheLimitIsRefused) {
-  grpc::ClientContext context;
-  v1::UploadDatasetResponse response;
-  auto writer = client_->UploadDataset(&context, &response);
-  v1::DatasetChunk chunk;
-  chunk.set_content_hash(hash_);
-  chunk.set_file_name("train.bin");
-  chunk.set_file_size(kDatasetFileBytes + 1);
-  chunk.set_offset(0);
-  chunk.set_data("abc");
-  writer->Write(chunk);
-  writer->WritesDone();
-  grpc::Status status = writer->Finish();
+  grpc::Status status = UploadTrainChunks(kDatasetFileBytes + 1, {{0, "abc"}});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("at most"), std::string::npos) << status.error_message();
 }
 
 TEST_F(CoordinatorTest, ARefusedChunkDropsWhatTheUploadStored) {
-  grpc::ClientContext context;
-  v1::UploadDatasetResponse response;
-  auto writer = client_->UploadDataset(&context, &response);
-  v1::DatasetChunk chunk;
-  chunk.set_content_hash(hash_);
-  chunk.set_file_name("train.bin");
-  chunk.set_file_size(10);
-  chunk.set_offset(0);
-  chunk.set_data("01234");
-  ASSERT_TRUE(writer->Write(chunk));
-  chunk.set_offset(7);  // 5 bytes at 7 overrun a 10-byte file
-  writer->Write(chunk);
-  writer->WritesDone();
-  grpc::Status status = writer->Finish();
+  // 5 bytes at 7 overrun the 10-byte file.
+  grpc::Status status = UploadTrainChunks(10, {{0, "01234"}, {7, "01234"}});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("does not fit"), std::string::npos)
       << status.error_message();
