@@ -72,6 +72,7 @@ class ProfilingBackend final : public Backend {
   std::string DeviceClass() const override { return inner_.DeviceClass(); }
   double PeakFlops() const override { return inner_.PeakFlops(); }
   bool Supports(Op op) const override { return inner_.Supports(op); }
+  DType ActivationDType() const override { return inner_.ActivationDType(); }
   absl::StatusOr<void*> Allocate(size_t bytes) override { return inner_.Allocate(bytes); }
   void Free(void* ptr) override { inner_.Free(ptr); }
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;

@@ -26,6 +26,11 @@ class CpuBackend final : public Backend {
   std::string Name() const override { return "cpu"; }
   std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
   bool Supports(Op op) const override { return true; }
+  // f32 unless set: bf16 makes every tape on this backend store activations
+  // in bf16 through the reference path (engine/cpu/bf16_ops.h) — the GPU's
+  // speed mode, emulated, and slower than f32 here.
+  DType ActivationDType() const override { return activation_dtype_; }
+  void set_activation_dtype(DType dtype) { activation_dtype_ = dtype; }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* ptr) override;
@@ -70,6 +75,7 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+  DType activation_dtype_ = DType::kF32;
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
 };

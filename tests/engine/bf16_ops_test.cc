@@ -401,6 +401,8 @@ TEST(Bf16ModelTest, ActivationsAreBf16WhereTheTapeSaysSoAndLogitsStayF32) {
   Arena arena(be, 1 << 20);
   Tape tape(be, arena);
   EXPECT_EQ(tape.activation_dtype(), DType::kF32) << "the CPU backend's default";
+  be.set_activation_dtype(DType::kBF16);
+  EXPECT_EQ(Tape(be, arena).activation_dtype(), DType::kBF16) << "a tape takes its backend's";
   tape.set_activation_dtype(DType::kBF16);
   const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
   Var logits = (*model)->Logits(tape, testing::Tokens(arena, be, ids), 1, 5);

@@ -57,6 +57,14 @@ TEST_F(ProfilerTest, ForwardsAndCountsEachFamilyInsideAndOutsideTheOptimizer) {
   EXPECT_EQ(profiler_.steps()[1].families[kMatmul].optimizer_calls, 0);
 }
 
+TEST_F(ProfilerTest, DescribesTheInnerDevice) {
+  EXPECT_EQ(profiler_.Name(), cpu_.Name());
+  EXPECT_EQ(profiler_.DeviceClass(), cpu_.DeviceClass());
+  EXPECT_EQ(profiler_.ActivationDType(), DType::kF32);
+  cpu_.set_activation_dtype(DType::kBF16);  // a profiled run stores what the device stores
+  EXPECT_EQ(profiler_.ActivationDType(), DType::kBF16);
+}
+
 TEST_F(ProfilerTest, DisabledProfilingForwardsWithoutCounting) {
   const Tensor a = Alloc({2, 2}), b = Alloc({2, 2}), c = Alloc({2, 2});
   profiler_.set_enabled(false);
