@@ -71,8 +71,8 @@ class Bf16Widening {
 
 // Runs `op` on f32 copies when any [act] operand of p is bf16, and returns
 // true; returns false (and does nothing) when they are all f32.
-template <class Backend, class Params>
-bool RunWidened(Backend& backend, const Params& p, void (Backend::*op)(const Params&)) {
+template <class Cpu, class Params>
+bool RunWidened(Cpu& backend, const Params& p, void (Cpu::*op)(const Params&)) {
   Params f32 = p;
   Bf16Widening widening;
   ForEachActivation(f32, [&](Tensor& t, Access access) { widening.Widen(t, access); });
@@ -85,8 +85,8 @@ bool RunWidened(Backend& backend, const Params& p, void (Backend::*op)(const Par
 // A norm whose fused residual sum is stored in bf16 normalizes the stored,
 // rounded sum, as Add then the norm would: runs those two and returns true,
 // or returns false when the sum is absent or f32.
-template <class Backend>
-bool SplitBf16Sum(Backend& backend, const NormParams& p, void (Backend::*norm)(const NormParams&)) {
+template <class Cpu>
+bool SplitBf16Sum(Cpu& backend, const NormParams& p, void (Cpu::*norm)(const NormParams&)) {
   if (p.residual.empty() || p.sum.dtype != DType::kBF16) return false;
   backend.Add(BinaryParams{.a = p.x, .b = p.residual, .out = p.sum});
   NormParams stored = p;
