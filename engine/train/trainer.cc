@@ -189,6 +189,8 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       {"final_train_loss", last_loss},
       {"final_lr", final_lr},
       {"cuda_graphs", (*runner)->graphs_used()},
+      // What the activations were stored in: bf16 in a GPU's speed mode.
+      {"activations", backend.ActivationDType() == DType::kBF16 ? "bf16" : "f32"},
       {"device", backend.Name()},
       {"device_class", backend.DeviceClass()},
       {"config", spec_json},

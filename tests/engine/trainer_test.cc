@@ -38,13 +38,14 @@ TEST(TrainerTest, ResultHasEveryDocumentedKey) {
   for (const char* key :
        {"val_nats_per_byte", "val_nats_per_token", "val_bits_per_byte", "eval_batches", "steps",
         "tokens", "epochs", "train_seconds", "tokens_per_s", "mfu", "params", "peak_memory_bytes",
-        "kv_cache_bytes_per_token", "device", "device_class", "config", "seed"}) {
+        "kv_cache_bytes_per_token", "device", "device_class", "config", "seed", "activations"}) {
     EXPECT_TRUE(result->contains(key)) << key;
   }
   EXPECT_EQ((*result)["steps"], 30);
   EXPECT_EQ((*result)["tokens"], 30 * 4 * 32);
   EXPECT_EQ((*result)["eval_batches"], 8);
   EXPECT_TRUE((*result)["mfu"].is_null());
+  EXPECT_EQ((*result)["activations"], "f32");
   const double npb = (*result)["val_nats_per_byte"];
   EXPECT_NEAR((*result)["val_bits_per_byte"].get<double>(), npb / std::log(2.0), 1e-12);
   EXPECT_TRUE(fs::exists(fs::path(out) / "weights.safetensors"));
