@@ -176,10 +176,12 @@ struct CrossEntropyParams {
 struct CrossEntropyBackwardParams {
   Tensor logits, targets, lse;
   Tensor grad_losses;  // (N)
-  Tensor grad_logits;  // (N, V) += (softmax − onehot) · grad_losses[n]
-  // grad_logits = instead of +=. grad_logits may then be the logits' own
-  // memory: the loss's backward turns the logits into their gradient in
-  // place, so (N, V) f32 exists once, not twice (engine/autograd/ops.h).
+  Tensor grad_logits;  // (N, V) [act] += (softmax − onehot) · grad_losses[n]
+  // grad_logits = instead of +=. An f32 grad_logits may then be the logits'
+  // own memory: the loss's backward turns the logits into their gradient in
+  // place, so (N, V) f32 exists once, not twice; in the speed mode it writes
+  // a bf16 gradient instead, which the products read as it is
+  // (engine/autograd/ops.h).
   bool overwrite = false;
 };
 

@@ -1,10 +1,12 @@
 // Softmax cross-entropy per row of logits: losses[n] = lse − logits[target].
 // The forward reads each row once with an online softmax (running max and
-// sum, merged across threads in a fixed tree); the backward adds
-// (softmax − onehot(target))·grad_losses[n], recomputing the softmax from
-// the saved lse. No copy of the logits is ever made.
+// sum, merged across threads in a fixed tree); the backward adds (or
+// writes) (softmax − onehot(target))·grad_losses[n], recomputing the softmax
+// from the saved lse, into an f32 or bf16 gradient. No copy of the logits is
+// ever made.
 #include <cstdio>
 
+#include "kernels/activation_path.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 
@@ -89,11 +91,13 @@ __global__ void CrossEntropyForwardKernel(const float* logits,
 // = when overwrite; each thread reads a logit before it writes its
 // gradient, so grad_logits may be logits. grid: (rows, column chunks of
 // kColumnsPerBlock).
+// kMixed: grad_logits may be bf16 (activation_path.cuh).
+template <bool kMixed>
 __global__ void CrossEntropyBackwardKernel(const float* logits,
                                            const int32_t* targets,
                                            const float* lse,
                                            const float* grad_losses,
-                                           float* grad_logits, int64_t vocab,
+                                           ActOut grad_logits, int64_t vocab,
                                            bool overwrite) {
   const int64_t row = blockIdx.x;
   const int64_t begin = blockIdx.y * kColumnsPerBlock;
@@ -103,11 +107,14 @@ __global__ void CrossEntropyBackwardKernel(const float* logits,
   const int32_t target = targets[row];
   if (target < 0 || target >= vocab) TrapBadTarget(target, row, vocab);
   const float* x = logits + row * vocab;
-  float* grad = grad_logits + row * vocab;
   for (int64_t v = begin + threadIdx.x; v < end; v += kThreads) {
     const float softmax = expf(x[v] - row_lse);
     const float d = (v == target ? softmax - 1.0f : softmax) * g;
-    grad[v] = overwrite ? d : grad[v] + d;
+    if (overwrite) {
+      StoreAct<kMixed>(grad_logits, row * vocab + v, d);
+    } else {
+      AccumulateAct<kMixed>(grad_logits, row * vocab + v, d);
+    }
   }
 }
 
@@ -130,17 +137,22 @@ cudaError_t LaunchCrossEntropyBackward(const float* logits,
                                        const int32_t* targets,
                                        const float* lse,
                                        const float* grad_losses,
-                                       float* grad_logits, int64_t rows,
+                                       ActOut grad_logits, int64_t rows,
                                        int64_t vocab, bool overwrite,
                                        cudaStream_t stream) {
-  if (rows <= 0 || grad_logits == nullptr) return cudaSuccess;
+  if (rows <= 0 || grad_logits.data == nullptr) return cudaSuccess;
   const int64_t chunks = (vocab + kColumnsPerBlock - 1) / kColumnsPerBlock;
   if (vocab <= 0 || rows >= (int64_t{1} << 31) || chunks > 65535) {
     return cudaErrorInvalidValue;
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
-  CrossEntropyBackwardKernel<<<grid, kThreads, 0, stream>>>(
-      logits, targets, lse, grad_losses, grad_logits, vocab, overwrite);
+  if (grad_logits.bf16) {
+    CrossEntropyBackwardKernel<true><<<grid, kThreads, 0, stream>>>(
+        logits, targets, lse, grad_losses, grad_logits, vocab, overwrite);
+  } else {
+    CrossEntropyBackwardKernel<false><<<grid, kThreads, 0, stream>>>(
+        logits, targets, lse, grad_losses, grad_logits, vocab, overwrite);
+  }
   return cudaGetLastError();
 }
 

@@ -817,10 +817,11 @@ void CudaBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
   CheckI32(p.targets, rows, "cross_entropy backward: targets (N)");
   CheckF32(p.lse, rows, "cross_entropy backward: lse (N)");
   CheckF32(p.grad_losses, rows, "cross_entropy backward: grad_losses (N)");
-  CheckF32(p.grad_logits, rows * vocab, "cross_entropy backward: grad_logits (N, V)");
+  CheckActivation(p.grad_logits, rows * vocab, "cross_entropy backward: grad_logits (N, V)");
+  CheckAliasSameDType(p.grad_logits, p.logits, "cross_entropy backward: grad_logits in place");
   CheckCuda(cuda::LaunchCrossEntropyBackward(p.logits.f32(), p.targets.i32(), p.lse.f32(),
-                                             p.grad_losses.f32(), p.grad_logits.f32(), rows,
-                                             vocab, p.overwrite, stream_),
+                                             p.grad_losses.f32(), AsActOut(p.grad_logits),
+                                             rows, vocab, p.overwrite, stream_),
             "cross_entropy backward");
 }
 

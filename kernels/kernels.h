@@ -211,13 +211,14 @@ cudaError_t LaunchCrossEntropyForward(const float* logits,
                                       const int32_t* targets, float* losses,
                                       float* lse, int64_t rows, int64_t vocab,
                                       cudaStream_t stream);
-// grad_logits (rows, vocab) += (softmax − onehot(target))·grad_losses[row],
-// or = when overwrite, and then grad_logits may be logits (in place).
+// grad_logits (rows, vocab), f32 or bf16, += (softmax −
+// onehot(target))·grad_losses[row], or = when overwrite, and then an f32
+// grad_logits may be logits (in place).
 cudaError_t LaunchCrossEntropyBackward(const float* logits,
                                        const int32_t* targets,
                                        const float* lse,
                                        const float* grad_losses,
-                                       float* grad_logits, int64_t rows,
+                                       ActOut grad_logits, int64_t rows,
                                        int64_t vocab, bool overwrite,
                                        cudaStream_t stream);
 

@@ -281,12 +281,14 @@ Var CrossEntropy(Tape& tape, Var logits, Var targets) {
                        .losses = tape.NewTensor({rows}), .lse = tape.NewTensor({rows})};
   tape.backend().CrossEntropyForward(p);
   return tape.Record(Op::kCrossEntropy, p.losses, {logits, targets}, [=](Tape& t, Var y) {
-    // The logits are read last here: their gradient takes their memory.
-    Tensor in_place = t.GradInPlaceOfValue(logits);
-    const bool overwrite = !in_place.empty();
+    // The logits are read last here: their gradient is written, not added,
+    // in their own memory (f32) or, in the speed mode, as the bf16 the
+    // products that read it want.
+    Tensor fresh = t.GradToOverwrite(logits, t.activation_dtype());
+    const bool overwrite = !fresh.empty();
     t.backend().CrossEntropyBackward(CrossEntropyBackwardParams{
         .logits = p.logits, .targets = p.targets, .lse = p.lse, .grad_losses = t.Grad(y),
-        .grad_logits = (overwrite ? in_place : t.Grad(logits)).Reshaped(p.logits.shape),
+        .grad_logits = (overwrite ? fresh : t.Grad(logits)).Reshaped(p.logits.shape),
         .overwrite = overwrite});
   });
 }

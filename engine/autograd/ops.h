@@ -60,9 +60,11 @@ Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads);
 // ids (N) i32, table (V, C) → (N, C).
 Var Embedding(Tape& tape, Var ids, Var table);
 // logits (N, V), targets (N) i32 → per-row losses (N), nats. When nothing
-// else reads the logits, the backward overwrites them with their gradient
-// (Tape::GradInPlaceOfValue): one (N, V) buffer, not two. Read the logits
-// before Backward.
+// else reads the logits, the backward writes their gradient in the tape's
+// activation dtype (Tape::GradToOverwrite): over the f32 logits themselves
+// (one (N, V) f32 buffer, not two; read the logits before Backward), or, in
+// the speed mode, as bf16 that the classifier's products read without a
+// rounding pass.
 Var CrossEntropy(Tape& tape, Var logits, Var targets);
 // Mean of every element → scalar (1).
 Var Mean(Tape& tape, Var x);

@@ -42,17 +42,16 @@ Tensor Tape::Grad(Var v) {
     n.grad = arena_.AllocateZeroed(n.value.shape, n.value.dtype);
     n.grad_ready = true;
   }
-  CHECK(n.grad.shape == n.value.shape && n.grad.dtype == n.value.dtype)
-      << "gradient " << n.grad.shape.ToString() << " " << DTypeName(n.grad.dtype) << " for value "
-      << n.value.shape.ToString() << " " << DTypeName(n.value.dtype);
+  CHECK(n.grad.shape == n.value.shape)
+      << "gradient " << n.grad.shape.ToString() << " for value " << n.value.shape.ToString();
   return n.grad;
 }
 
-Tensor Tape::GradInPlaceOfValue(Var v) {
+Tensor Tape::GradToOverwrite(Var v, DType dtype) {
   Node& n = nodes_[v.id];
   CHECK(n.requires_grad) << "gradient asked of a value that needs none";
   if (n.op == Op::kCount || n.uses != 1 || n.grad_ready) return Tensor{};
-  n.grad = n.value;
+  n.grad = dtype == n.value.dtype ? n.value : arena_.Allocate(n.value.shape, dtype);
   n.grad_ready = true;
   return n.grad;
 }

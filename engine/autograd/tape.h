@@ -54,17 +54,20 @@ class Tape {
 
   const Tensor& value(Var v) const { return nodes_[v.id].value; }
   bool requires_grad(Var v) const { return nodes_[v.id].requires_grad; }
-  // The gradient buffer of v (v's shape and dtype), zeroed on first use in
-  // this backward pass.
+  // The gradient buffer of v (v's shape, and v's dtype unless
+  // GradToOverwrite chose another), zeroed on first use in this backward
+  // pass.
   Tensor Grad(Var v);
 
-  // v's gradient in v's own memory, for a backward rule that overwrites it
-  // (rather than accumulating) and is the last reader of v's value: the
-  // loss turning its logits into their gradient. Only when v is an op's
-  // output whose one consumer is the op of this rule and no gradient of v
-  // exists yet; otherwise an empty tensor, and the rule uses Grad(v). After
-  // it, v's value is gone: read it before Backward.
-  Tensor GradInPlaceOfValue(Var v);
+  // v's gradient, in `dtype`, for a backward rule that overwrites it (rather
+  // than accumulating) and is the last reader of v's value: the loss turning
+  // its logits into their gradient. Only when v is an op's output whose one
+  // consumer is the op of this rule and no gradient of v exists yet;
+  // otherwise an empty tensor, and the rule uses Grad(v). When dtype is v's,
+  // the gradient takes v's own memory (v's value is then gone: read it
+  // before Backward); else it is new, uninitialized memory, and the rules
+  // that read Grad(v) later get it in that dtype.
+  Tensor GradToOverwrite(Var v, DType dtype);
 
   // Seeds d(loss)/d(loss) = 1 (loss must be a scalar) and runs every rule in
   // reverse order of recording.

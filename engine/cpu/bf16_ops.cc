@@ -96,6 +96,10 @@ void ForEachActivation(AttentionBackwardParams& p, ActivationVisitor visit) {
   visit(p.grad_qkv, Access::kUpdate);
 }
 
+void ForEachActivation(CrossEntropyBackwardParams& p, ActivationVisitor visit) {
+  visit(p.grad_logits, p.overwrite ? Access::kWrite : Access::kUpdate);
+}
+
 void Bf16Widening::Widen(Tensor& t, Access access) {
   if (t.empty() || t.dtype != DType::kBF16) return;
   const bool reads = access != Access::kWrite;

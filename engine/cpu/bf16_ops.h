@@ -42,6 +42,7 @@ void ForEachActivation(RopeParams& p, ActivationVisitor visit);
 void ForEachActivation(RopeBackwardParams& p, ActivationVisitor visit);
 void ForEachActivation(AttentionParams& p, ActivationVisitor visit);
 void ForEachActivation(AttentionBackwardParams& p, ActivationVisitor visit);
+void ForEachActivation(CrossEntropyBackwardParams& p, ActivationVisitor visit);
 
 // f32 stand-ins for the bf16 operands of one op call.
 class Bf16Widening {

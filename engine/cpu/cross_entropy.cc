@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "engine/check.h"
+#include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 
@@ -53,6 +54,7 @@ void CpuBackend::CrossEntropyForward(const CrossEntropyParams& p) {
 
 void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
   if (p.grad_logits.empty()) return;
+  if (cpu::RunWidened(*this, p, &CpuBackend::CrossEntropyBackward)) return;
   const int64_t rows = p.logits.shape.rows();
   const int64_t vocab = p.logits.shape.cols();
   cpu::CheckF32(p.logits, rows * vocab, "cross_entropy backward: logits (N, V)");

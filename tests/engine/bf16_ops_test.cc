@@ -294,6 +294,24 @@ TEST_F(Bf16OpTest, BiasRopeAndAttentionOnBf16Activations) {
   ExpectSame(grad_qkv, "attention backward");
 }
 
+TEST_F(Bf16OpTest, CrossEntropyWritesOrAddsABf16Gradient) {
+  const int64_t rows = 5, vocab = 41;
+  CrossEntropyParams p{.logits = Random({rows, vocab}, -4, 4), .targets = Ids({rows}, vocab),
+                       .losses = Zeros({rows}), .lse = Zeros({rows})};
+  backend_.CrossEntropyForward(p);
+  Tensor g = Random({rows});
+  for (bool overwrite : {true, false}) {
+    Operand grad = Make({rows, vocab}, true);
+    backend_.CrossEntropyBackward({.logits = p.logits, .targets = p.targets, .lse = p.lse,
+                                   .grad_losses = g, .grad_logits = grad.f32,
+                                   .overwrite = overwrite});
+    backend_.CrossEntropyBackward({.logits = p.logits, .targets = p.targets, .lse = p.lse,
+                                   .grad_losses = g, .grad_logits = grad.stored,
+                                   .overwrite = overwrite});
+    ExpectSame(grad, overwrite ? "cross_entropy backward, written" : "cross_entropy backward");
+  }
+}
+
 TEST_F(Bf16OpTest, FillWritesBf16) {
   Tensor t = Zeros({9}, DType::kBF16);
   backend_.Fill(t, 1.0f + 0x1p-7f);

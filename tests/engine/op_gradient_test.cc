@@ -341,7 +341,7 @@ TEST_F(OpGradientTest, CrossEntropy) {
 }
 
 // On the tape, logits read by nothing but the loss become their own
-// gradient (Tape::GradInPlaceOfValue); a second reader keeps them, and the
+// gradient (Tape::GradToOverwrite); a second reader keeps them, and the
 // gradients are the same bits either way.
 TEST_F(OpGradientTest, LossGradientTakesTheLogitsMemoryOnlyWhenTheLossIsTheirOneReader) {
   const int64_t rows = 6, in = 5, vocab = 13;
@@ -369,6 +369,32 @@ TEST_F(OpGradientTest, LossGradientTakesTheLogitsMemoryOnlyWhenTheLossIsTheirOne
     }
   }
   EXPECT_EQ(Values(dw[0]), Values(dw[1]));
+}
+
+// With bf16 activations the loss writes the logits' gradient as bf16 (what
+// the classifier's products read) and leaves the f32 logits alone.
+TEST_F(OpGradientTest, LossGradientIsBf16WhenTheTapeStoresBf16) {
+  const int64_t rows = 6, in = 5, vocab = 13;
+  Tensor x = Random({rows, in}), w = Random({vocab, in}), targets = Ids({rows}, vocab);
+  Tensor dw[2] = {Zeros({vocab, in}), Zeros({vocab, in})};
+  for (int bf16 = 0; bf16 < 2; ++bf16) {
+    Arena arena(backend_, 1 << 20);
+    Tape tape(backend_, arena);
+    if (bf16) tape.set_activation_dtype(DType::kBF16);
+    Var logits = Linear(tape, tape.Input(x), tape.Param(w, dw[bf16]), Var{}, Output::kF32);
+    const std::vector<float> before = Values(tape.value(logits));
+    tape.Backward(Mean(tape, CrossEntropy(tape, logits, tape.Input(targets))));
+    EXPECT_EQ(tape.Grad(logits).dtype, bf16 ? DType::kBF16 : DType::kF32);
+    if (bf16) EXPECT_EQ(Values(tape.value(logits)), before) << "the f32 logits are kept";
+  }
+  // The same gradient, rounded once to bf16 on its way to the product.
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < vocab * in; ++i) {
+    diff += std::pow(dw[1].f32()[i] - dw[0].f32()[i], 2);
+    norm += std::pow(dw[0].f32()[i], 2);
+  }
+  EXPECT_LT(std::sqrt(diff / norm), 1e-2);
+  EXPECT_GT(diff, 0.0) << "the bf16 gradient was not rounded";
 }
 
 }  // namespace

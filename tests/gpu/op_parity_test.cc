@@ -878,6 +878,29 @@ TEST_F(Bf16ActivationOpsTest, NormsMatchTheCpu) {
   }
 }
 
+// The loss's backward in the speed mode: the gradient of f32 logits written
+// (or added) as bf16.
+TEST_F(Bf16ActivationOpsTest, CrossEntropyWritesABf16Gradient) {
+  const int64_t rows = 7, vocab = 1031;
+  Pair logits = Random({rows, vocab}, 4.0f);
+  Pair targets = I32({rows}, RandomIds(rows, static_cast<int32_t>(vocab)));
+  Pair losses = Zeros({rows}), lse = Zeros({rows}), g = Random({rows});
+  Both([&](Backend& be, Side s) {
+    be.CrossEntropyForward({.logits = logits[s], .targets = targets[s], .losses = losses[s],
+                            .lse = lse[s]});
+  });
+  const Pair ref_lse = F32({rows}, Read(kCpu, lse[kCpu]));
+  for (bool overwrite : {true, false}) {
+    Pair grad = RandomStored({rows, vocab}, kBf16);
+    Both([&](Backend& be, Side s) {
+      be.CrossEntropyBackward({.logits = logits[s], .targets = targets[s], .lse = ref_lse[s],
+                               .grad_losses = g[s], .grad_logits = grad[s],
+                               .overwrite = overwrite});
+    });
+    ExpectCloseAct(grad, overwrite ? "cross_entropy backward, written" : "cross_entropy backward");
+  }
+}
+
 TEST_F(Bf16ActivationOpsTest, RopeMatchesTheCpu) {
   for (const StorageMix& mix : kElementwiseMixes) {
     Pair x = RandomStored(kRopeShape, mix.in), out = RandomStored(kRopeShape, mix.out);
