@@ -111,16 +111,20 @@ Var Matmul(Tape& tape, Var a, Var b, bool trans_a, bool trans_b, Output output) 
   return tape.Record(Op::kMatmul, out, {a, b}, [=](Tape& t, Var y) {
     Tensor gy = t.Grad(y);
     // C = op(A)·op(B). dop(A) = dC·op(B)ᵀ, dop(B) = op(A)ᵀ·dC, transposed
-    // back when the operand was used transposed.
+    // back when the operand was used transposed. A gradient this product is
+    // the first to reach is written (beta 0), else added to.
+    bool fresh = false;
     if (t.requires_grad(a)) {
-      Tensor ga = t.Grad(a);
-      if (!trans_a) Gemm(t.backend(), gy, false, vb, !trans_b, ga, d.batch, d.m, d.k, d.n, 1.0f);
-      else Gemm(t.backend(), vb, trans_b, gy, true, ga, d.batch, d.k, d.m, d.n, 1.0f);
+      Tensor ga = t.GradToWrite(a, &fresh);
+      const float beta = fresh ? 0.0f : 1.0f;
+      if (!trans_a) Gemm(t.backend(), gy, false, vb, !trans_b, ga, d.batch, d.m, d.k, d.n, beta);
+      else Gemm(t.backend(), vb, trans_b, gy, true, ga, d.batch, d.k, d.m, d.n, beta);
     }
     if (t.requires_grad(b)) {
-      Tensor gb = t.Grad(b);
-      if (!trans_b) Gemm(t.backend(), va, !trans_a, gy, false, gb, d.batch, d.k, d.n, d.m, 1.0f);
-      else Gemm(t.backend(), gy, true, va, trans_a, gb, d.batch, d.n, d.k, d.m, 1.0f);
+      Tensor gb = t.GradToWrite(b, &fresh);
+      const float beta = fresh ? 0.0f : 1.0f;
+      if (!trans_b) Gemm(t.backend(), va, !trans_a, gy, false, gb, d.batch, d.k, d.n, d.m, beta);
+      else Gemm(t.backend(), gy, true, va, trans_a, gb, d.batch, d.n, d.k, d.m, beta);
     }
   });
 }
@@ -139,8 +143,16 @@ Var Linear(Tape& tape, Var x, Var w, Var bias, Output output) {
   return tape.Record(Op::kMatmul, out, {x, w, bias}, [=](Tape& t, Var y) {
     Tensor gy = t.Grad(y);
     Backend& b = t.backend();
-    if (t.requires_grad(x)) Gemm(b, gy, false, vw, false, t.Grad(x), 1, rows, in, outw, 1.0f);
-    if (t.requires_grad(w)) Gemm(b, gy, true, vx, false, t.Grad(w), 1, outw, in, rows, 1.0f);
+    // Written when this product is the first to reach x's gradient (beta 0).
+    bool fresh = false;
+    if (t.requires_grad(x)) {
+      Tensor gx = t.GradToWrite(x, &fresh);
+      Gemm(b, gy, false, vw, false, gx, 1, rows, in, outw, fresh ? 0.0f : 1.0f);
+    }
+    if (t.requires_grad(w)) {
+      Tensor gw = t.GradToWrite(w, &fresh);
+      Gemm(b, gy, true, vx, false, gw, 1, outw, in, rows, fresh ? 0.0f : 1.0f);
+    }
     if (bias.valid() && t.requires_grad(bias)) {
       b.BiasBackward(BiasBackwardParams{.grad_out = gy.Reshaped({rows, outw}),
                                         .grad_bias = t.Grad(bias)});

@@ -47,6 +47,17 @@ Tensor Tape::Grad(Var v) {
   return n.grad;
 }
 
+Tensor Tape::GradToWrite(Var v, bool* fresh) {
+  Node& n = nodes_[v.id];
+  CHECK(n.requires_grad) << "gradient asked of a value that needs none";
+  *fresh = !n.grad_ready;
+  if (*fresh) {
+    n.grad = arena_.Allocate(n.value.shape, n.value.dtype);
+    n.grad_ready = true;
+  }
+  return n.grad;
+}
+
 Tensor Tape::GradToOverwrite(Var v, DType dtype) {
   Node& n = nodes_[v.id];
   CHECK(n.requires_grad) << "gradient asked of a value that needs none";

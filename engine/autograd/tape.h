@@ -59,6 +59,13 @@ class Tape {
   // pass.
   Tensor Grad(Var v);
 
+  // v's gradient for a rule that can either write it or add to it (a
+  // product: beta 0 or 1). When no gradient of v exists yet, it is new,
+  // uninitialized memory, *fresh is set and the rule must write every
+  // element; otherwise *fresh is cleared and the rule adds, as with Grad(v).
+  // Saves the zero fill, and the product's read of the zeros.
+  Tensor GradToWrite(Var v, bool* fresh);
+
   // v's gradient, in `dtype`, for a backward rule that overwrites it (rather
   // than accumulating) and is the last reader of v's value: the loss turning
   // its logits into their gradient. Only when v is an op's output whose one

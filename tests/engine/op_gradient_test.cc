@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -369,6 +370,34 @@ TEST_F(OpGradientTest, LossGradientTakesTheLogitsMemoryOnlyWhenTheLossIsTheirOne
     }
   }
   EXPECT_EQ(Values(dw[0]), Values(dw[1]));
+}
+
+// A product that is first to reach a gradient writes it (beta 0) into
+// memory nobody zeroed: the arena is poisoned with NaN beforehand, so adding
+// to it instead would spread NaN. The gradients equal those of a clean arena.
+TEST_F(OpGradientTest, ProductsWriteFreshGradientsWithoutReadingThem) {
+  const int64_t rows = 7, in = 6, hidden = 9, vocab = 11;
+  Tensor x = Random({rows, in}), targets = Ids({rows}, vocab);
+  Tensor w1 = Random({hidden, in}), w2 = Random({hidden, hidden}), w3 = Random({vocab, hidden});
+  std::vector<float> grads[2];
+  for (int poisoned = 0; poisoned < 2; ++poisoned) {
+    Arena arena(backend_, 1 << 20);
+    if (poisoned) {
+      backend_.Fill(arena.Allocate({(1 << 20) / 4}), std::numeric_limits<float>::quiet_NaN());
+      arena.Reset();
+    }
+    Tape tape(backend_, arena);
+    Tensor d1 = Zeros(w1.shape), d2 = Zeros(w2.shape), d3 = Zeros(w3.shape);
+    Var h = Gelu(tape, Linear(tape, tape.Input(x), tape.Param(w1, d1)));
+    Var g = Gelu(tape, Matmul(tape, h, tape.Param(w2, d2), false, /*trans_b=*/true));
+    Var logits = Linear(tape, g, tape.Param(w3, d3), Var{}, Output::kF32);
+    tape.Backward(Mean(tape, CrossEntropy(tape, logits, tape.Input(targets))));
+    for (const Tensor& d : {d1, d2, d3}) {
+      for (float v : Values(d)) grads[poisoned].push_back(v);
+    }
+  }
+  for (float v : grads[1]) ASSERT_FALSE(std::isnan(v)) << "a fresh gradient was read";
+  EXPECT_EQ(grads[1], grads[0]);
 }
 
 // With bf16 activations the loss writes the logits' gradient as bf16 (what
