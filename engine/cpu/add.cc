@@ -7,7 +7,7 @@
 namespace smallem {
 
 void CpuBackend::Add(const BinaryParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::Add)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::Add)) return;
   const int64_t n = p.out.numel();
   cpu::CheckF32(p.a, n, "add: a");
   cpu::CheckF32(p.b, n, "add: b");
@@ -21,7 +21,7 @@ void CpuBackend::Add(const BinaryParams& p) {
 }
 
 void CpuBackend::AddBackward(const BinaryBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::AddBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AddBackward)) return;
   const int64_t n = p.grad_out.numel();
   cpu::CheckF32(p.grad_out, n, "add backward: grad_out");
   const float* g = p.grad_out.f32();

@@ -48,7 +48,7 @@ void BlockScores(const AttentionLayout& l, const float* q, const float* k,
 }  // namespace
 
 void CpuBackend::AttentionForward(const AttentionParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::AttentionForward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionForward)) return;
   const AttentionLayout l = CheckAttention(p.qkv, p.out, p.batch, p.time,
                                            p.heads, p.head_dim, "attention");
   float* lse = nullptr;
@@ -97,7 +97,7 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
 }
 
 void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::AttentionBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionBackward)) return;
   if (p.grad_qkv.empty()) return;
   const AttentionLayout l =
       CheckAttention(p.qkv, p.out, p.batch, p.time, p.heads, p.head_dim,

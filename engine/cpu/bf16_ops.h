@@ -8,7 +8,7 @@
 // reference and tests: the f32 ops themselves stay untouched and fast.
 //
 // Each CpuBackend op with [act] operands starts with
-//   if (RunWidened(*this, p, &CpuBackend::GeluForward)) return;
+//   if (MaybeRunWidened(*this, p, &CpuBackend::GeluForward)) return;
 #ifndef SMALLEM_ENGINE_CPU_BF16_OPS_H_
 #define SMALLEM_ENGINE_CPU_BF16_OPS_H_
 
@@ -73,7 +73,7 @@ class Bf16Widening {
 // Runs `op` on f32 copies when any [act] operand of p is bf16, and returns
 // true; returns false (and does nothing) when they are all f32.
 template <class Cpu, class Params>
-bool RunWidened(Cpu& backend, const Params& p, void (Cpu::*op)(const Params&)) {
+bool MaybeRunWidened(Cpu& backend, const Params& p, void (Cpu::*op)(const Params&)) {
   Params f32 = p;
   Bf16Widening widening;
   ForEachActivation(f32, [&](Tensor& t, Access access) { widening.Widen(t, access); });
@@ -87,7 +87,7 @@ bool RunWidened(Cpu& backend, const Params& p, void (Cpu::*op)(const Params&)) {
 // rounded sum, as Add then the norm would: runs those two and returns true,
 // or returns false when the sum is absent or f32.
 template <class Cpu>
-bool SplitBf16Sum(Cpu& backend, const NormParams& p, void (Cpu::*norm)(const NormParams&)) {
+bool MaybeSplitBf16Sum(Cpu& backend, const NormParams& p, void (Cpu::*norm)(const NormParams&)) {
   if (p.residual.empty() || p.sum.dtype != DType::kBF16) return false;
   backend.Add(BinaryParams{.a = p.x, .b = p.residual, .out = p.sum});
   NormParams stored = p;

@@ -9,7 +9,7 @@
 namespace smallem {
 
 void CpuBackend::BiasAdd(const BiasAddParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::BiasAdd)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::BiasAdd)) return;
   const int64_t cols = p.bias.numel();
   cpu::CheckF32(p.bias, cols, "bias_add: bias");
   CHECK_EQ(p.x.shape.cols(), cols) << "bias_add: x " << p.x.shape.ToString();
@@ -26,7 +26,7 @@ void CpuBackend::BiasAdd(const BiasAddParams& p) {
 }
 
 void CpuBackend::BiasBackward(const BiasBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::BiasBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::BiasBackward)) return;
   if (p.grad_bias.empty()) return;
   const int64_t cols = p.grad_bias.numel();
   cpu::CheckF32(p.grad_bias, cols, "bias backward: grad_bias");

@@ -54,7 +54,7 @@ void CpuBackend::CrossEntropyForward(const CrossEntropyParams& p) {
 
 void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
   if (p.grad_logits.empty()) return;
-  if (cpu::RunWidened(*this, p, &CpuBackend::CrossEntropyBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::CrossEntropyBackward)) return;
   const int64_t rows = p.logits.shape.rows();
   const int64_t vocab = p.logits.shape.cols();
   cpu::CheckF32(p.logits, rows * vocab, "cross_entropy backward: logits (N, V)");

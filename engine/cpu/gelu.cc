@@ -15,7 +15,7 @@ constexpr float kCubic = 0.044715f;
 }  // namespace
 
 void CpuBackend::GeluForward(const UnaryParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::GeluForward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::GeluForward)) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "gelu: in");
   cpu::CheckF32(p.out, n, "gelu: out");
@@ -29,7 +29,7 @@ void CpuBackend::GeluForward(const UnaryParams& p) {
 }
 
 void CpuBackend::GeluBackward(const UnaryBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::GeluBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::GeluBackward)) return;
   if (p.grad_in.empty()) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "gelu backward: in");

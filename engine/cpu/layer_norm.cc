@@ -15,8 +15,8 @@
 namespace smallem {
 
 void CpuBackend::LayerNormForward(const NormParams& p) {
-  if (cpu::SplitBf16Sum(*this, p, &CpuBackend::LayerNormForward) ||
-      cpu::RunWidened(*this, p, &CpuBackend::LayerNormForward)) {
+  if (cpu::MaybeSplitBf16Sum(*this, p, &CpuBackend::LayerNormForward) ||
+      cpu::MaybeRunWidened(*this, p, &CpuBackend::LayerNormForward)) {
     return;
   }
   const int64_t cols = p.gain.numel();
@@ -75,7 +75,7 @@ void CpuBackend::LayerNormForward(const NormParams& p) {
 }
 
 void CpuBackend::LayerNormBackward(const NormBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::LayerNormBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::LayerNormBackward)) return;
   cpu::NormBackward(p, cpu::NormKind::kLayer, threads_);
 }
 

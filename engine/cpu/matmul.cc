@@ -61,7 +61,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }  // namespace cpu
 
 void CpuBackend::Matmul(const MatmulParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::Matmul)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::Matmul)) return;
   CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0 && p.batch >= 1)
       << "matmul: m=" << p.m << " n=" << p.n << " k=" << p.k
       << " batch=" << p.batch;

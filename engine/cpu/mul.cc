@@ -7,7 +7,7 @@
 namespace smallem {
 
 void CpuBackend::Mul(const BinaryParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::Mul)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::Mul)) return;
   const int64_t n = p.out.numel();
   cpu::CheckF32(p.a, n, "mul: a");
   cpu::CheckF32(p.b, n, "mul: b");
@@ -21,7 +21,7 @@ void CpuBackend::Mul(const BinaryParams& p) {
 }
 
 void CpuBackend::MulBackward(const BinaryBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::MulBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::MulBackward)) return;
   const int64_t n = p.grad_out.numel();
   cpu::CheckF32(p.grad_out, n, "mul backward: grad_out");
   const float* g = p.grad_out.f32();

@@ -14,8 +14,8 @@
 namespace smallem {
 
 void CpuBackend::RmsNormForward(const NormParams& p) {
-  if (cpu::SplitBf16Sum(*this, p, &CpuBackend::RmsNormForward) ||
-      cpu::RunWidened(*this, p, &CpuBackend::RmsNormForward)) {
+  if (cpu::MaybeSplitBf16Sum(*this, p, &CpuBackend::RmsNormForward) ||
+      cpu::MaybeRunWidened(*this, p, &CpuBackend::RmsNormForward)) {
     return;
   }
   const int64_t cols = p.gain.numel();
@@ -52,7 +52,7 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
 }
 
 void CpuBackend::RmsNormBackward(const NormBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::RmsNormBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::RmsNormBackward)) return;
   cpu::NormBackward(p, cpu::NormKind::kRms, threads_);
 }
 

@@ -47,7 +47,7 @@ RopeLayout CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
 }  // namespace
 
 void CpuBackend::RopeForward(const RopeParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::RopeForward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::RopeForward)) return;
   const RopeLayout l = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
                                  p.rotate_channels, p.position_offset, "rope");
   cpu::CheckF32(p.out, p.x.numel(), "rope: out");
@@ -80,7 +80,7 @@ void CpuBackend::RopeForward(const RopeParams& p) {
 }
 
 void CpuBackend::RopeBackward(const RopeBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::RopeBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::RopeBackward)) return;
   if (p.grad_in.empty()) return;
   const RopeLayout l =
       CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim,

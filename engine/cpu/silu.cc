@@ -7,7 +7,7 @@
 namespace smallem {
 
 void CpuBackend::SiluForward(const UnaryParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::SiluForward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SiluForward)) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "silu: in");
   cpu::CheckF32(p.out, n, "silu: out");
@@ -18,7 +18,7 @@ void CpuBackend::SiluForward(const UnaryParams& p) {
 }
 
 void CpuBackend::SiluBackward(const UnaryBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::SiluBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SiluBackward)) return;
   if (p.grad_in.empty()) return;
   const int64_t n = p.in.numel();
   cpu::CheckF32(p.in, n, "silu backward: in");

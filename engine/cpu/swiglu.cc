@@ -8,7 +8,7 @@
 namespace smallem {
 
 void CpuBackend::SwiGluForward(const SwiGluParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::SwiGluForward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SwiGluForward)) return;
   const int64_t n = p.gate.numel();
   cpu::CheckF32(p.gate, n, "swiglu: gate");
   cpu::CheckF32(p.up, n, "swiglu: up");
@@ -23,7 +23,7 @@ void CpuBackend::SwiGluForward(const SwiGluParams& p) {
 }
 
 void CpuBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
-  if (cpu::RunWidened(*this, p, &CpuBackend::SwiGluBackward)) return;
+  if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SwiGluBackward)) return;
   const int64_t n = p.gate.numel();
   cpu::CheckF32(p.gate, n, "swiglu backward: gate");
   cpu::CheckF32(p.up, n, "swiglu backward: up");
