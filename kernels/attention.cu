@@ -470,12 +470,9 @@ bool AttentionSupportsHeadDim(int64_t head_dim) {
 cudaError_t LaunchAttentionForward(ActIn qkv, ActOut out, float* lse,
                                    const AttentionShape& shape, cudaStream_t stream) {
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
-  switch (shape.head_dim) {
-    case 32: return Forward<32>(qkv, out, lse, shape, stream);
-    case 64: return Forward<64>(qkv, out, lse, shape, stream);
-    case 128: return Forward<128>(qkv, out, lse, shape, stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithHeadDim(shape.head_dim, [&](auto d) {
+    return Forward<decltype(d)::value>(qkv, out, lse, shape, stream);
+  });
 }
 
 size_t AttentionBackwardScratchFloats(const AttentionShape& shape) {
@@ -487,15 +484,10 @@ cudaError_t LaunchAttentionBackward(ActIn qkv, ActIn out, const float* lse, ActI
                                     float* scratch, cudaStream_t stream) {
   if (grad_qkv.data == nullptr) return cudaSuccess;
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
-  switch (shape.head_dim) {
-    case 32:
-      return Backward<32>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);
-    case 64:
-      return Backward<64>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);
-    case 128:
-      return Backward<128>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithHeadDim(shape.head_dim, [&](auto d) {
+    return Backward<decltype(d)::value>(qkv, out, lse, grad_out, grad_qkv, shape, scratch,
+                                        stream);
+  });
 }
 
 }  // namespace smallem::cuda

@@ -574,12 +574,9 @@ cudaError_t LaunchAttentionForwardBf16(ActIn qkv, ActOut out, float* lse,
                                        const AttentionShape& shape, cudaStream_t stream) {
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
   if (!LoadsAligned(qkv)) return cudaErrorMisalignedAddress;
-  switch (shape.head_dim) {
-    case 32: return Forward<32>(qkv, out, lse, shape, stream);
-    case 64: return Forward<64>(qkv, out, lse, shape, stream);
-    case 128: return Forward<128>(qkv, out, lse, shape, stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithHeadDim(shape.head_dim, [&](auto d) {
+    return Forward<decltype(d)::value>(qkv, out, lse, shape, stream);
+  });
 }
 
 cudaError_t LaunchAttentionBackwardBf16(ActIn qkv, ActIn out, const float* lse,
@@ -589,15 +586,10 @@ cudaError_t LaunchAttentionBackwardBf16(ActIn qkv, ActIn out, const float* lse,
   if (grad_qkv.data == nullptr) return cudaSuccess;
   if (!ValidShape(shape)) return cudaErrorInvalidValue;
   if (!LoadsAligned(qkv) || !LoadsAligned(grad_out)) return cudaErrorMisalignedAddress;
-  switch (shape.head_dim) {
-    case 32:
-      return Backward<32>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);
-    case 64:
-      return Backward<64>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);
-    case 128:
-      return Backward<128>(qkv, out, lse, grad_out, grad_qkv, shape, scratch, stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithHeadDim(shape.head_dim, [&](auto d) {
+    return Backward<decltype(d)::value>(qkv, out, lse, grad_out, grad_qkv, shape, scratch,
+                                        stream);
+  });
 }
 
 }  // namespace smallem::cuda

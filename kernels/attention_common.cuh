@@ -8,11 +8,26 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "kernels/activation.cuh"
 #include "kernels/kernels.h"
 
 namespace smallem::cuda {
+
+// f(std::integral_constant<int, D>{}) for head_dim D, one of
+// kAttentionHeadDims: the launchers' one dispatch from a runtime head size
+// to their kernels' template. cudaErrorInvalidValue for any other size.
+template <typename F>
+cudaError_t WithHeadDim(int64_t head_dim, F&& f) {
+  switch (head_dim) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+  }
+  return cudaErrorInvalidValue;
+}
 
 // The end of one query row's online softmax over its visible keys: m is the
 // running max of the scores, l the running sum of exp(s − m), and acc(c)

@@ -48,12 +48,9 @@ cudaError_t Delta(ActIn out, ActIn grad_out, float* delta, const AttentionShape&
 
 cudaError_t LaunchAttentionDelta(ActIn out, ActIn grad_out, float* delta,
                                  const AttentionShape& shape, cudaStream_t stream) {
-  switch (shape.head_dim) {
-    case 32: return Delta<32>(out, grad_out, delta, shape, stream);
-    case 64: return Delta<64>(out, grad_out, delta, shape, stream);
-    case 128: return Delta<128>(out, grad_out, delta, shape, stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithHeadDim(shape.head_dim, [&](auto d) {
+    return Delta<decltype(d)::value>(out, grad_out, delta, shape, stream);
+  });
 }
 
 }  // namespace smallem::cuda
