@@ -7,6 +7,7 @@
 
 #include "engine/optim/adamw.h"
 #include "gtest/gtest.h"
+#include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
 
 namespace smallem {
@@ -52,37 +53,12 @@ TEST(ModelConfigTest, InvalidConfigsNameTheProblem) {
             std::string::npos);
 }
 
-struct ArchCase {
-  const char* name;
-  Architecture arch;
-};
+class ModelArchTest : public ::testing::TestWithParam<Architecture> {};
 
-std::vector<ArchCase> AllArchitectures() {
-  std::vector<ArchCase> cases;
-  for (NormKind n : {NormKind::kLayer, NormKind::kRms}) {
-    for (FeedForwardKind f : {FeedForwardKind::kGelu, FeedForwardKind::kSwiGlu}) {
-      for (PositionKind p : {PositionKind::kLearned, PositionKind::kRope}) {
-        for (bool bias : {true, false}) {
-          Architecture a{.norm = n, .feed_forward = f, .positions = p, .bias = bias};
-          cases.push_back({"", a});
-        }
-      }
-    }
-  }
-  return cases;
-}
-
-class ModelArchTest : public ::testing::TestWithParam<ArchCase> {};
-
-std::string ArchName(const ::testing::TestParamInfo<ArchCase>& info) {
-  const Architecture& a = info.param.arch;
-  return std::string(NormName(a.norm)) + "_" + FeedForwardName(a.feed_forward) + "_" +
-         PositionsName(a.positions) + (a.bias ? "_bias" : "_nobias");
-}
 
 TEST_P(ModelArchTest, GradientMatchesFiniteDifferences) {
   CpuBackend be(2);
-  auto model = Model::Create(TinyConfig(GetParam().arch), be);
+  auto model = Model::Create(TinyConfig(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 7);
   const int64_t B = 2, T = 5;
@@ -127,7 +103,7 @@ TEST_P(ModelArchTest, GradientMatchesFiniteDifferences) {
 
 TEST_P(ModelArchTest, FutureTokensDoNotChangePastOutputs) {
   CpuBackend be(2);
-  auto model = Model::Create(TinyConfig(GetParam().arch), be);
+  auto model = Model::Create(TinyConfig(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 11);
   const int64_t T = 6;
@@ -154,7 +130,7 @@ TEST_P(ModelArchTest, FutureTokensDoNotChangePastOutputs) {
 
 TEST_P(ModelArchTest, OverfitsOneBatch) {
   CpuBackend be(2);
-  ModelConfig c = TinyConfig(GetParam().arch);
+  ModelConfig c = TinyConfig(GetParam());
   c.embed = 32;
   c.heads = 4;
   auto model = Model::Create(c, be);
@@ -182,8 +158,8 @@ TEST_P(ModelArchTest, OverfitsOneBatch) {
   EXPECT_LT(last, 0.05f) << "from " << first;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOption, ModelArchTest, ::testing::ValuesIn(AllArchitectures()),
-                         ArchName);
+INSTANTIATE_TEST_SUITE_P(EveryOption, ModelArchTest,
+                         ::testing::ValuesIn(testing::AllArchitectures()), testing::ArchName);
 
 std::vector<float> LastLogits(const Model& model, const std::vector<int32_t>& ids) {
   Backend& be = model.backend();

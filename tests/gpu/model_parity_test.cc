@@ -43,17 +43,9 @@
 #include "engine/train/run_spec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
+#include "tests/engine/architectures.h"
 
 namespace smallem {
-
-// "layer_gelu_learned_bias": the test-name suffix, and what gtest prints for
-// a failing case's parameter (found by argument-dependent lookup, hence in
-// smallem itself).
-std::string ArchitectureName(const Architecture& a) {
-  return std::string(NormName(a.norm)) + "_" + FeedForwardName(a.feed_forward) + "_" +
-         PositionsName(a.positions) + (a.bias ? "_bias" : "_nobias");
-}
-void PrintTo(const Architecture& a, std::ostream* os) { *os << ArchitectureName(a); }
 
 namespace {
 
@@ -88,24 +80,6 @@ constexpr int kTrainSteps = 20;
 ModelConfig TinyConfig(const Architecture& arch) {
   return ModelConfig{.vocab = 67, .context = kTime, .layers = 2, .heads = 2, .embed = 64,
                      .architecture = arch};
-}
-
-std::vector<Architecture> AllArchitectures() {
-  std::vector<Architecture> archs;
-  for (NormKind n : {NormKind::kLayer, NormKind::kRms}) {
-    for (FeedForwardKind f : {FeedForwardKind::kGelu, FeedForwardKind::kSwiGlu}) {
-      for (PositionKind p : {PositionKind::kLearned, PositionKind::kRope}) {
-        for (bool bias : {true, false}) {
-          archs.push_back(Architecture{.norm = n, .feed_forward = f, .positions = p, .bias = bias});
-        }
-      }
-    }
-  }
-  return archs;
-}
-
-std::string ArchName(const ::testing::TestParamInfo<Architecture>& info) {
-  return ArchitectureName(info.param);
 }
 
 // Inputs and targets of one batch, (B·T) each.
@@ -373,7 +347,8 @@ TEST_P(ModelParityTest, TwentyStepsAreBitwiseRepeatable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArchitecture, ModelParityTest,
-                         ::testing::ValuesIn(AllArchitectures()), ArchName);
+                         ::testing::ValuesIn(testing::AllArchitectures()),
+                         testing::ArchName);
 
 // bf16 activations with exact f32 products on both backends: each stored
 // activation is the same f32 value rounded once, so the backends differ by
@@ -398,7 +373,8 @@ TEST_P(Bf16ActivationParityTest, Bf16ActivationsMatchTheCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryArchitecture, Bf16ActivationParityTest,
-                         ::testing::ValuesIn(AllArchitectures()), ArchName);
+                         ::testing::ValuesIn(testing::AllArchitectures()),
+                         testing::ArchName);
 
 // The speed mode (bf16 matmuls, kernels/attention_bf16.cu) on the two
 // presets: the same checks with bf16 tolerances. Named Bf16… so that
@@ -432,7 +408,7 @@ TEST_P(Bf16ModelParityTest, Bf16ModeStaysCloseToTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, Bf16ModelParityTest,
                          ::testing::Values(Architecture::Gpt2(), Architecture::Modern()),
-                         ArchName);
+                         testing::ArchName);
 
 }  // namespace
 }  // namespace smallem

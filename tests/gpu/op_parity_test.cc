@@ -998,10 +998,13 @@ TEST_P(AttentionParityTest, Bf16StorageMatchesCpu) {
   Check(MatmulPrecision::kF32, DType::kBF16);
 }
 
+// "D64": the head size, in the test's name.
+std::string HeadSizeName(const ::testing::TestParamInfo<int64_t>& info) {
+  return "D" + std::to_string(info.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadSizes, AttentionParityTest, ::testing::Values(32, 64, 128),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return "D" + std::to_string(info.param);
-                         });
+                         HeadSizeName);
 
 // The tensor-core attention of the bf16 mode (kernels/attention_bf16.cu).
 class Bf16AttentionParityTest : public AttentionParityTest {};
@@ -1015,9 +1018,7 @@ TEST_P(Bf16AttentionParityTest, Bf16StorageIsCloseToTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadSizes, Bf16AttentionParityTest, ::testing::Values(32, 64, 128),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return "D" + std::to_string(info.param);
-                         });
+                         HeadSizeName);
 
 // ------------------------------------------------- embedding and loss
 
