@@ -7,37 +7,26 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/grid.h"
+#include "tests/server/compared_runs.h"
 
 namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::MakeRun;
+using testing::Steps;
 
 constexpr int64_t kBaseParams = 1'000'000;
 
-Budget Steps(int64_t n) { return Budget{.steps = n, .minutes = std::nullopt}; }
 
 ComparedRun Finished(const std::string& variant, int64_t seed, double loss,
                      int64_t params = kBaseParams, const std::string& device_class = "cpu") {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget = Steps(300);
-  r.state = RunState::kSucceeded;
-  r.val_nats_per_byte = loss;
-  r.train_seconds = 10 * static_cast<double>(seed);
-  r.params = params;
-  r.device_class = device_class;
-  return r;
+  return MakeRun(variant, seed, 300, RunState::kSucceeded, loss, 10 * static_cast<double>(seed),
+                 device_class, params);
 }
 
 ComparedRun Unfinished(const std::string& variant, int64_t seed, RunState state) {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget = Steps(300);
-  r.state = state;
-  return r;
+  return MakeRun(variant, seed, 300, state);
 }
 
 ComparisonPlan Plan(std::vector<std::string> variants, std::vector<int64_t> seeds = {1, 2}) {

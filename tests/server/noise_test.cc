@@ -6,23 +6,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/compared_runs.h"
 
 namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::MakeRun;
 
 ComparedRun Finished(const std::string& variant, int64_t seed, double loss) {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget.steps = 300;
-  r.state = RunState::kSucceeded;
-  r.val_nats_per_byte = loss;
-  r.train_seconds = 10;
-  r.params = 1000;
-  r.device_class = "cpu";
-  return r;
+  return MakeRun(variant, seed, 300, RunState::kSucceeded, loss, 10, "cpu", 1000);
 }
 
 Report Compare(const std::vector<ComparedRun>& runs, std::vector<int64_t> seeds) {

@@ -13,12 +13,15 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/compared_runs.h"
 #include "tests/server/test_support.h"
 
 namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::MakeRun;
+using testing::Steps;
 
 // ---- A small XML reader: enough for the SVG we write --------------------
 
@@ -130,20 +133,10 @@ std::vector<std::pair<double, double>> PointsOf(const Element& e) {
 
 // ---- The data ------------------------------------------------------------
 
-Budget Steps(int64_t n) { return Budget{.steps = n, .minutes = std::nullopt}; }
 
 ComparedRun Finished(const std::string& variant, int64_t seed, int64_t steps, double loss,
                      double seconds) {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget = Steps(steps);
-  r.state = RunState::kSucceeded;
-  r.val_nats_per_byte = loss;
-  r.train_seconds = seconds;
-  r.params = 1000;
-  r.device_class = "cpu";
-  return r;
+  return MakeRun(variant, seed, steps, RunState::kSucceeded, loss, seconds, "cpu", 1000);
 }
 
 // Reference at 1500/3000/6000/12000 steps (101, 201, 402, 804 s); the

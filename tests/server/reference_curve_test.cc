@@ -6,13 +6,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/compared_runs.h"
 
 namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::MakeRun;
+using testing::Steps;
 
-Budget Steps(int64_t n) { return Budget{.steps = n, .minutes = std::nullopt}; }
 
 CurvePoint Point(int64_t steps, double seconds, double loss) {
   CurvePoint p;
@@ -126,19 +128,6 @@ TEST(TimeCurveTest, DegenerateCurvesAreClearErrors) {
       TimeCurve::Create({Point(1500, 360, 1.05), Point(3000, 360, 1.0)});
   ASSERT_FALSE(same.ok());
   EXPECT_THAT(same.status().message(), HasSubstr("took the same training time"));
-}
-
-ComparedRun MakeRun(const std::string& variant, int64_t seed, int64_t steps, RunState state,
-                    double loss = 0, double seconds = 0, const std::string& device_class = "cpu") {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget = Steps(steps);
-  r.state = state;
-  r.val_nats_per_byte = loss;
-  r.train_seconds = seconds;
-  r.device_class = device_class;
-  return r;
 }
 
 TEST(GatherReferenceRunsTest, MeansPerBudgetOnOneDeviceClass) {

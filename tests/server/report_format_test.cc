@@ -7,24 +7,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/server/compared_runs.h"
 
 namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::MakeRun;
 
 ComparedRun Finished(const std::string& variant, int64_t seed, double loss, int64_t params) {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget.steps = 300;
-  r.state = RunState::kSucceeded;
-  r.val_nats_per_byte = loss;
-  r.train_seconds = 12.5;
-  r.params = params;
-  r.device_class = "cpu";
-  return r;
+  return MakeRun(variant, seed, 300, RunState::kSucceeded, loss, 12.5, "cpu", params);
 }
 
 // baseline 1.500/1.501 (τ = 0.002); rope better by 5.0τ with 3.4 % fewer

@@ -6,26 +6,20 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/compared_runs.h"
 
 namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::MakeRun;
+using testing::Steps;
 
-Budget Steps(int64_t n) { return Budget{.steps = n, .minutes = std::nullopt}; }
 
 ComparedRun Finished(const std::string& variant, int64_t seed, int64_t steps, double loss,
                      double seconds, const std::string& device_class = "cpu") {
-  ComparedRun r;
-  r.variant = variant;
-  r.seed = seed;
-  r.budget = Steps(steps);
-  r.state = RunState::kSucceeded;
-  r.val_nats_per_byte = loss;
-  r.train_seconds = seconds;
-  r.params = 1'000'000;
-  r.device_class = device_class;
-  return r;
+  return MakeRun(variant, seed, steps, RunState::kSucceeded, loss, seconds, device_class,
+                 1'000'000);
 }
 
 // Baseline "base" = the reference spec (its 6000-step cells are the curve's
