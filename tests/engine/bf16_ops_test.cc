@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -19,6 +20,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "engine/optim/adamw.h"
+#include "engine/random.h"
 #include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/model_test_util.h"
 
@@ -318,25 +320,37 @@ TEST_F(Bf16OpTest, FillWritesBf16) {
   for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(Get(t, i), 1.0f + 0x1p-7f);
 }
 
-// The model with bf16 activations: what a GPU in its speed mode stores.
+// The model with bf16 activations: what a GPU in its speed mode stores. The
+// config, weights' scale and batch size are those of the GPU model-parity
+// tests (tests/gpu/model_parity_test.cc: V 67, T 37, L 2, H 2, C 64, B 3),
+// so that what bf16 storage alone costs here is measured against their
+// bounds, which must also absorb the bf16 products' own ~3e-3.
+ModelConfig ParityConfig(const Architecture& arch) {
+  return ModelConfig{.vocab = 67, .context = 37, .layers = 2, .heads = 2, .embed = 64,
+                     .architecture = arch};
+}
+
 struct ModelRun {
   float loss = 0;
-  std::vector<float> grads;
+  std::vector<float> logits, grads;
 };
 
-ModelRun LossAndGrads(Model& model, DType activations) {
+ModelRun ForwardBackward(Model& model, DType activations) {
   Backend& be = model.backend();
-  const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0, 5, 5, 10, 7};
-  const std::vector<int32_t> tg = {4, 2, 9, 3, 8, 5, 5, 10, 7, 6};
+  constexpr int64_t kBatch = 3, kTime = 37;
+  Rng rng(5);
+  std::vector<int32_t> in(kBatch * kTime), tg(kBatch * kTime);
+  for (int32_t& id : in) id = static_cast<int32_t>(rng.Below(67));
+  for (int32_t& id : tg) id = static_cast<int32_t>(rng.Below(67));
   Arena arena(be, 1 << 20);
   Tape tape(be, arena);
   tape.set_activation_dtype(activations);
   model.ZeroGrad();
-  Var losses = model.Losses(tape, testing::Tokens(arena, be, in), testing::Tokens(arena, be, tg),
-                            2, 5);
-  Var loss = Mean(tape, losses);
-  tape.Backward(loss);
+  Var logits = model.Logits(tape, testing::Tokens(arena, be, in), kBatch, kTime);
+  Var loss = Mean(tape, CrossEntropy(tape, logits, tape.Input(testing::Tokens(arena, be, tg))));
   ModelRun run;
+  run.logits = testing::ToHost(be, tape.value(logits));  // Backward may overwrite them
+  tape.Backward(loss);
   be.CopyToHost(&run.loss, tape.value(loss).data, sizeof(float));
   run.grads = testing::ToHost(be, model.grads());
   return run;
@@ -351,20 +365,26 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff / norm);
 }
 
-TEST(Bf16ModelTest, Bf16ActivationsStayCloseToF32OnBothPresets) {
-  for (bool modern : {false, true}) {
-    const Architecture arch = modern ? Architecture::Modern() : Architecture::Gpt2();
+// Prints (and bounds) what docs/gpu-notes.md quotes: the speed mode's bounds
+// are 1e-2 on the loss and 5e-2 on logits and gradients, norm-wise.
+TEST(Bf16ModelTest, Bf16ActivationsLeaveRoomInTheGpuParityBounds) {
+  for (const Architecture& arch : {Architecture::Gpt2(), Architecture::Modern()}) {
     CpuBackend be(2);
-    auto model = Model::Create(testing::TinyConfig(arch), be);
+    auto model = Model::Create(ParityConfig(arch), be);
     ASSERT_TRUE(model.ok());
-    testing::Randomize(**model, 5);
-    const ModelRun f32 = LossAndGrads(**model, DType::kF32);
-    const ModelRun bf16 = LossAndGrads(**model, DType::kBF16);
-    // Each stored activation is off by at most 2⁻⁸ relative (half a bf16
-    // spacing); through two blocks that stays well under 1 % of the loss.
-    EXPECT_NEAR(bf16.loss, f32.loss, 1e-2 * f32.loss) << (modern ? "modern" : "gpt2");
-    EXPECT_NE(bf16.loss, f32.loss) << "the activations were not stored in bf16";
-    EXPECT_LT(RelativeError(bf16.grads, f32.grads), 5e-2) << (modern ? "modern" : "gpt2");
+    testing::Randomize(**model, 5, /*scale=*/0.1);
+    const ModelRun f32 = ForwardBackward(**model, DType::kF32);
+    const ModelRun bf16 = ForwardBackward(**model, DType::kBF16);
+    const double loss = std::fabs(bf16.loss - f32.loss) / f32.loss;
+    const double logits = RelativeError(bf16.logits, f32.logits);
+    const double grads = RelativeError(bf16.grads, f32.grads);
+    const std::string name = arch.norm == NormKind::kRms ? "modern" : "gpt2";
+    std::printf("%s: bf16 storage moves the loss by %.1e, logits by %.1e, gradients by %.1e\n",
+                name.c_str(), loss, logits, grads);
+    EXPECT_GT(loss, 0.0) << name << ": the activations were not stored in bf16";
+    EXPECT_LT(loss, 2e-3) << name;
+    EXPECT_LT(logits, 2e-2) << name;
+    EXPECT_LT(grads, 2e-2) << name;
   }
 }
 
