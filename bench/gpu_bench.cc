@@ -57,10 +57,10 @@
 #include "engine/optim/optimizer.h"
 #include "engine/random.h"
 #include "engine/train/batches.h"
-#include "engine/train/run_spec.h"
 #include "engine/train/step_runner.h"
 #include "kernels/cuda_backend.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_spec.h"
 
 namespace smallem {
 namespace {
@@ -96,7 +96,7 @@ std::vector<std::string> ListFlag(int argc, char** argv, const char* name,
 struct BenchOptions {
   int device = 0;
   int64_t batch = 16, steps = 30, warmup = 5;
-  std::string optimizer = "adamw";  // an optimizer spec (engine/optim/optimizer_spec.h)
+  std::string optimizer = "adamw";  // an optimizer spec (spec/optimizer_spec.h)
 };
 
 void Print(const nlohmann::json& line) {

@@ -26,7 +26,7 @@
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/profiler.h"
-#include "engine/train/run_spec.h"
+#include "spec/run_spec.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include "cli/service_commands.h"
 #include "cli/status_view.h"
 #include "nlohmann/json.hpp"
-#include "server/coordinator.h"
+#include "server/service/coordinator.h"
 #include "spdlog/spdlog.h"
 #include "worker/daemon.h"
 #include "worker/devices.h"

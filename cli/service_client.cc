@@ -6,13 +6,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/data/dataset_format.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
-#include "server/coordinator.h"
-#include "server/dataset_upload.h"
-#include "server/grid.h"
-#include "server/grpc_status.h"
-#include "server/status_macros.h"
+#include "rpc/grpc_status.h"
+#include "rpc/limits.h"
+#include "server/grid/grid.h"
 
 namespace smallem {
 namespace {

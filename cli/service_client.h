@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/auth.h"
+#include "rpc/auth.h"
 #include "smallem/v1/client.grpc.pb.h"
 
 namespace smallem {

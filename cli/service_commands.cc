@@ -12,7 +12,7 @@
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/status_view.h"
-#include "server/plot.h"
+#include "server/report/plot.h"
 
 namespace smallem::cli {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_util.h"
 
 namespace smallem {

@@ -1,8 +1,8 @@
 #include "engine/tensor.h"
 
-#include "engine/check.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
 
 namespace smallem {
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 #include "kernels/kernels.h"
 
 namespace smallem {

@@ -17,9 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/train/run_spec.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_spec.h"
 #include "worker/devices.h"
 #ifdef SMALLEM_WITH_CUDA
 #include "kernels/cuda_backend.h"

@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "grpcpp/grpcpp.h"
-#include "server/coordinator.h"
-#include "server/grpc_status.h"
+#include "rpc/grpc_status.h"
+#include "rpc/limits.h"
 
 namespace smallem {
 

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/auth.h"
+#include "rpc/auth.h"
 #include "smallem/v1/worker.grpc.pb.h"
 
 namespace smallem {

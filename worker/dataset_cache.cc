@@ -8,11 +8,12 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
 #include "engine/data/dataset.h"
-#include "engine/data/sha256.h"
+#include "engine/data/dataset_format.h"
 #include "nlohmann/json.hpp"
-#include "server/dataset_upload.h"
-#include "server/status_macros.h"
+#include "rpc/limits.h"
 
 namespace smallem {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "server/auth.h"
+#include "rpc/auth.h"
 #include "spdlog/spdlog.h"
 #include "worker/child.h"
 #include "worker/daemon.h"

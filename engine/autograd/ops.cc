@@ -1,6 +1,6 @@
 #include "engine/autograd/ops.h"
 
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 namespace {

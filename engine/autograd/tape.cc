@@ -1,6 +1,6 @@
 #include "engine/autograd/tape.h"
 
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 

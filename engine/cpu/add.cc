@@ -1,5 +1,5 @@
 // Elementwise addition and its gradient (the identity to both inputs).
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

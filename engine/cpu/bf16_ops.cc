@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/check.h"
 #include "engine/bf16.h"
-#include "engine/check.h"
 
 namespace smallem::cpu {
 

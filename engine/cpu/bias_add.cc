@@ -1,7 +1,7 @@
 // Row-broadcast bias: x[n, :] += bias, and its gradient Σ_n grad_out[n, :].
 #include <omp.h>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

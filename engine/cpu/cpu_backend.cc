@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/check.h"
 #include "engine/bf16.h"
-#include "engine/check.h"
 #include "engine/cpu/cpu_util.h"
 
 #ifdef SMALLEM_HAVE_OPENBLAS

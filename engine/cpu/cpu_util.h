@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/tensor.h"
 
 namespace smallem::cpu {

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 

@@ -3,7 +3,7 @@
 // T) and targets (the last T) — what TrainBatches::Next builds on the host.
 #include <cstring>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 

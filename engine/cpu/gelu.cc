@@ -1,7 +1,7 @@
 // GELU, tanh approximation: y = ½x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³).
 // Computed as y = x·σ(2u), the same function (½(1 + tanh u) = σ(2u)) without
 // the cancellation of 1 + tanh(u) for negative x.
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

@@ -5,7 +5,7 @@
 //   grad_gain += Σ_n grad_out·x̂,  grad_bias += Σ_n grad_out.
 #include <cmath>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

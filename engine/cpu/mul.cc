@@ -1,5 +1,5 @@
 // Elementwise product and its gradient: d(a·b)/da = b, d(a·b)/db = a.
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

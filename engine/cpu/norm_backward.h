@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/check.h"
 #include "engine/backend.h"
-#include "engine/check.h"
 #include "engine/cpu/cpu_util.h"
 
 namespace smallem::cpu {

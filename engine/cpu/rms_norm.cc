@@ -4,7 +4,7 @@
 //   grad_x += rstd·(dx̂ − x̂·mean(dx̂·x̂)),  grad_gain += Σ_n grad_out·x̂.
 #include <cmath>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

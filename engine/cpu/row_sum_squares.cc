@@ -1,7 +1,7 @@
 // Per-row sum of squares (optimizer statistics): out[r] = alpha·Σ in[r,:]² +
 // beta·out[r]. Each row is summed in double by one thread, in order, so the
 // result does not depend on the thread count or on how rows are batched.
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
 

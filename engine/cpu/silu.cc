@@ -1,5 +1,5 @@
 // SiLU: y = x·σ(x); dy/dx = σ(x)(1 + x(1 − σ(x))).
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

@@ -1,6 +1,6 @@
 // SwiGLU, fused: out = silu(gate)·up. Gradients: d/d(up) = silu(gate),
 // d/d(gate) = up·σ(gate)(1 + gate(1 − σ(gate))).
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"

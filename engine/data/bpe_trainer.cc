@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/data/pretokenizer.h"
 
 namespace smallem {

@@ -12,10 +12,10 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/ascii.h"
-#include "engine/data/subprocess.h"
+#include "base/subprocess.h"
 #include "engine/data/text_cleaning.h"
 
 namespace smallem {

@@ -11,19 +11,15 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
+#include "base/sha256.h"
 #include "engine/data/bpe_trainer.h"
-#include "engine/data/sha256.h"
+#include "engine/data/dataset_format.h"
 
 namespace smallem {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kTokenizerFile[] = "tokenizer.json";
-constexpr char kTrainFile[] = "train.bin";
-constexpr char kValFile[] = "val.bin";
-constexpr char kMetaFile[] = "meta.json";
 
 // A fixed mix of the document index (SplitMix64's finalizer): decides which
 // documents are held out, independently of their content and of any seed.
@@ -153,18 +149,6 @@ absl::Status CheckOptions(const PrepareOptions& options) {
 }
 
 }  // namespace
-
-std::string DatasetContentHash(std::string_view tokenizer_sha256,
-                               std::string_view train_sha256, std::string_view val_sha256) {
-  // (absl::StrCat takes no std::string_view with Debian's abseil.)
-  std::string listing;
-  for (const auto& [hash, name] : {std::pair{tokenizer_sha256, kTokenizerFile},
-                                   std::pair{train_sha256, kTrainFile},
-                                   std::pair{val_sha256, kValFile}}) {
-    listing.append(hash).append("  ").append(name).append("\n");
-  }
-  return Sha256Hex(listing);
-}
 
 absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions& options,
                                       const ProgressFn& progress) {

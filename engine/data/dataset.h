@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/data/corpus.h"
+#include "engine/data/dataset_format.h"
 #include "engine/data/progress.h"
 #include "engine/data/tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -56,11 +57,6 @@ absl::Status PrepareDataset(const PrepareOptions& options, const ProgressFn& pro
 // The same from documents already loaded.
 absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions& options,
                                       const ProgressFn& progress = {});
-
-// SHA-256 (hex) of the text `sha256sum tokenizer.json train.bin val.bin`
-// prints: "<hex>  tokenizer.json\n<hex>  train.bin\n<hex>  val.bin\n".
-std::string DatasetContentHash(std::string_view tokenizer_sha256,
-                               std::string_view train_sha256, std::string_view val_sha256);
 
 struct Dataset {
   std::string dir;

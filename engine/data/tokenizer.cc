@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/data/pretokenizer.h"
 
 namespace smallem {

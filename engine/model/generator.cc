@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 namespace {

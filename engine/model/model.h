@@ -26,7 +26,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/backend.h"
-#include "engine/model/model_config.h"
+#include "spec/model_config.h"
 
 namespace smallem {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 namespace {

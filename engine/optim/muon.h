@@ -38,7 +38,7 @@
 #include "engine/optim/adamw.h"
 #include "engine/optim/newton_schulz.h"
 #include "engine/optim/optimizer.h"
-#include "engine/optim/optimizer_spec.h"
+#include "spec/optimizer_spec.h"
 
 namespace smallem {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 namespace {

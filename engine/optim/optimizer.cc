@@ -1,12 +1,12 @@
 #include "engine/optim/optimizer.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/muon.h"
-#include "engine/optim/optimizer_spec.h"
 #include "engine/profiler.h"
-#include "engine/train/run_spec.h"
+#include "spec/optimizer_spec.h"
+#include "spec/run_spec.h"
 
 namespace smallem {
 

@@ -63,7 +63,7 @@ class Optimizer {
   void* device_scalars_ = nullptr;
 };
 
-// The optimizer `spec.optimizer` names (engine/optim/optimizer_spec.h), with
+// The optimizer `spec.optimizer` names (spec/optimizer_spec.h), with
 // the spec's hyper-parameters: AdamW at spec.lr, or Muon at spec.muon_lr on
 // the hidden matrices with AdamW at spec.lr on the rest. When the model's
 // backend is a ProfilingBackend (engine/profiler.h) each update is marked on

@@ -1,7 +1,7 @@
 #include "engine/train/batches.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/check.h"
+#include "base/check.h"
 
 namespace smallem {
 

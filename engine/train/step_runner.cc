@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "base/check.h"
 #include "engine/autograd/ops.h"
-#include "engine/check.h"
 
 namespace smallem {
 

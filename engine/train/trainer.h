@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
-#include "engine/train/run_spec.h"
 #include "engine/train/step_runner.h"  // kWarmupSteps
 #include "nlohmann/json.hpp"
+#include "spec/run_spec.h"
 
 namespace smallem {
 

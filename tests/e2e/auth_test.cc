@@ -7,9 +7,9 @@
 
 #include "engine/data/dataset.h"
 #include "gtest/gtest.h"
-#include "server/auth.h"
-#include "server/coordinator.h"
-#include "server/grid.h"
+#include "rpc/auth.h"
+#include "server/grid/grid.h"
+#include "server/service/coordinator.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/model_config.h"
+#include "spec/model_config.h"
 
 namespace smallem {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "engine/arena.h"
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/bf16.h"
-#include "engine/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "engine/optim/adamw.h"

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/tensor.h"
 

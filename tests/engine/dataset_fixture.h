@@ -11,8 +11,8 @@
 
 #include "engine/data/dataset.h"
 #include "engine/random.h"
-#include "engine/train/run_spec.h"
 #include "gtest/gtest.h"
+#include "spec/run_spec.h"
 
 namespace smallem::testing {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/sha256.h"
+#include "base/sha256.h"
 #include "gtest/gtest.h"
 
 namespace smallem {

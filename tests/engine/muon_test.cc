@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "engine/train/trainer.h"

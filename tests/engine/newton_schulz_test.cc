@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu_op_test_util.h"

@@ -1,12 +1,12 @@
 // Optimizer spec strings: every documented form parses, options combine in
 // any order, and each mistake gets a message that names it and the choices.
-#include "engine/optim/optimizer_spec.h"
+#include "spec/optimizer_spec.h"
 
 #include <string>
 
-#include "engine/train/run_spec.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_spec.h"
 
 namespace smallem {
 namespace {

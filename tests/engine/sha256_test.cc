@@ -1,4 +1,4 @@
-#include "engine/data/sha256.h"
+#include "base/sha256.h"
 
 #include <cstdio>
 #include <string>

@@ -22,16 +22,16 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/check.h"
 #include "engine/arena.h"
 #include "engine/autograd/tape.h"
-#include "engine/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/data/dataset.h"
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/batches.h"
-#include "engine/train/run_spec.h"
 #include "gtest/gtest.h"
+#include "spec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
 
 namespace smallem {

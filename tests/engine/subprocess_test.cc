@@ -1,4 +1,4 @@
-#include "engine/data/subprocess.h"
+#include "base/subprocess.h"
 
 #include <string>
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/check.h"
+#include "base/check.h"
 #include "engine/data/bpe_trainer.h"
 #include "engine/data/pretokenizer.h"
 #include "gtest/gtest.h"

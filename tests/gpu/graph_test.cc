@@ -26,13 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "engine/backend.h"
 #include "engine/bf16.h"
-#include "engine/check.h"
-#include "engine/train/run_spec.h"
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
+#include "spec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
 
 namespace smallem {

@@ -31,18 +31,18 @@
 #include <utility>
 #include <vector>
 
+#include "base/check.h"
 #include "engine/arena.h"
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/backend.h"
-#include "engine/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/random.h"
-#include "engine/train/run_spec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
+#include "spec/run_spec.h"
 #include "tests/engine/architectures.h"
 
 namespace smallem {

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/check.h"
 #include "engine/backend.h"
 #include "engine/bf16.h"
-#include "engine/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/optim/newton_schulz.h"
 #include "gtest/gtest.h"

@@ -1,13 +1,13 @@
 // Tokens and TLS on a real Coordinator (127.0.0.1 port 0, a real SQLite
 // file), called through the generated stubs with and without the
 // authorization header.
-#include "server/auth.h"
+#include "rpc/auth.h"
 
 #include <cstdlib>
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "server/coordinator.h"
+#include "server/service/coordinator.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"

@@ -1,4 +1,4 @@
-#include "server/comparator.h"
+#include "server/analysis/comparator.h"
 
 #include <cmath>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/grid.h"
+#include "server/grid/grid.h"
 #include "tests/server/compared_runs.h"
 
 namespace smallem {

@@ -1,13 +1,13 @@
 // The coordinator as its clients see it: a real Coordinator on 127.0.0.1
 // port 0 with a real SQLite file, driven through the generated stubs.
-#include "server/coordinator.h"
+#include "server/service/coordinator.h"
 
 #include <memory>
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "server/dataset_upload.h"
-#include "server/grid.h"
+#include "server/grid/grid.h"
+#include "server/service/dataset_upload.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"

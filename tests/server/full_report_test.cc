@@ -2,7 +2,7 @@
 // submitted to a real SQLite file, every run leased and completed with a
 // hand-chosen result, read back as the service reads it, and the report's
 // rows checked against hand-computed values (equal steps, equal time, noise).
-#include "server/full_report.h"
+#include "server/report/full_report.h"
 
 #include <filesystem>
 #include <fstream>
@@ -16,9 +16,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/experiment_report.h"
-#include "server/grid.h"
-#include "server/sqlite_store.h"
+#include "server/grid/grid.h"
+#include "server/report/experiment_report.h"
+#include "server/store/sqlite_store.h"
 #include "tests/server/test_support.h"
 
 namespace smallem {

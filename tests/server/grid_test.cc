@@ -1,11 +1,11 @@
-#include "server/grid.h"
+#include "server/grid/grid.h"
 
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 
-#include "engine/data/sha256.h"
+#include "base/sha256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

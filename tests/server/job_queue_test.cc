@@ -1,4 +1,4 @@
-#include "server/job_queue.h"
+#include "server/queue/job_queue.h"
 
 #include <chrono>
 #include <memory>

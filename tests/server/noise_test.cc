@@ -1,4 +1,4 @@
-#include "server/noise.h"
+#include "server/analysis/noise.h"
 
 #include <cmath>
 #include <string>

@@ -1,5 +1,5 @@
 // The figure: rendered, parsed back as XML, and checked series by series.
-#include "server/plot.h"
+#include "server/report/plot.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "server/reference_curve.h"
+#include "server/analysis/reference_curve.h"
 
 #include <cmath>
 #include <string>

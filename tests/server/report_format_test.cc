@@ -1,4 +1,4 @@
-#include "server/report_format.h"
+#include "server/report/report_format.h"
 
 #include <string>
 #include <vector>

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/sha256.h"
 #include "engine/data/dataset.h"
-#include "engine/data/sha256.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "smallem/v1/client.grpc.pb.h"

@@ -1,10 +1,10 @@
-#include "server/sqlite_store.h"
+#include "server/store/sqlite_store.h"
 
 #include <memory>
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "server/migrations.h"
+#include "server/store/migrations.h"
 #include "tests/server/test_support.h"
 
 namespace smallem {

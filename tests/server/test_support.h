@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/store_types.h"
+#include "server/store/store_types.h"
 
 namespace smallem::testing {
 

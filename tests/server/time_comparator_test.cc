@@ -1,4 +1,4 @@
-#include "server/time_comparator.h"
+#include "server/analysis/time_comparator.h"
 
 #include <cmath>
 #include <string>

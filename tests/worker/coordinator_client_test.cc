@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "server/coordinator.h"
+#include "server/service/coordinator.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"
 

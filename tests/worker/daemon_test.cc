@@ -15,8 +15,8 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/coordinator.h"
-#include "server/grid.h"
+#include "server/grid/grid.h"
+#include "server/service/coordinator.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"

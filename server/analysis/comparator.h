@@ -1,0 +1,156 @@
+// Comparator: turns the finished runs of an experiment into a verdict per
+// variant against the baseline, at equal steps (DESIGN.md § Comparisons).
+// Pure logic: no store, no RPC; the caller gathers the runs.
+//
+// The rules, for a plan (baseline B, variants, seeds, budget):
+//  * Only runs at the plan's budget, of the plan's variants and seeds, and
+//    on ONE device class are compared: the plan's, or else the class on
+//    which most of the baseline's finished runs ran (ties: the smallest
+//    name; before the baseline has any result, the class most finished runs
+//    used). Finished runs on any other class are listed in
+//    Report::left_out and a note says so; they are never mixed in.
+//  * A variant is compared only when every one of its seeds has finished on
+//    that class; otherwise its row is pending and says why (seeds left,
+//    failures, runs on another class). Nothing is compared until the
+//    baseline itself is complete.
+//  * Noise threshold τ = max(noise_floor, spread), where spread is the
+//    max − min of the baseline's per-seed losses (its replicates' range; 0
+//    with a single seed, which leaves τ at the floor and adds a note).
+//  * Δ = mean(V) − mean(B) in val nats per byte; lower is better. |Δ| > τ
+//    gives `better` (Δ < 0) or `worse`, stated as a multiple of τ
+//    ("better (5.0τ)"); otherwise `within noise` (server/analysis/verdict.h).
+//  * Parameter counts are shown side by side; a change of more than
+//    params_warning_fraction (2 %) of the baseline's count raises a warning:
+//    the comparison is then not at equal size.
+//  * With three or more seeds in both arms, Welch's t statistic is given.
+//
+// Thread-safety: free functions on values; nothing shared.
+#ifndef SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
+#define SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/analysis/verdict.h"
+#include "spec/run_spec.h"
+
+namespace smallem {
+
+struct Grid;
+
+// Where a run stands, as far as a comparison cares (the store's statuses:
+// queued and leased → kPending; succeeded → kSucceeded; failed and
+// cancelled → kFailed).
+enum class RunState {
+  kPending,    // a result may still come
+  kSucceeded,  // finished with a result
+  kFailed,     // failed for good or cancelled: needs `smallemctl retry`
+};
+
+// One run (one cell) of the experiment, as the store knows it.
+struct ComparedRun {
+  std::string variant;
+  int64_t seed = 0;
+  Budget budget;
+  RunState state = RunState::kPending;
+  // The fields below are read only when state == kSucceeded.
+  double val_nats_per_byte = 0;
+  double train_seconds = 0;
+  int64_t params = 0;
+  std::string device_class;
+  // Optimizer steps done (the result's "steps"); unset: the budget's steps.
+  // Only plots read it (loss against steps for a minutes budget).
+  std::optional<int64_t> steps;
+};
+
+// The equal-time reference curve a plan compares against (Grid::reference;
+// server/analysis/reference_curve.h builds the curve). Reference runs are the runs of
+// the variant named "reference" at these budgets and seeds, plus those of
+// `shared_variant`: Grid::Cells lists a reference cell identical to a
+// variant's cell (same spec, seed and budget) once, as the variant's.
+struct ReferencePlan {
+  std::vector<Budget> budgets;  // strictly increasing; all steps or all minutes
+  std::vector<int64_t> seeds;
+  std::string shared_variant;   // the variant whose spec is the reference's; "" = none
+};
+
+// What to compare.
+struct ComparisonPlan {
+  std::string experiment;
+  std::string baseline;               // must be one of `variants`
+  std::vector<std::string> variants;  // row order (the baseline's row comes first)
+  std::vector<int64_t> seeds;         // the seeds each variant must finish
+  Budget budget;                      // the budget compared
+  double noise_floor = 0.002;         // nats per byte; τ never goes below it
+  double params_warning_fraction = 0.02;
+  std::string device_class;           // "" = the baseline's (see above)
+  // The reference curve for the equal-time comparison; ignored at equal steps.
+  std::optional<ReferencePlan> reference;
+
+  // The comparison a grid file describes (with its reference curve, if any).
+  static ComparisonPlan ForGrid(const Grid& grid);
+};
+
+struct ReportRow {
+  std::string variant;
+  Verdict verdict = Verdict::kPending;
+  int seeds_finished = 0;  // on the compared device class
+  int seeds_expected = 0;
+  // Per-seed val nats/byte of the finished seeds, in the plan's seed order.
+  std::vector<double> losses;
+  // Set when every seed finished.
+  std::optional<double> mean_loss;
+  std::optional<double> mean_train_seconds;
+  // Set on compared rows (not the baseline's, not pending ones).
+  std::optional<double> delta;           // mean(V) − mean(B), nats/byte
+  std::optional<double> delta_over_tau;  // |Δ| / τ
+  std::optional<double> welch_t;         // ≥ 3 seeds in both arms and some variance
+  // From the first finished run of the row, when there is one.
+  std::optional<int64_t> params;
+  std::optional<double> params_change;   // (params − baseline's) / baseline's
+  bool params_warning = false;           // |params_change| > params_warning_fraction
+  std::string pending_reason;            // set on pending rows: "1 of 2 seeds finished"
+
+  // "baseline", "better (5.0τ)", "worse (1.3τ)", "within noise",
+  // "pending: 1 of 2 seeds finished".
+  std::string VerdictText() const;
+};
+
+// A finished run that was not compared because it ran on another device
+// class than the one compared.
+struct LeftOutRun {
+  std::string variant;
+  int64_t seed = 0;
+  std::string device_class;
+};
+
+struct Report {
+  std::string experiment;
+  std::string baseline;
+  Budget budget;
+  std::string device_class;  // the class compared; "" while the baseline has no result
+  double noise_floor = 0.002;
+  std::optional<double> baseline_spread;  // max − min; set when the baseline is complete
+  std::optional<double> tau;              // set when the baseline is complete
+  std::vector<ReportRow> rows;            // the baseline's first, then the plan's order
+  std::vector<LeftOutRun> left_out;
+  std::vector<std::string> notes;         // sentences for people, in order of importance
+
+  // True when no row is pending.
+  bool Complete() const;
+};
+
+// Compares `runs` according to `plan`. Runs of other variants, seeds or
+// budgets (e.g. reference-curve runs) are ignored. InvalidArgument when the
+// plan is inconsistent (baseline not among its variants, no seeds, a
+// non-positive floor) or when two finished runs claim the same variant, seed
+// and device class.
+absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
+                                           const std::vector<ComparedRun>& runs);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_

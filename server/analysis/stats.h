@@ -1,0 +1,26 @@
+// The few statistics the comparisons share (comparator.cc, noise.cc,
+// reference_curve.cc): means, sample variance and Welch's t-test.
+#ifndef SMALLEM_SERVER_ANALYSIS_STATS_H_
+#define SMALLEM_SERVER_ANALYSIS_STATS_H_
+
+#include <optional>
+#include <vector>
+
+namespace smallem {
+
+// REQUIRES: !xs.empty().
+double Mean(const std::vector<double>& xs);
+// Unbiased sample variance. REQUIRES: xs.size() >= 2.
+double SampleVariance(const std::vector<double>& xs);
+
+struct WelchResult {
+  double t = 0;   // (mean(a) − mean(b)) / standard error
+  double df = 0;  // Welch–Satterthwaite degrees of freedom
+};
+// Welch's t of a against b; nullopt when both samples are constant (no
+// standard error). REQUIRES: a.size() >= 2 and b.size() >= 2.
+std::optional<WelchResult> Welch(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_ANALYSIS_STATS_H_

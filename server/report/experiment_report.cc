@@ -1,0 +1,86 @@
+#include "server/report/experiment_report.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "server/grid/grid.h"
+
+namespace smallem {
+
+absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
+                                          const std::optional<ResultRecord>& result) {
+  ComparedRun c;
+  c.variant = run.variant;
+  c.seed = run.seed;
+  c.budget = Budget{.steps = run.budget_steps, .minutes = run.budget_minutes};
+  switch (run.status) {
+    case RunStatus::kQueued:
+    case RunStatus::kLeased: c.state = RunState::kPending; break;
+    case RunStatus::kFailed:
+    case RunStatus::kCancelled: c.state = RunState::kFailed; break;
+    case RunStatus::kSucceeded: c.state = RunState::kSucceeded; break;
+  }
+  if (c.state != RunState::kSucceeded) return c;
+  if (!result) {
+    return absl::InternalError(absl::StrCat("run ", run.id, " succeeded without a result"));
+  }
+  nlohmann::json j = nlohmann::json::parse(result->result_json, nullptr, false);
+  if (!j.is_object() || !j.contains("val_nats_per_byte") || !j["val_nats_per_byte"].is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run ", run.id, ": its result has no numeric \"val_nats_per_byte\""));
+  }
+  c.val_nats_per_byte = j["val_nats_per_byte"].get<double>();
+  if (j.contains("train_seconds") && j["train_seconds"].is_number()) {
+    c.train_seconds = j["train_seconds"].get<double>();
+  }
+  if (j.contains("params") && j["params"].is_number_integer()) {
+    c.params = j["params"].get<int64_t>();
+  }
+  c.device_class = j.value("device_class", run.lease_device_class);
+  if (j.contains("steps") && j["steps"].is_number_integer()) c.steps = j["steps"].get<int64_t>();
+  return c;
+}
+
+absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
+                                                      const ExperimentRecord& experiment,
+                                                      const ReportOptions& options) {
+  ASSIGN_OR_RETURN(Grid grid, ParseGrid(experiment.grid_yaml, experiment.grid_file));
+  ComparisonPlan plan = ComparisonPlan::ForGrid(grid);
+  if (options.noise_floor > 0) plan.noise_floor = options.noise_floor;
+
+  ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store.ListRuns(experiment.id));
+  ASSIGN_OR_RETURN(std::vector<ResultRecord> results, store.ListResults(experiment.id));
+  std::map<int64_t, ResultRecord> by_run;
+  for (ResultRecord& r : results) by_run.emplace(r.run_id, std::move(r));
+
+  RenderedReport out;
+  std::vector<ComparedRun> compared;
+  compared.reserve(runs.size());
+  for (const RunRecord& run : runs) {
+    auto it = by_run.find(run.id);
+    std::optional<ResultRecord> result;
+    if (it != by_run.end()) {
+      result = it->second;
+      ++out.runs_done;
+    }
+    ASSIGN_OR_RETURN(ComparedRun c, ToComparedRun(run, result));
+    compared.push_back(std::move(c));
+  }
+  out.runs_total = static_cast<int>(runs.size());
+  if (options.noise_only) {
+    ASSIGN_OR_RETURN(out.text, RenderNoiseReport(plan, compared, options.format));
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.text,
+                   RenderFullReport(plan, compared,
+                                    FullReportOptions{.at = options.at, .format = options.format,
+                                                      .noise = true, .plot_path = ""}));
+  if (options.plot) {
+    ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared));
+  }
+  return out;
+}
+
+}  // namespace smallem

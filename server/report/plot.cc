@@ -1,0 +1,437 @@
+#include "server/report/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/check.h"
+
+namespace smallem {
+namespace {
+
+// Layout, in SVG user units (pixels at 100 %).
+constexpr double kWidth = 1080, kHeight = 490;
+constexpr double kPanelTop = 60, kPanelWidth = 430, kPanelHeight = 340;
+constexpr double kPanelLeft[2] = {80, 620};
+constexpr double kLegendTop = 455;
+constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr const char* kReferenceColor = "#222222";
+
+std::string Escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string Num(double v) { return absl::StrFormat("%.1f", v); }
+
+// "45 s", "2.5 min", "1.2 h".
+std::string TimeLabel(double seconds) {
+  if (seconds < 120) return absl::StrFormat("%.3g s", seconds);
+  if (seconds < 7200) return absl::StrFormat("%.3g min", seconds / 60);
+  return absl::StrFormat("%.3g h", seconds / 3600);
+}
+std::string StepsLabel(double steps) { return absl::StrFormat("%.0f", steps); }
+
+// A log-x, linear-y mapping of data onto one panel.
+struct Axes {
+  double left = 0;
+  double log_lo = 0, log_hi = 1;  // ln of the x range
+  double y_lo = 0, y_hi = 1;
+
+  double X(double x) const {
+    return left + kPanelWidth * (std::log(x) - log_lo) / (log_hi - log_lo);
+  }
+  double Y(double y) const { return kPanelTop + kPanelHeight * (y_hi - y) / (y_hi - y_lo); }
+  double x_lo() const { return std::exp(log_lo); }
+  double x_hi() const { return std::exp(log_hi); }
+};
+
+// Ranges covering `xs` (positive) and `ys`, padded; sane when empty or flat.
+Axes MakeAxes(double left, std::vector<double> xs, std::vector<double> ys) {
+  Axes a;
+  a.left = left;
+  xs.erase(std::remove_if(xs.begin(), xs.end(), [](double x) { return !(x > 0); }), xs.end());
+  if (xs.empty()) xs = {1, 10};
+  const auto [xmin, xmax] = std::minmax_element(xs.begin(), xs.end());
+  a.log_lo = std::log(*xmin);
+  a.log_hi = std::log(*xmax);
+  const double pad = std::max(0.08 * (a.log_hi - a.log_lo), 0.1);
+  a.log_lo -= pad;
+  a.log_hi += pad;
+  if (ys.empty()) ys = {0, 1};
+  const auto [ymin, ymax] = std::minmax_element(ys.begin(), ys.end());
+  const double ypad = std::max(0.06 * (*ymax - *ymin), 1e-3);
+  a.y_lo = *ymin - ypad;
+  a.y_hi = *ymax + ypad;
+  return a;
+}
+
+// Tick values for a log axis: 1-2-5 per decade, or every integer multiple
+// when the range spans less than a decade.
+std::vector<double> LogTicks(const Axes& a) {
+  std::vector<double> ticks;
+  for (const std::vector<int>& mantissas :
+       {std::vector<int>{1, 2, 5}, std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+    ticks.clear();
+    for (int k = static_cast<int>(std::floor(a.log_lo / std::log(10.0)));
+         k <= static_cast<int>(std::ceil(a.log_hi / std::log(10.0))); ++k) {
+      for (int m : mantissas) {
+        const double v = m * std::pow(10.0, k);
+        if (v >= a.x_lo() && v <= a.x_hi()) ticks.push_back(v);
+      }
+    }
+    if (ticks.size() >= 3) break;
+  }
+  return ticks;
+}
+
+// About five round values across the y range, and the decimals they need.
+std::vector<double> LinearTicks(double lo, double hi, int* decimals) {
+  const double raw = (hi - lo) / 5;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  *decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+  std::vector<double> ticks;
+  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-12; v += step) ticks.push_back(v);
+  return ticks;
+}
+
+void Frame(const Axes& a, const std::string& x_title, bool time_axis, std::string& svg) {
+  absl::StrAppend(&svg, "<rect class=\"frame\" x=\"", Num(a.left), "\" y=\"", Num(kPanelTop),
+                  "\" width=\"", Num(kPanelWidth), "\" height=\"", Num(kPanelHeight),
+                  "\" fill=\"none\" stroke=\"#444\"/>\n");
+  for (double v : LogTicks(a)) {
+    const double x = a.X(v);
+    absl::StrAppend(&svg, "<line class=\"tick\" x1=\"", Num(x), "\" y1=\"",
+                    Num(kPanelTop + kPanelHeight), "\" x2=\"", Num(x), "\" y2=\"",
+                    Num(kPanelTop + kPanelHeight + 5), "\" stroke=\"#444\"/>\n");
+    absl::StrAppend(&svg, "<text class=\"tick-label\" x=\"", Num(x), "\" y=\"",
+                    Num(kPanelTop + kPanelHeight + 18), "\" text-anchor=\"middle\">",
+                    Escape(time_axis ? TimeLabel(v) : StepsLabel(v)), "</text>\n");
+  }
+  int decimals = 0;
+  for (double v : LinearTicks(a.y_lo, a.y_hi, &decimals)) {
+    const double y = a.Y(v);
+    absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", Num(a.left), "\" y1=\"", Num(y), "\" x2=\"",
+                    Num(a.left + kPanelWidth), "\" y2=\"", Num(y), "\" stroke=\"#ddd\"/>\n");
+    absl::StrAppend(&svg, "<text class=\"tick-label\" x=\"", Num(a.left - 6), "\" y=\"", Num(y + 4),
+                    "\" text-anchor=\"end\">", absl::StrFormat("%.*f", decimals, v), "</text>\n");
+  }
+  absl::StrAppend(&svg, "<text class=\"axis-title\" x=\"", Num(a.left + kPanelWidth / 2), "\" y=\"",
+                  Num(kPanelTop + kPanelHeight + 38), "\" text-anchor=\"middle\">", Escape(x_title),
+                  "</text>\n");
+  const double yc = kPanelTop + kPanelHeight / 2;
+  absl::StrAppend(&svg, "<text class=\"axis-title\" x=\"", Num(a.left - 58), "\" y=\"", Num(yc),
+                  "\" text-anchor=\"middle\" transform=\"rotate(-90 ", Num(a.left - 58), " ",
+                  Num(yc), ")\">validation loss (nats/byte)</text>\n");
+}
+
+std::string Points(const Axes& a, const std::vector<PlotPoint>& pts) {
+  std::vector<std::string> out;
+  for (const PlotPoint& p : pts) out.push_back(absl::StrCat(Num(a.X(p.x)), ",", Num(a.Y(p.y))));
+  return absl::StrJoin(out, " ");
+}
+
+void Circles(const Axes& a, const std::vector<PlotPoint>& pts, const char* color,
+             const std::string& name, bool time_axis, std::string& svg) {
+  for (const PlotPoint& p : pts) {
+    absl::StrAppend(&svg, "<circle cx=\"", Num(a.X(p.x)), "\" cy=\"", Num(a.Y(p.y)),
+                    "\" r=\"3.5\" fill=\"", color, "\" fill-opacity=\"0.8\"><title>", Escape(name),
+                    ": ", time_axis ? TimeLabel(p.x) : StepsLabel(p.x) + " steps",
+                    absl::StrFormat(", %.4f", p.y), "</title></circle>\n");
+  }
+}
+
+void Squares(const Axes& a, const std::vector<PlotPoint>& pts, bool time_axis, std::string& svg) {
+  for (const PlotPoint& p : pts) {
+    absl::StrAppend(&svg, "<rect x=\"", Num(a.X(p.x) - 3.5), "\" y=\"", Num(a.Y(p.y) - 3.5),
+                    "\" width=\"7\" height=\"7\" fill=\"", kReferenceColor, "\"><title>reference: ",
+                    time_axis ? TimeLabel(p.x) : StepsLabel(p.x) + " steps",
+                    absl::StrFormat(", %.4f", p.y), "</title></rect>\n");
+  }
+}
+
+void TimePanel(const PlotData& d, std::string& svg) {
+  std::vector<double> xs, ys;
+  for (const PlotPoint& p : d.reference_points) xs.push_back(p.x), ys.push_back(p.y);
+  for (const PlotSeries& s : d.variants) {
+    for (const PlotPoint& p : s.time) xs.push_back(p.x), ys.push_back(p.y);
+  }
+  // The interpolation over the plotted span: the points, plus the variants'
+  // times beyond them (extrapolated).
+  std::vector<PlotPoint> inside, below, above;
+  if (d.curve) {
+    const double t0 = d.curve->first_seconds(), t1 = d.curve->last_seconds();
+    double tmin = t0, tmax = t1;
+    for (double x : xs) {
+      if (x > 0) tmin = std::min(tmin, x), tmax = std::max(tmax, x);
+    }
+    for (const CurvePoint& p : d.curve->points()) inside.push_back({p.seconds, p.loss});
+    if (tmin < t0) below = {{tmin, d.curve->Interpolate(tmin).value}, inside.front()};
+    if (tmax > t1) above = {inside.back(), {tmax, d.curve->Interpolate(tmax).value}};
+    for (const auto* part : {&below, &above}) {
+      for (const PlotPoint& p : *part) ys.push_back(p.y);
+    }
+    if (d.tau) {
+      for (const PlotPoint& p : inside) ys.push_back(p.y + *d.tau), ys.push_back(p.y - *d.tau);
+    }
+  }
+  const Axes a = MakeAxes(kPanelLeft[0], xs, ys);
+  absl::StrAppend(&svg, "<g class=\"panel\" id=\"time-panel\">\n");
+  absl::StrAppend(&svg, "<text class=\"panel-title\" x=\"", Num(a.left + kPanelWidth / 2),
+                  "\" y=\"", Num(kPanelTop - 10),
+                  "\" text-anchor=\"middle\">loss against training time</text>\n");
+  Frame(a, "training time (log scale)", true, svg);
+  if (d.curve) {
+    std::vector<PlotPoint> line = below.empty() ? inside : below;
+    if (!below.empty()) line.insert(line.end(), inside.begin() + 1, inside.end());
+    if (!above.empty()) line.push_back(above.back());
+    if (d.tau) {
+      // R(t) ± τ over the whole drawn line: straight in log time between vertices.
+      std::vector<PlotPoint> band;
+      for (const PlotPoint& p : line) band.push_back({p.x, p.y + *d.tau});
+      for (auto it = line.rbegin(); it != line.rend(); ++it)
+        band.push_back({it->x, it->y - *d.tau});
+      absl::StrAppend(&svg, "<polygon class=\"tau-band\" points=\"", Points(a, band),
+                      "\" fill=\"#888\" fill-opacity=\"0.18\" stroke=\"none\"><title>",
+                      absl::StrFormat("R(t) ± τ, τ = %.4f", *d.tau), "</title></polygon>\n");
+    }
+    absl::StrAppend(&svg, "<polyline class=\"reference-line\" points=\"", Points(a, inside),
+                    "\" fill=\"none\" stroke=\"", kReferenceColor, "\" stroke-width=\"1.5\"/>\n");
+    for (const auto* part : {&below, &above}) {
+      if (part->empty()) continue;
+      absl::StrAppend(&svg, "<polyline class=\"reference-extrapolated\" points=\"",
+                      Points(a, *part), "\" fill=\"none\" stroke=\"", kReferenceColor,
+                      "\" stroke-width=\"1.2\" stroke-dasharray=\"5,4\"/>\n");
+    }
+  }
+  if (!d.reference_points.empty()) {
+    absl::StrAppend(&svg, "<g class=\"series\" data-series=\"reference\">\n");
+    Squares(a, d.reference_points, true, svg);
+    absl::StrAppend(&svg, "</g>\n");
+  }
+  for (size_t i = 0; i < d.variants.size(); ++i) {
+    absl::StrAppend(&svg, "<g class=\"series\" data-series=\"variant:", Escape(d.variants[i].name),
+                    "\">\n");
+    Circles(a, d.variants[i].time, kColors[i % std::size(kColors)], d.variants[i].name, true, svg);
+    absl::StrAppend(&svg, "</g>\n");
+  }
+  absl::StrAppend(&svg, "</g>\n");
+}
+
+void StepsPanel(const PlotData& d, std::string& svg) {
+  std::vector<double> xs, ys;
+  for (const PlotPoint& p : d.reference_steps) xs.push_back(p.x), ys.push_back(p.y);
+  for (const PlotSeries& s : d.variants) {
+    for (const PlotPoint& p : s.steps) xs.push_back(p.x), ys.push_back(p.y);
+  }
+  const Axes a = MakeAxes(kPanelLeft[1], xs, ys);
+  absl::StrAppend(&svg, "<g class=\"panel\" id=\"steps-panel\">\n");
+  absl::StrAppend(&svg, "<text class=\"panel-title\" x=\"", Num(a.left + kPanelWidth / 2),
+                  "\" y=\"", Num(kPanelTop - 10),
+                  "\" text-anchor=\"middle\">loss against steps</text>\n");
+  Frame(a, "optimizer steps (log scale)", false, svg);
+  if (!d.reference_steps.empty()) {
+    // The mean of each budget, joined.
+    std::map<double, std::pair<double, int>> by_steps;
+    for (const PlotPoint& p : d.reference_steps) {
+      by_steps[p.x].first += p.y;
+      ++by_steps[p.x].second;
+    }
+    std::vector<PlotPoint> means;
+    for (const auto& [x, sum] : by_steps) means.push_back({x, sum.first / sum.second});
+    absl::StrAppend(&svg, "<polyline class=\"reference-line\" points=\"", Points(a, means),
+                    "\" fill=\"none\" stroke=\"", kReferenceColor, "\" stroke-width=\"1.5\"/>\n");
+    absl::StrAppend(&svg, "<g class=\"series\" data-series=\"reference\">\n");
+    Squares(a, d.reference_steps, false, svg);
+    absl::StrAppend(&svg, "</g>\n");
+  }
+  for (size_t i = 0; i < d.variants.size(); ++i) {
+    absl::StrAppend(&svg, "<g class=\"series\" data-series=\"variant:", Escape(d.variants[i].name),
+                    "\">\n");
+    Circles(a, d.variants[i].steps, kColors[i % std::size(kColors)], d.variants[i].name, false,
+            svg);
+    absl::StrAppend(&svg, "</g>\n");
+  }
+  absl::StrAppend(&svg, "</g>\n");
+}
+
+void Legend(const PlotData& d, std::string& svg) {
+  absl::StrAppend(&svg, "<g class=\"legend\">\n");
+  double x = kPanelLeft[0], y = kLegendTop;
+  auto advance = [&](const std::string& label) {
+    x += 30 + 7.5 * static_cast<double>(label.size());
+    if (x > kWidth - 150) x = kPanelLeft[0], y += 20;
+  };
+  if (!d.reference_points.empty() || !d.reference_steps.empty()) {
+    const std::string label = "reference (mean of its seeds per budget)";
+    absl::StrAppend(&svg, "<rect x=\"", Num(x), "\" y=\"", Num(y - 8),
+                    "\" width=\"8\" height=\"8\" fill=\"", kReferenceColor,
+                    "\"/><text class=\"legend-label\" x=\"", Num(x + 14), "\" y=\"", Num(y), "\">",
+                    Escape(label), "</text>\n");
+    advance(label);
+  }
+  if (d.tau && d.curve) {
+    const std::string label = absl::StrFormat("R(t) ± τ (τ = %.4f)", *d.tau);
+    absl::StrAppend(&svg, "<rect x=\"", Num(x), "\" y=\"", Num(y - 8),
+                    "\" width=\"14\" height=\"8\" fill=\"#888\" fill-opacity=\"0.3\"/>"
+                    "<text class=\"legend-label\" x=\"",
+                    Num(x + 20), "\" y=\"", Num(y), "\">", Escape(label), "</text>\n");
+    advance(label);
+  }
+  for (size_t i = 0; i < d.variants.size(); ++i) {
+    absl::StrAppend(&svg, "<circle cx=\"", Num(x + 4), "\" cy=\"", Num(y - 4), "\" r=\"4\" fill=\"",
+                    kColors[i % std::size(kColors)], "\"/><text class=\"legend-label\" x=\"",
+                    Num(x + 14), "\" y=\"", Num(y), "\">", Escape(d.variants[i].name), "</text>\n");
+    advance(d.variants[i].name);
+  }
+  absl::StrAppend(&svg, "</g>\n");
+}
+
+std::vector<PlotPoint> Zip(const std::vector<double>& xs, const std::vector<double>& ys) {
+  std::vector<PlotPoint> out;
+  for (size_t i = 0; i < xs.size() && i < ys.size(); ++i) {
+    if (xs[i] > 0) out.push_back({xs[i], ys[i]});
+  }
+  return out;
+}
+
+std::vector<PlotPoint> Zip(const std::vector<int64_t>& xs, const std::vector<double>& ys) {
+  std::vector<double> d(xs.begin(), xs.end());
+  return Zip(d, ys);
+}
+
+}  // namespace
+
+PlotData PlotDataFor(const TimeReport& report) {
+  PlotData d;
+  d.title = absl::StrCat(report.steps.experiment,
+                         " — validation loss by training time and by "
+                         "steps",
+                         report.device_class.empty() ? "" : ", device class ", report.device_class);
+  if (report.curve.size() >= 2) {
+    absl::StatusOr<TimeCurve> curve = TimeCurve::Create(report.curve);
+    if (curve.ok()) d.curve = *std::move(curve);
+  }
+  for (const CurvePoint& p : report.curve) {
+    if (p.seconds > 0) d.reference_points.push_back({p.seconds, p.loss});
+    for (const PlotPoint& s : Zip(p.seed_steps, p.seed_losses)) d.reference_steps.push_back(s);
+  }
+  d.tau = report.steps.tau;
+  for (const TimeRow& row : report.rows) {
+    d.variants.push_back({row.variant, Zip(row.seconds, row.losses), Zip(row.steps, row.losses)});
+  }
+  return d;
+}
+
+PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
+                     const std::vector<ComparedRun>& runs) {
+  PlotData d;
+  d.title = absl::StrCat(report.experiment, " — validation loss by training time and by steps",
+                         report.device_class.empty() ? "" : ", device class ", report.device_class);
+  d.tau = report.tau;
+  for (const ReportRow& row : report.rows) {
+    PlotSeries s{.name = row.variant, .time = {}, .steps = {}};
+    for (int64_t seed : plan.seeds) {
+      for (const ComparedRun& r : runs) {
+        if (r.variant != row.variant || r.seed != seed || r.state != RunState::kSucceeded ||
+            r.device_class != report.device_class || r.budget.steps != plan.budget.steps ||
+            r.budget.minutes != plan.budget.minutes) {
+          continue;
+        }
+        if (r.train_seconds > 0) s.time.push_back({r.train_seconds, r.val_nats_per_byte});
+        const int64_t steps = r.steps.value_or(plan.budget.steps.value_or(0));
+        if (steps > 0) s.steps.push_back({static_cast<double>(steps), r.val_nats_per_byte});
+        break;
+      }
+    }
+    d.variants.push_back(std::move(s));
+  }
+  return d;
+}
+
+std::string RenderPlotSvg(const PlotData& data) {
+  std::string svg = absl::StrCat(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"",
+      Num(kWidth), "\" height=\"", Num(kHeight), "\" viewBox=\"0 0 ", Num(kWidth), " ",
+      Num(kHeight),
+      "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text class=\"title\" x=\"",
+      Num(kWidth / 2),
+      "\" y=\"24\" text-anchor=\"middle\" "
+      "font-size=\"15\">",
+      Escape(data.title), "</text>\n");
+  TimePanel(data, svg);
+  StepsPanel(data, svg);
+  Legend(data, svg);
+  absl::StrAppend(&svg, "</svg>\n");
+  return svg;
+}
+
+absl::Status CheckPlotPath(const std::string& path) {
+  const std::string lower = absl::AsciiStrToLower(path);
+  if (absl::EndsWith(lower, ".svg")) return absl::OkStatus();
+  if (absl::EndsWith(lower, ".png")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write ", path,
+        ": PNG needs a rasterizer and fonts, which smallem does not bundle; use .svg (any "
+        "browser opens it), then convert if you need a PNG: rsvg-convert -o plot.png plot.svg "
+        "(Debian package librsvg2-bin)"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot write ", path, ": the plot file must end in .svg"));
+}
+
+absl::Status WritePlot(const PlotData& data, const std::string& path) {
+  if (absl::Status st = CheckPlotPath(path); !st.ok()) return st;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot open ", tmp, " to write"));
+    out << RenderPlotSvg(data);
+    if (!out.flush()) {
+      return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, " failed"));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace smallem

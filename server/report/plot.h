@@ -1,0 +1,80 @@
+// Plot: the figure of an equal-time study as a self-contained SVG file,
+// written by hand (no plotting library, no fonts beyond the viewer's).
+//
+// Two panels side by side:
+//  1. validation loss (nats/byte) against training time, log-scaled x: the
+//     reference curve's points (mean of each budget's seeds), its
+//     interpolation (solid between the points, dashed where it is
+//     extrapolated to cover the variants' times), the τ band R(t) ± τ, and
+//     every seed of every variant as a marker, one colour per variant;
+//  2. validation loss against optimizer steps, log-scaled x: the reference
+//     seeds and every variant's seeds.
+//
+// The SVG is meant to be read by programs too: each panel is a
+// <g class="panel" id="time-panel"|"steps-panel">; each series is a
+// <g class="series" data-series="NAME"> ("reference", "variant:NAME"); the
+// interpolation is <polyline class="reference-line"> (and
+// "reference-extrapolated"), the band <polygon class="tau-band">; every
+// marker has a <title> with its values.
+//
+// PNG is not produced: that needs a rasterizer and fonts, which Smallem does
+// not bundle. WritePlot refuses a .png path and says how to convert the SVG
+// (e.g. `rsvg-convert -o plot.png plot.svg`, Debian package librsvg2-bin).
+//
+// Thread-safety: pure functions, except WritePlot, which writes one file.
+#ifndef SMALLEM_SERVER_REPORT_PLOT_H_
+#define SMALLEM_SERVER_REPORT_PLOT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/analysis/reference_curve.h"
+#include "server/analysis/time_comparator.h"
+
+namespace smallem {
+
+struct PlotPoint {
+  double x = 0;  // seconds or steps
+  double y = 0;  // val nats/byte
+};
+
+struct PlotSeries {
+  std::string name;              // a variant's name
+  std::vector<PlotPoint> time;   // (training seconds, loss) per seed
+  std::vector<PlotPoint> steps;  // (optimizer steps, loss) per seed; steps > 0 only
+};
+
+struct PlotData {
+  std::string title;
+  std::optional<TimeCurve> curve;           // the reference curve (≥ 2 points), if any
+  std::vector<PlotPoint> reference_points;  // (seconds, loss) of the curve's points
+  std::vector<PlotPoint> reference_steps;   // (steps, loss) per reference seed
+  std::optional<double> tau;                // the band's half-width
+  std::vector<PlotSeries> variants;
+};
+
+// The data of `report`: its curve when it has two points or more, τ when
+// known, every finished seed of every row.
+PlotData PlotDataFor(const TimeReport& report);
+// Without a reference curve: the variants of an equal-steps report (their
+// seeds' losses and mean times; per-seed steps from `runs`).
+PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
+                     const std::vector<ComparedRun>& runs);
+
+// The figure as an SVG document.
+std::string RenderPlotSvg(const PlotData& data);
+
+// OK when `path` ends in .svg (any case); InvalidArgument for .png (saying
+// how to convert an SVG) or any other extension. For a client that writes
+// the file itself, to refuse before asking a coordinator for the figure.
+absl::Status CheckPlotPath(const std::string& path);
+
+// Writes the figure to `path` (CheckPlotPath first), through a temporary file
+// renamed into place; the file system's error otherwise.
+absl::Status WritePlot(const PlotData& data, const std::string& path);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_REPORT_PLOT_H_

@@ -1,0 +1,277 @@
+// The equal-time and combined reports in every format (server/report/report_format.h).
+#include "server/report/report_format.h"
+
+#include <functional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/check.h"
+#include "nlohmann/json.hpp"
+#include "server/grid/grid.h"
+#include "server/report/report_text.h"
+
+namespace smallem {
+namespace {
+
+using nlohmann::json;
+using report_internal::kNone;
+using report_internal::Fixed;
+using report_internal::ParamsCell;
+using report_internal::ParamsChangeCell;
+using report_internal::NoiseLine;
+using report_internal::Summary;
+using report_internal::AlignedTable;
+using report_internal::MarkdownTable;
+using report_internal::CsvField;
+using report_internal::CsvOptional;
+using report_internal::JsonOptional;
+using report_internal::BudgetJson;
+
+// "1.5432" or "1.5432 (extrapolated ×0.82)".
+std::string ReferenceCell(const TimeRow& row) {
+  if (!row.reference_loss) return kNone;
+  std::string cell = absl::StrFormat("%.4f", *row.reference_loss);
+  if (row.extrapolated) {
+    absl::StrAppend(&cell, absl::StrFormat(" (extrapolated ×%.2f)", row.span_ratio));
+  }
+  return cell;
+}
+
+std::string TimeTitle(const TimeReport& r, bool combined) {
+  std::string title = absl::StrCat(
+      r.steps.experiment,
+      combined ? absl::StrCat(" — equal steps (", BudgetLabel(r.steps.budget), ") and equal time")
+               : absl::StrCat(" — equal time (variants at ", BudgetLabel(r.steps.budget), ")"));
+  if (!r.device_class.empty()) absl::StrAppend(&title, ", device class ", r.device_class);
+  return title;
+}
+
+// One line per reference point, or why there are none yet.
+std::vector<std::string> CurveLines(const TimeReport& r) {
+  std::vector<std::string> lines;
+  if (r.curve.empty()) {
+    lines.push_back(absl::StrCat("reference curve: no budget finished yet on ",
+                                 r.device_class.empty() ? "any device class" : r.device_class,
+                                 " (0 of ", r.curve_budgets, ")"));
+    return lines;
+  }
+  lines.push_back(absl::StrFormat(
+      "reference curve (%d of %d budgets, mean of each budget's seeds): R(t) is interpolated "
+      "linearly in log time",
+      static_cast<int>(r.curve.size()), r.curve_budgets));
+  for (const CurvePoint& p : r.curve) {
+    lines.push_back(absl::StrFormat("  %s: %.1f s, %.4f nats/byte (%d seed%s)",
+                                    BudgetLabel(p.budget), p.seconds, p.loss,
+                                    static_cast<int>(p.seed_losses.size()),
+                                    p.seed_losses.size() == 1 ? "" : "s"));
+  }
+  return lines;
+}
+
+std::string TimeSummary(const TimeReport& r) {
+  int compared = 0, pending = 0, extrapolated = 0;
+  for (const TimeRow& row : r.rows) {
+    if (row.verdict == Verdict::kPending) ++pending;
+    else ++compared;
+    extrapolated += row.extrapolated;
+  }
+  std::string s = absl::StrCat(compared, " variant(s) compared with the reference curve at equal "
+                               "time");
+  if (extrapolated > 0) absl::StrAppend(&s, ", ", extrapolated, " extrapolated");
+  if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
+  absl::StrAppend(&s, " (Δ time = loss − R(t); a verdict needs |Δ| > τ)");
+  return s;
+}
+
+std::vector<std::string> AllNotes(const TimeReport& r) {
+  std::vector<std::string> notes = r.steps.notes;
+  notes.insert(notes.end(), r.notes.begin(), r.notes.end());
+  return notes;
+}
+
+const std::vector<std::string>& TimeHeaders() {
+  static const auto* h = new std::vector<std::string>{
+      "variant", "seeds", "val nats/byte", "train s", "R(t)", "Δ time", "verdict", "params",
+      "Δ params"};
+  return *h;
+}
+bool TimeRightAligned(size_t c) { return c != 0 && c != 4 && c != 6; }
+
+std::vector<std::string> TimeCells(const ReportRow& s, const TimeRow& t) {
+  return {s.variant,
+          absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
+          Fixed(s.mean_loss, "%.4f"),
+          Fixed(s.mean_train_seconds, "%.1f"),
+          ReferenceCell(t),
+          Fixed(t.delta, "%+.4f"),
+          t.VerdictText(),
+          ParamsCell(s),
+          ParamsChangeCell(s)};
+}
+
+const std::vector<std::string>& CombinedHeaders() {
+  static const auto* h = new std::vector<std::string>{
+      "variant", "seeds", "val nats/byte", "Δ steps", "at equal steps", "train s", "R(t)",
+      "Δ time", "at equal time", "params", "Δ params"};
+  return *h;
+}
+bool CombinedRightAligned(size_t c) { return c != 0 && c != 4 && c != 6 && c != 8; }
+
+std::vector<std::string> CombinedCells(const ReportRow& s, const TimeRow& t) {
+  return {s.variant,
+          absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
+          Fixed(s.mean_loss, "%.4f"),
+          Fixed(s.delta, "%+.4f"),
+          s.VerdictText(),
+          Fixed(s.mean_train_seconds, "%.1f"),
+          ReferenceCell(t),
+          Fixed(t.delta, "%+.4f"),
+          t.VerdictText(),
+          ParamsCell(s),
+          ParamsChangeCell(s)};
+}
+
+// Table or markdown for the time and combined reports.
+std::string TimeText(const TimeReport& r, bool combined, bool markdown) {
+  CHECK_EQ(r.rows.size(), r.steps.rows.size());
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    rows.push_back(combined ? CombinedCells(r.steps.rows[i], r.rows[i])
+                            : TimeCells(r.steps.rows[i], r.rows[i]));
+  }
+  const std::vector<std::string>& headers = combined ? CombinedHeaders() : TimeHeaders();
+  const std::function<bool(size_t)> right = combined ? CombinedRightAligned : TimeRightAligned;
+  const std::string title = TimeTitle(r, combined);
+  std::string out = markdown ? absl::StrCat("**", title, "**\n\n") : absl::StrCat(title, "\n");
+  absl::StrAppend(&out, NoiseLine(r.steps), markdown ? "\n\n" : "\n");
+  for (const std::string& line : CurveLines(r)) {
+    absl::StrAppend(&out, markdown && line.starts_with("  ") ? "- " + line.substr(2) : line,
+                    "\n");
+  }
+  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, markdown ? MarkdownTable(headers, rows, right)
+                                 : AlignedTable(headers, rows, right));
+  absl::StrAppend(&out, "\n");
+  if (combined) absl::StrAppend(&out, Summary(r.steps), ".\n");
+  absl::StrAppend(&out, TimeSummary(r), ".\n");
+  const std::vector<std::string> notes = AllNotes(r);
+  if (markdown && !notes.empty()) absl::StrAppend(&out, "\n");
+  for (const std::string& note : notes) {
+    absl::StrAppend(&out, markdown ? "- " : "note: ", note, "\n");
+  }
+  return out;
+}
+
+std::string TimeCsv(const TimeReport& r) {
+  std::string out =
+      "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
+      "mean_val_nats_per_byte,mean_train_seconds,reference_loss,delta,tau,extrapolated,"
+      "span_ratio,params,device_class,pending_reason\n";
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const ReportRow& s = r.steps.rows[i];
+    const TimeRow& t = r.rows[i];
+    std::vector<std::string> fields = {
+        CsvField(r.steps.experiment),
+        CsvField(t.variant),
+        CsvField(VerdictName(t.verdict)),
+        CsvOptional(t.delta_over_tau, "%.3f"),
+        absl::StrCat(s.seeds_finished),
+        absl::StrCat(s.seeds_expected),
+        CsvOptional(s.mean_loss, "%.6f"),
+        CsvOptional(s.mean_train_seconds, "%.3f"),
+        CsvOptional(t.reference_loss, "%.6f"),
+        CsvOptional(t.delta, "%.6f"),
+        CsvOptional(r.steps.tau, "%.6f"),
+        t.extrapolated ? "true" : "false",
+        t.reference_loss ? absl::StrFormat("%.4f", t.span_ratio) : "",
+        CsvOptional(s.params, "%d"),
+        CsvField(r.device_class),
+        CsvField(t.pending_reason)};
+    absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
+  }
+  return out;
+}
+
+std::string CombinedCsv(const TimeReport& r) {
+  // The equal-steps CSV, each line extended with the equal-time columns.
+  const std::vector<std::string> lines = absl::StrSplit(FormatReportCsv(r.steps), '\n');
+  std::string out = absl::StrCat(
+      lines[0], ",reference_loss,delta_time,delta_time_over_tau,verdict_time,extrapolated,"
+      "span_ratio\n");
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const TimeRow& t = r.rows[i];
+    std::vector<std::string> fields = {
+        lines[i + 1],
+        CsvOptional(t.reference_loss, "%.6f"),
+        CsvOptional(t.delta, "%.6f"),
+        CsvOptional(t.delta_over_tau, "%.3f"),
+        CsvField(VerdictName(t.verdict)),
+        t.extrapolated ? "true" : "false",
+        t.reference_loss ? absl::StrFormat("%.4f", t.span_ratio) : ""};
+    absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatTimeReport(const TimeReport& report, ReportFormat format) {
+  switch (format) {
+    case ReportFormat::kTable: return TimeText(report, false, false);
+    case ReportFormat::kMarkdown: return TimeText(report, false, true);
+    case ReportFormat::kCsv: return TimeCsv(report);
+    case ReportFormat::kJson: return TimeReportToJson(report).dump(2) + "\n";
+  }
+  CHECK(false) << "unknown ReportFormat";
+  return "";
+}
+
+std::string FormatCombinedReport(const TimeReport& report, ReportFormat format) {
+  switch (format) {
+    case ReportFormat::kTable: return TimeText(report, true, false);
+    case ReportFormat::kMarkdown: return TimeText(report, true, true);
+    case ReportFormat::kCsv: return CombinedCsv(report);
+    case ReportFormat::kJson: return TimeReportToJson(report, true).dump(2) + "\n";
+  }
+  CHECK(false) << "unknown ReportFormat";
+  return "";
+}
+
+json TimeReportToJson(const TimeReport& report, bool combined) {
+  json j = ReportToJson(report.steps);
+  j["comparison"] = combined ? "equal_steps_and_time" : "equal_time";
+  json reference = json::array();
+  for (const CurvePoint& p : report.curve) {
+    reference.push_back({{"budget", BudgetJson(p.budget)},
+                         {"seconds", p.seconds},
+                         {"val_nats_per_byte", p.loss},
+                         {"seeds", p.seed_losses.size()}});
+  }
+  json rows = json::array();
+  for (const TimeRow& row : report.rows) {
+    rows.push_back({{"variant", row.variant},
+                    {"verdict", VerdictName(row.verdict)},
+                    {"verdict_text", row.VerdictText()},
+                    {"mean_train_seconds", JsonOptional(row.mean_seconds)},
+                    {"mean_val_nats_per_byte", JsonOptional(row.mean_loss)},
+                    {"reference_loss", JsonOptional(row.reference_loss)},
+                    {"delta", JsonOptional(row.delta)},
+                    {"delta_over_tau", JsonOptional(row.delta_over_tau)},
+                    {"extrapolated", row.extrapolated},
+                    {"span_ratio", row.reference_loss ? json(row.span_ratio) : json(nullptr)},
+                    {"pending_reason", row.pending_reason.empty() ? json(nullptr)
+                                                                  : json(row.pending_reason)}});
+  }
+  j["equal_time"] = {{"device_class", report.device_class},
+                     {"curve_budgets", report.curve_budgets},
+                     {"reference", reference},
+                     {"rows", rows},
+                     {"complete", report.Complete()},
+                     {"notes", report.notes}};
+  return j;
+}
+
+}  // namespace smallem

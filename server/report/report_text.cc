@@ -1,0 +1,132 @@
+#include "server/report/report_text.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace smallem::report_internal {
+namespace {
+
+// Characters on screen, not bytes: τ, Δ and — are one column each.
+size_t DisplayWidth(std::string_view s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+// 1234567 → "1,234,567".
+std::string Grouped(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+}  // namespace
+
+std::string Fixed(const std::optional<double>& v, const char* format) {
+  return v ? absl::StrFormat(format, *v) : std::string(kNone);
+}
+
+std::string ParamsCell(const ReportRow& row) { return row.params ? Grouped(*row.params) : kNone; }
+
+std::string ParamsChangeCell(const ReportRow& row) {
+  if (!row.params_change) return kNone;
+  std::string cell = absl::StrFormat("%+.1f %%", 100 * *row.params_change);
+  if (row.params_warning) cell += " !";
+  return cell;
+}
+
+std::string NoiseLine(const Report& r) {
+  if (!r.tau) {
+    return absl::StrFormat(
+        "noise threshold τ: not known until every baseline seed has finished (floor %.4f)",
+        r.noise_floor);
+  }
+  const size_t seeds = r.rows.empty() ? 0 : r.rows.front().losses.size();
+  if (seeds < 2) {
+    return absl::StrFormat(
+        "noise threshold τ = %.4f nats/byte: the floor (one baseline seed: noise not measured)",
+        *r.tau);
+  }
+  const std::string over = absl::StrFormat("max − min over %d seed%s", seeds,
+                                           seeds == 1 ? "" : "s");
+  if (*r.baseline_spread > r.noise_floor) {
+    return absl::StrFormat(
+        "noise threshold τ = %.4f nats/byte: the baseline's spread (%s), above the %.4f floor",
+        *r.tau, over, r.noise_floor);
+  }
+  return absl::StrFormat(
+      "noise threshold τ = %.4f nats/byte: the floor (the baseline's spread, %s, is %.4f)",
+      *r.tau, over, *r.baseline_spread);
+}
+
+std::string Summary(const Report& r) {
+  int compared = 0, pending = 0;
+  for (const ReportRow& row : r.rows) {
+    if (row.verdict == Verdict::kPending) ++pending;
+    else if (row.verdict != Verdict::kBaseline) ++compared;
+  }
+  std::string s = absl::StrCat(compared, " variant(s) compared with ", r.baseline);
+  if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
+  absl::StrAppend(&s, " (lower is better; a verdict needs |Δ| > τ)");
+  return s;
+}
+
+std::string AlignedTable(const std::vector<std::string>& headers,
+                         const std::vector<std::vector<std::string>>& rows,
+                         const std::function<bool(size_t)>& right) {
+  std::vector<std::vector<std::string>> lines = {headers};
+  lines.insert(lines.end(), rows.begin(), rows.end());
+  std::vector<size_t> width(headers.size(), 0);
+  for (const auto& line : lines) {
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], DisplayWidth(line[c]));
+  }
+  std::string out;
+  for (const auto& line : lines) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c) {
+      const std::string pad(width[c] - DisplayWidth(line[c]), ' ');
+      if (c > 0) text += "  ";
+      text += right(c) ? pad + line[c] : line[c] + pad;
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    absl::StrAppend(&out, text, "\n");
+  }
+  return out;
+}
+
+std::string MarkdownTable(const std::vector<std::string>& headers,
+                          const std::vector<std::vector<std::string>>& rows,
+                          const std::function<bool(size_t)>& right) {
+  auto row_text = [](const std::vector<std::string>& cells) {
+    std::vector<std::string> escaped;
+    for (const std::string& c : cells) escaped.push_back(absl::StrReplaceAll(c, {{"|", "\\|"}}));
+    return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
+  };
+  std::string out = row_text(headers);
+  std::vector<std::string> rule;
+  for (size_t c = 0; c < headers.size(); ++c) rule.push_back(right(c) ? "---:" : "---");
+  absl::StrAppend(&out, "|", absl::StrJoin(rule, "|"), "|\n");
+  for (const auto& row : rows) absl::StrAppend(&out, row_text(row));
+  return out;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\"");
+}
+
+nlohmann::json BudgetJson(const Budget& b) {
+  nlohmann::json j = nlohmann::json::object();
+  if (b.steps) j["steps"] = *b.steps;
+  if (b.minutes) j["minutes"] = *b.minutes;
+  return j;
+}
+
+}  // namespace smallem::report_internal

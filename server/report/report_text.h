@@ -1,0 +1,66 @@
+// Internal to the report renderers (server/report/report_format*.cc): the cells,
+// tables and field encodings the equal-steps, equal-time and noise reports
+// share, so that every format writes a value the same way in every report.
+// Pure functions.
+#ifndef SMALLEM_SERVER_REPORT_REPORT_TEXT_H_
+#define SMALLEM_SERVER_REPORT_REPORT_TEXT_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "server/analysis/comparator.h"
+#include "spec/run_spec.h"
+
+namespace smallem::report_internal {
+
+// What an empty cell shows.
+inline constexpr char kNone[] = "—";
+
+// `v` in printf `format`, or kNone when unset.
+std::string Fixed(const std::optional<double>& v, const char* format);
+// The parameter count, grouped, and its change against the baseline
+// ("+2.5 %", with " !" past the warning fraction); kNone when unknown.
+std::string ParamsCell(const ReportRow& row);
+std::string ParamsChangeCell(const ReportRow& row);
+
+// The equal-steps report's τ line ("noise threshold τ = …: …") and summary
+// sentence (no final period); the equal-time report repeats both.
+std::string NoiseLine(const Report& r);
+std::string Summary(const Report& r);
+
+// Aligned text columns, two spaces apart, each line ending with "\n";
+// `right(c)` says which columns are right-aligned.
+std::string AlignedTable(const std::vector<std::string>& headers,
+                         const std::vector<std::vector<std::string>>& rows,
+                         const std::function<bool(size_t)>& right);
+// A GitHub markdown table ('|' in cells escaped), alignment as above.
+std::string MarkdownTable(const std::vector<std::string>& headers,
+                          const std::vector<std::vector<std::string>>& rows,
+                          const std::function<bool(size_t)>& right);
+
+// `s` as an RFC 4180 field: quoted when it holds a comma, quote or newline.
+std::string CsvField(const std::string& s);
+
+// `v` in printf `format`, or an empty field when unset.
+template <typename T>
+std::string CsvOptional(const std::optional<T>& v, const char* format) {
+  return v ? absl::StrFormat(format, *v) : "";
+}
+
+// `v`, or null when unset.
+template <typename T>
+nlohmann::json JsonOptional(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+// {"steps": N} or {"minutes": M}.
+nlohmann::json BudgetJson(const Budget& b);
+
+}  // namespace smallem::report_internal
+
+#endif  // SMALLEM_SERVER_REPORT_REPORT_TEXT_H_

@@ -1,0 +1,251 @@
+#include "server/service/client_service.h"
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "rpc/grpc_status.h"
+#include "server/queue/experiment_status.h"
+#include "server/queue/submission.h"
+#include "server/report/experiment_report.h"
+#include "server/service/dataset_upload.h"
+#include "server/service/proto_convert.h"
+
+namespace smallem {
+namespace {
+
+// A following StreamMetrics wakes on every queue change, and at least this
+// often to notice a client that left.
+constexpr absl::Duration kStreamIdleCheck = absl::Seconds(1);
+
+absl::StatusOr<ExperimentRecord> ResolveExperiment(SqliteStore& store, int64_t id,
+                                                   const std::string& name) {
+  if (id > 0) return store.GetExperiment(id);
+  if (!name.empty()) return store.FindExperiment(name);
+  return absl::InvalidArgumentError("give an experiment id or name");
+}
+
+absl::StatusOr<RunSelector> Selector(int64_t experiment_id,
+                                     const google::protobuf::RepeatedField<int64_t>& run_ids) {
+  if (experiment_id > 0) return RunSelector{.experiment_id = experiment_id, .run_ids = {}};
+  if (run_ids.empty()) return absl::InvalidArgumentError("give an experiment id or run ids");
+  return RunSelector{.experiment_id = 0, .run_ids = {run_ids.begin(), run_ids.end()}};
+}
+
+}  // namespace
+
+grpc::Status ClientServiceImpl::HasDataset(grpc::ServerContext*,
+                                           const v1::HasDatasetRequest* request,
+                                           v1::HasDatasetResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    if (request->content_hash().empty()) {
+      return absl::InvalidArgumentError("content_hash: required");
+    }
+    ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(request->content_hash()));
+    response->set_present(bytes.has_value());
+    response->set_total_bytes(bytes.value_or(0));
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
+                                              grpc::ServerReader<v1::DatasetChunk>* reader,
+                                              v1::UploadDatasetResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    DatasetUpload upload(store_, clock_, disk_reserve_);
+    v1::DatasetChunk chunk;
+    while (reader->Read(&chunk)) {
+      const absl::Status added = upload.Add(
+          chunk.content_hash(),
+          DatasetChunkRef{.file_name = chunk.file_name(), .file_size = chunk.file_size(),
+                          .offset = chunk.offset(),
+                          .length = static_cast<int64_t>(chunk.data().size())},
+          chunk.data());
+      if (!added.ok()) {
+        upload.Abandon();
+        return added;
+      }
+    }
+    ASSIGN_OR_RETURN(UploadSummary summary, upload.Finish());
+    response->set_content_hash(summary.content_hash);
+    response->set_total_bytes(summary.total_bytes);
+    response->set_files(summary.files);
+    response->set_already_present(summary.already_present);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::Submit(grpc::ServerContext*, const v1::SubmitRequest* request,
+                                       v1::SubmitResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    GridSubmission submission{
+        .yaml = request->grid_yaml(), .file_name = request->grid_file_name(),
+        .dataset_hashes = {request->dataset_hashes().begin(), request->dataset_hashes().end()},
+        .retry_budget = request->retry_budget()};
+    if (submission.file_name.empty()) submission.file_name = "grid.yaml";
+    ASSIGN_OR_RETURN(SubmittedGrid submitted,
+                     SubmitGrid(*store_, *clock_, submission,
+                                queue_->options().default_retry_budget));
+    response->set_experiment_id(submitted.outcome.experiment_id);
+    response->set_experiment_name(submitted.experiment_name);
+    response->set_runs_total(submitted.outcome.total);
+    response->set_runs_added(submitted.outcome.added);
+    response->set_runs_reissued(submitted.outcome.reissued);
+    response->set_runs_unchanged(submitted.outcome.unchanged);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::ListExperiments(grpc::ServerContext*,
+                                                const v1::ListExperimentsRequest* request,
+                                                v1::ListExperimentsResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    if (request->limit() < 0) return absl::InvalidArgumentError("limit: must not be negative");
+    const int limit = request->limit() == 0 ? 100 : std::min(request->limit(), 10'000);
+    ASSIGN_OR_RETURN(std::vector<ExperimentRecord> experiments, store_->ListExperiments(limit));
+    for (const ExperimentRecord& e : experiments) {
+      ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(e.id));
+      ToProto(e, SummarizeRuns(runs), response->add_experiments());
+    }
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::GetExperiment(grpc::ServerContext*,
+                                              const v1::GetExperimentRequest* request,
+                                              v1::GetExperimentResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(ExperimentRecord e,
+                     ResolveExperiment(*store_, request->experiment_id(), request->name()));
+    ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(e.id));
+    ASSIGN_OR_RETURN(std::vector<ResultRecord> results, store_->ListResults(e.id));
+    std::map<int64_t, ResultRecord> by_run;
+    for (ResultRecord& r : results) by_run.emplace(r.run_id, std::move(r));
+    ToProto(e, SummarizeRuns(runs), response->mutable_experiment());
+    for (const RunRecord& run : runs) {
+      auto it = by_run.find(run.id);
+      std::optional<ResultRecord> result;
+      if (it != by_run.end()) result = it->second;
+      // Specs are left out of the list (GetRun has them): a large grid's
+      // runs would otherwise repeat them thousands of times.
+      ToProto(run, "", result, response->add_runs());
+    }
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::GetRun(grpc::ServerContext*, const v1::GetRunRequest* request,
+                                       v1::GetRunResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(RunRecord run, store_->GetRun(request->run_id()));
+    ASSIGN_OR_RETURN(ExperimentRecord e, store_->GetExperiment(run.experiment_id));
+    ASSIGN_OR_RETURN(std::string spec, ComposeRunSpec(run, e.dataset_hash));
+    ASSIGN_OR_RETURN(std::optional<ResultRecord> result, store_->GetResult(run.id));
+    ToProto(run, spec, result, response->mutable_run());
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::StreamMetrics(
+    grpc::ServerContext* context, const v1::StreamMetricsRequest* request,
+    grpc::ServerWriter<v1::StreamMetricsResponse>* writer) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    int64_t after = request->after_step();
+    int attempt = -1;
+    while (!context->IsCancelled()) {
+      const uint64_t seen = queue_->changes();  // before reading: no change is missed
+      ASSIGN_OR_RETURN(RunRecord run, store_->GetRun(request->run_id()));
+      // A new attempt starts its curve over.
+      if (run.attempt != attempt) {
+        if (attempt != -1) after = -1;
+        attempt = run.attempt;
+      }
+      ASSIGN_OR_RETURN(std::vector<MetricPointRecord> points,
+                       store_->ListMetricPoints(run.id, run.attempt, after));
+      v1::StreamMetricsResponse response;
+      for (const MetricPointRecord& p : points) {
+        ToProto(p, response.add_points());
+        after = p.step;
+      }
+      ASSIGN_OR_RETURN(std::optional<ResultRecord> result, store_->GetResult(run.id));
+      ToProto(run, "", result, response.mutable_run());
+      if (!writer->Write(response)) return absl::OkStatus();  // the client left
+      if (!request->follow() || IsFinished(run.status)) return absl::OkStatus();
+      queue_->WaitForChange(seen, kStreamIdleCheck);
+    }
+    return absl::CancelledError("the client cancelled the stream");
+  }());
+}
+
+grpc::Status ClientServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
+                                       v1::CancelResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(RunSelector selector, Selector(request->experiment_id(), request->run_ids()));
+    ASSIGN_OR_RETURN(int n, queue_->Cancel(selector));
+    response->set_cancelled(n);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::Retry(grpc::ServerContext*, const v1::RetryRequest* request,
+                                      v1::RetryResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(RunSelector selector, Selector(request->experiment_id(), request->run_ids()));
+    ASSIGN_OR_RETURN(int n, queue_->Retry(selector));
+    response->set_requeued(n);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::Report(grpc::ServerContext*, const v1::ReportRequest* request,
+                                       v1::ReportResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(ExperimentRecord e,
+                     ResolveExperiment(*store_, request->experiment_id(), request->name()));
+    if (request->noise_floor() < 0) {
+      return absl::InvalidArgumentError("noise_floor: must not be negative");
+    }
+    ReportOptions options;
+    options.noise_floor = request->noise_floor();
+    switch (request->at()) {
+      case v1::REPORT_AT_STEPS: options.at = CompareAt::kSteps; break;
+      case v1::REPORT_AT_TIME: options.at = CompareAt::kTime; break;
+      default: options.at = CompareAt::kBoth; break;
+    }
+    options.plot = request->plot();
+    options.noise_only = request->noise_only();
+    switch (request->format()) {
+      case v1::REPORT_FORMAT_MARKDOWN: options.format = ReportFormat::kMarkdown; break;
+      case v1::REPORT_FORMAT_CSV: options.format = ReportFormat::kCsv; break;
+      case v1::REPORT_FORMAT_JSON: options.format = ReportFormat::kJson; break;
+      default: options.format = ReportFormat::kTable; break;
+    }
+    ASSIGN_OR_RETURN(RenderedReport report, RenderExperimentReport(*store_, e, options));
+    response->set_text(report.text);
+    response->set_runs_done(report.runs_done);
+    response->set_runs_total(report.runs_total);
+    response->set_plot_svg(report.plot_svg);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+                                            v1::ListWorkersResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::vector<WorkerView> workers, workers_->List());
+    for (const WorkerView& w : workers) {
+      v1::Worker* out = response->add_workers();
+      out->set_worker_id(w.record.id);
+      out->set_hostname(w.record.hostname);
+      RETURN_IF_ERROR(DevicesFromJson(w.record.devices_json, out->mutable_devices()));
+      out->set_registered_unix_ms(w.record.registered_unix_ms);
+      out->set_last_seen_unix_ms(w.record.last_seen_unix_ms);
+      for (int64_t id : w.leased_run_ids) out->add_leased_run_ids(id);
+    }
+    return absl::OkStatus();
+  }());
+}
+
+}  // namespace smallem

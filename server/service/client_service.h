@@ -1,0 +1,66 @@
+// ClientServiceImpl: the smallem.v1.ClientService handlers. Each validates
+// its request, calls the domain object (SqliteStore, JobQueue, SubmitGrid,
+// DatasetUpload, RenderExperimentReport, WorkerRegistry) and converts the
+// result; errors become gRPC codes in ToGrpcStatus only.
+//
+// Thread-safe (gRPC calls handlers concurrently); the dependencies must
+// outlive the service.
+#ifndef SMALLEM_SERVER_SERVICE_CLIENT_SERVICE_H_
+#define SMALLEM_SERVER_SERVICE_CLIENT_SERVICE_H_
+
+#include <utility>
+
+#include "base/clock.h"
+#include "server/queue/job_queue.h"
+#include "server/queue/worker_registry.h"
+#include "server/service/dataset_upload.h"
+#include "server/store/sqlite_store.h"
+#include "smallem/v1/client.grpc.pb.h"
+
+namespace smallem {
+
+class ClientServiceImpl final : public v1::ClientService::Service {
+ public:
+  ClientServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers,
+                    const Clock* clock, DiskReserve disk_reserve = {})
+      : store_(store), queue_(queue), workers_(workers), clock_(clock),
+        disk_reserve_(std::move(disk_reserve)) {}
+
+  grpc::Status HasDataset(grpc::ServerContext* context, const v1::HasDatasetRequest* request,
+                          v1::HasDatasetResponse* response) override;
+  grpc::Status UploadDataset(grpc::ServerContext* context,
+                             grpc::ServerReader<v1::DatasetChunk>* reader,
+                             v1::UploadDatasetResponse* response) override;
+  grpc::Status Submit(grpc::ServerContext* context, const v1::SubmitRequest* request,
+                      v1::SubmitResponse* response) override;
+  grpc::Status ListExperiments(grpc::ServerContext* context,
+                               const v1::ListExperimentsRequest* request,
+                               v1::ListExperimentsResponse* response) override;
+  grpc::Status GetExperiment(grpc::ServerContext* context,
+                             const v1::GetExperimentRequest* request,
+                             v1::GetExperimentResponse* response) override;
+  grpc::Status GetRun(grpc::ServerContext* context, const v1::GetRunRequest* request,
+                      v1::GetRunResponse* response) override;
+  grpc::Status StreamMetrics(grpc::ServerContext* context,
+                             const v1::StreamMetricsRequest* request,
+                             grpc::ServerWriter<v1::StreamMetricsResponse>* writer) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                      v1::CancelResponse* response) override;
+  grpc::Status Retry(grpc::ServerContext* context, const v1::RetryRequest* request,
+                     v1::RetryResponse* response) override;
+  grpc::Status Report(grpc::ServerContext* context, const v1::ReportRequest* request,
+                      v1::ReportResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
+
+ private:
+  SqliteStore* const store_;
+  JobQueue* const queue_;
+  WorkerRegistry* const workers_;
+  const Clock* const clock_;
+  const DiskReserve disk_reserve_;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_SERVICE_CLIENT_SERVICE_H_

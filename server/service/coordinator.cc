@@ -1,0 +1,117 @@
+#include "server/service/coordinator.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "grpcpp/grpcpp.h"
+#include "server/service/client_service.h"
+#include "server/service/worker_service.h"
+#include "spdlog/spdlog.h"
+
+namespace smallem {
+namespace {
+
+// Off loopback, anyone who can reach the port can call an open service, and
+// tokens sent in plaintext can be read on the way.
+void WarnAboutExposure(const CoordinatorOptions& options) {
+  if (IsLoopbackListen(options.listen)) return;
+  const ServerSecurity& s = options.security;
+  if (s.client_token.empty()) {
+    spdlog::warn("listening on {} without a client token: anyone who can reach it can submit "
+                 "and cancel; give --client-token-file FILE (docs/security.md)", options.listen);
+  }
+  if (s.worker_token.empty()) {
+    spdlog::warn("listening on {} without a worker token: anyone who can reach it can lease "
+                 "runs and report results; give --worker-token-file FILE (docs/security.md)",
+                 options.listen);
+  }
+  if (s.any_token() && !s.tls()) {
+    spdlog::warn("listening on {} without TLS: tokens cross the network in clear text; give "
+                 "--tls-cert FILE --tls-key FILE (docs/security.md)", options.listen);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
+  const Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
+  std::unique_ptr<Coordinator> c(new Coordinator());
+  ASSIGN_OR_RETURN(c->store_, SqliteStore::Open(options.db_path));
+  c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
+  c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
+  const std::filesystem::path db_dir =
+      std::filesystem::absolute(options.db_path).parent_path();
+  c->client_service_ = std::make_unique<ClientServiceImpl>(
+      c->store_.get(), c->queue_.get(), c->workers_.get(), clock,
+      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes});
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
+                                                           c->workers_.get());
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, MakeServerCredentials(options.security), &c->port_);
+  builder.RegisterService(c->client_service_.get());
+  builder.RegisterService(c->worker_service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
+  c->server_ = builder.BuildAndStart();
+  if (c->server_ == nullptr || c->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen,
+        " (is another coordinator running? pick another port with --listen",
+        options.security.tls() ? "; are --tls-cert and --tls-key a certificate and its key?"
+                               : "",
+        ")"));
+  }
+  WarnAboutExposure(options);
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  c->address_ = absl::StrCat(host == "0.0.0.0" || host == "[::]" ? "127.0.0.1" : host, ":",
+                             c->port_);
+  if (options.reaper) c->queue_->StartReaper();
+  return c;
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+void Coordinator::Shutdown(int64_t grace_ms) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
+    server_->Wait();
+  }
+  if (queue_ != nullptr) queue_->StopReaper();
+}
+
+int RunCoordinator(const CoordinatorOptions& options) {
+  // Signals are taken synchronously by this thread: block them before any
+  // other thread starts, so none of gRPC's threads receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(options);
+  if (!coordinator.ok()) {
+    spdlog::error("{}", std::string(coordinator.status().message()));
+    return 1;
+  }
+  const ServerSecurity& security = options.security;
+  spdlog::info("smallem-coordinator listening on {} ({}; worker token {}, client token {}; "
+               "database {})",
+               (*coordinator)->address(), security.tls() ? "TLS" : "plaintext",
+               security.worker_token.empty() ? "off" : "required",
+               security.client_token.empty() ? "off" : "required", options.db_path);
+  int signal = 0;
+  sigwait(&signals, &signal);
+  spdlog::info("signal {}: shutting down", signal);
+  (*coordinator)->Shutdown(/*grace_ms=*/5000);
+  return 0;
+}
+
+}  // namespace smallem

@@ -1,0 +1,87 @@
+// Coordinator: the whole coordinator in one object — the SQLite store, the
+// job queue and its reaper, the worker registry and both gRPC services on
+// one listening port. smallem-coordinator runs one until a signal;
+// `smallemctl run` and the tests embed one on 127.0.0.1:0.
+//
+// Thread-safe. Shutdown (or destruction) stops accepting calls, lets the ones
+// in flight finish for a moment, then stops the reaper.
+#ifndef SMALLEM_SERVER_SERVICE_COORDINATOR_H_
+#define SMALLEM_SERVER_SERVICE_COORDINATOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/clock.h"
+#include "rpc/auth.h"
+#include "rpc/limits.h"
+#include "server/queue/job_queue.h"
+#include "server/queue/worker_registry.h"
+#include "server/store/sqlite_store.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace smallem {
+
+class ClientServiceImpl;
+class WorkerServiceImpl;
+
+struct CoordinatorOptions {
+  std::string listen = "127.0.0.1:7070";  // host:port; port 0 picks a free port
+  std::string db_path = "smallem.db";
+  JobQueueOptions queue;
+  const Clock* clock = nullptr;  // nullptr = SystemClock
+  bool reaper = true;            // run the background reaper
+  ServerSecurity security;       // tokens and TLS; none = open plaintext (rpc/auth.h)
+  // Dataset uploads that would leave less free disk than this next to the
+  // database are refused (server/service/dataset_upload.h, DiskReserve).
+  int64_t min_free_disk_bytes = 1'000'000'000;  // 1 GB
+};
+
+class Coordinator {
+ public:
+  // Opens (and migrates) the database, starts the reaper and the server.
+  // Errors of SqliteStore::Open; Unavailable when the address cannot be bound
+  // (or, with TLS, the certificate and key do not make a pair). Logs a
+  // warning when a non-loopback address leaves a service without a token,
+  // or sends tokens without TLS.
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
+  ~Coordinator();
+
+  // The bound port (the real one when options.listen asked for port 0).
+  int port() const { return port_; }
+  // "127.0.0.1:<port>" (the listen host with the bound port): where clients
+  // and workers on this machine connect. With TLS, the certificate must name
+  // this host.
+  const std::string& address() const { return address_; }
+
+  SqliteStore& store() { return *store_; }
+  JobQueue& queue() { return *queue_; }
+
+  // Stops the server (in-flight calls get up to `grace_ms`) and the reaper.
+  // Idempotent.
+  void Shutdown(int64_t grace_ms = 1000);
+
+ private:
+  Coordinator() = default;
+
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<JobQueue> queue_;
+  std::unique_ptr<WorkerRegistry> workers_;
+  std::unique_ptr<ClientServiceImpl> client_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+  bool shut_down_ = false;
+};
+
+// smallem-coordinator's body: starts a Coordinator, logs where it listens,
+// serves until SIGINT or SIGTERM, then shuts down. Returns the exit code.
+int RunCoordinator(const CoordinatorOptions& options);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_SERVICE_COORDINATOR_H_

@@ -1,0 +1,155 @@
+#include "server/service/dataset_upload.h"
+
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
+#include "engine/data/dataset_format.h"
+#include "nlohmann/json.hpp"
+
+namespace smallem {
+
+namespace {
+
+// "412 bytes", "3.1 MB", "82.20 GB".
+std::string HumanBytes(int64_t bytes) {
+  if (bytes < 1000) return absl::StrCat(bytes, " bytes");
+  if (bytes < 1'000'000) return absl::StrFormat("%.1f kB", bytes / 1e3);
+  if (bytes < 1'000'000'000) return absl::StrFormat("%.1f MB", bytes / 1e6);
+  return absl::StrFormat("%.2f GB", bytes / 1e9);
+}
+
+}  // namespace
+
+absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChunkRef& where,
+                                std::string_view data) {
+  if (content_hash_.empty()) {
+    if (content_hash.empty()) return absl::InvalidArgumentError("content_hash: required");
+    content_hash_ = std::string(content_hash);
+    ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(content_hash_));
+    already_present_ = bytes.has_value();
+  } else if (content_hash != content_hash_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "one upload carries one dataset: got ", std::string(content_hash), " after ",
+        content_hash_));
+  }
+  if (already_present_) return absl::OkStatus();
+  if (!IsDatasetFileName(where.file_name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "file_name \"", where.file_name,
+        "\": a dataset holds meta.json, tokenizer.json, train.bin and val.bin only"));
+  }
+  if (static_cast<int64_t>(data.size()) > kDatasetChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk of ", data.size(),
+                                                   " bytes; the limit is ", kDatasetChunkBytes));
+  }
+  if (where.file_size > kDatasetFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(where.file_name, ": ", where.file_size,
+                                                   " bytes; a dataset file holds at most ",
+                                                   kDatasetFileBytes));
+  }
+  if (where.offset < 0 || where.file_size < 0 ||
+      where.offset + static_cast<int64_t>(data.size()) > where.file_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where.file_name, ": chunk at offset ", where.offset, " of ", data.size(),
+        " bytes does not fit a file of ", where.file_size, " bytes"));
+  }
+  if (where.offset == 0) RETURN_IF_ERROR(CheckRoomFor(where));
+  return store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
+}
+
+absl::Status DatasetUpload::CheckRoomFor(const DatasetChunkRef& where) const {
+  if (reserve_.dir.empty()) return absl::OkStatus();
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(reserve_.dir, ec);
+  if (ec) return absl::OkStatus();  // unknown: SQLite reports a full disk itself
+  const auto available = static_cast<int64_t>(space.available);
+  if (available - where.file_size >= reserve_.min_free_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the coordinator's disk (", reserve_.dir, ") has ", HumanBytes(available), " free; storing ",
+      where.file_name, " (", HumanBytes(where.file_size), ") must leave at least ",
+      HumanBytes(reserve_.min_free_bytes),
+      ", kept for results (coordinator --min-free-disk-gb)"));
+}
+
+void DatasetUpload::Abandon() {
+  if (content_hash_.empty() || already_present_) return;
+  store_->DeleteIncompleteDataset(content_hash_).IgnoreError();
+}
+
+absl::StatusOr<UploadSummary> DatasetUpload::Finish() {
+  if (content_hash_.empty()) return absl::InvalidArgumentError("the upload carried no chunk");
+  if (already_present_) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(content_hash_));
+    return UploadSummary{.content_hash = content_hash_, .total_bytes = bytes.value_or(0),
+                         .files = 4, .already_present = true};
+  }
+  absl::StatusOr<UploadSummary> summary = Verify();
+  if (!summary.ok()) {
+    // A bad upload is dropped whole; the client sends it again.
+    store_->DeleteIncompleteDataset(content_hash_).IgnoreError();
+    return summary.status();
+  }
+  RETURN_IF_ERROR(store_->MarkDatasetComplete(content_hash_, summary->total_bytes));
+  return summary;
+}
+
+absl::StatusOr<UploadSummary> DatasetUpload::Verify() {
+  ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> chunks, store_->ListDatasetChunks(content_hash_));
+  std::map<std::string, std::string> sha256;  // file → hex
+  std::string meta_text;
+  UploadSummary summary{.content_hash = content_hash_};
+  size_t i = 0;
+  while (i < chunks.size()) {
+    const std::string file = chunks[i].file_name;
+    const int64_t size = chunks[i].file_size;
+    Sha256 hasher;
+    int64_t offset = 0;
+    for (; i < chunks.size() && chunks[i].file_name == file; ++i) {
+      if (chunks[i].offset != offset || chunks[i].file_size != size) {
+        return absl::DataLossError(absl::StrCat(
+            "dataset ", content_hash_, ": ", file, " has a gap or overlap at offset ", offset));
+      }
+      ASSIGN_OR_RETURN(std::string data,
+                       store_->ReadDatasetChunk(content_hash_, file, chunks[i].offset));
+      hasher.Update(data);
+      if (file == "meta.json") meta_text += data;
+      offset += chunks[i].length;
+    }
+    if (offset != size) {
+      return absl::DataLossError(absl::StrCat("dataset ", content_hash_, ": ", file, " has ",
+                                              offset, " of its ", size, " bytes"));
+    }
+    sha256[file] = Sha256::ToHex(hasher.Finish());
+    summary.total_bytes += size;
+    ++summary.files;
+  }
+  for (const char* f : kDatasetFiles) {
+    if (!sha256.count(f)) {
+      return absl::DataLossError(absl::StrCat("dataset ", content_hash_, ": ", f, " is missing"));
+    }
+  }
+  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object() || !meta.contains("sha256") || !meta["sha256"].is_object()) {
+    return absl::DataLossError(absl::StrCat("dataset ", content_hash_,
+                                            ": meta.json has no \"sha256\" object"));
+  }
+  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
+    if (meta["sha256"].value(f, "") != sha256[f]) {
+      return absl::DataLossError(absl::StrCat("dataset ", content_hash_, ": ", f,
+                                              " does not match the SHA-256 in meta.json"));
+    }
+  }
+  const std::string computed =
+      DatasetContentHash(sha256["tokenizer.json"], sha256["train.bin"], sha256["val.bin"]);
+  if (computed != content_hash_ || meta.value("content_hash", "") != content_hash_) {
+    return absl::DataLossError(absl::StrCat("dataset uploaded as ", content_hash_,
+                                            " has content hash ", computed));
+  }
+  return summary;
+}
+
+}  // namespace smallem

@@ -1,0 +1,73 @@
+// Datasets on the coordinator: a prepared dataset directory travels as
+// chunks of its four files (tokenizer.json, train.bin, val.bin, meta.json),
+// is stored by content hash, and is checked before it counts as present —
+// every file whole, each file's SHA-256 as meta.json records it, and the
+// content hash (DatasetContentHash) equal to the one claimed.
+#ifndef SMALLEM_SERVER_SERVICE_DATASET_UPLOAD_H_
+#define SMALLEM_SERVER_SERVICE_DATASET_UPLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "base/clock.h"
+#include "rpc/limits.h"
+#include "server/store/sqlite_store.h"
+
+namespace smallem {
+
+// Disk the coordinator keeps free: an upload that would leave less than
+// min_free_bytes on the file system holding `dir` (the database's) is
+// refused before it is stored, so that results — written to the same
+// database — always find room. An empty dir checks nothing.
+struct DiskReserve {
+  std::string dir;
+  int64_t min_free_bytes = 0;
+};
+
+struct UploadSummary {
+  std::string content_hash;
+  int64_t total_bytes = 0;
+  int files = 0;
+  bool already_present = false;
+};
+
+// One upload stream. Not thread-safe (one per call); the store is.
+class DatasetUpload {
+ public:
+  DatasetUpload(SqliteStore* store, const Clock* clock, DiskReserve reserve = {})
+      : store_(store), clock_(clock), reserve_(std::move(reserve)) {}
+
+  // Stores one chunk. The first chunk names the dataset; every later one must
+  // name the same. When that dataset is already complete, chunks are
+  // ignored. InvalidArgument for a bad file name, size or offset;
+  // ResourceExhausted when a file's first chunk declares more bytes than the
+  // disk reserve leaves room for.
+  absl::Status Add(std::string_view content_hash, const DatasetChunkRef& where,
+                   std::string_view data);
+
+  // Checks what was received and marks the dataset complete. DataLoss when a
+  // file is incomplete or its hash differs (the partial upload is dropped).
+  absl::StatusOr<UploadSummary> Finish();
+
+  // Drops what this upload stored, after a chunk was refused (or the store
+  // failed, e.g. a full disk): a broken upload leaves no partial dataset
+  // behind. Nothing happens when the dataset was already complete.
+  void Abandon();
+
+ private:
+  absl::StatusOr<UploadSummary> Verify();
+  absl::Status CheckRoomFor(const DatasetChunkRef& where) const;
+
+  SqliteStore* store_;
+  const Clock* clock_;
+  DiskReserve reserve_;
+  std::string content_hash_;
+  bool already_present_ = false;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_SERVICE_DATASET_UPLOAD_H_

@@ -1,0 +1,148 @@
+#include "server/service/worker_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "rpc/grpc_status.h"
+#include "server/service/dataset_upload.h"
+#include "server/service/proto_convert.h"
+
+namespace smallem {
+namespace {
+
+constexpr size_t kMaxResultBytes = 1 << 20;
+constexpr size_t kMaxFailMessageBytes = 4 << 10;
+constexpr int kMaxPointsPerCall = 10'000;
+// How long an idle worker waits before asking for work again.
+constexpr int64_t kIdleRetryMs = 500;
+
+absl::Status CheckWorkerWrite(const std::string& worker_id, int64_t run_id, int attempt) {
+  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id: required");
+  if (run_id <= 0) return absl::InvalidArgumentError("run_id: required");
+  if (attempt <= 0) return absl::InvalidArgumentError("attempt: required (from the lease)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
+                                         v1::RegisterResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    if (request->devices().empty()) {
+      return absl::InvalidArgumentError("devices: a worker registers at least one device");
+    }
+    RETURN_IF_ERROR(workers_->Register(request->worker_id(), request->hostname(),
+                                       DevicesToJson(request->devices())));
+    response->set_lease_duration_ms(queue_->options().lease_duration_ms);
+    response->set_heartbeat_interval_ms(queue_->options().heartbeat_interval_ms);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::Lease(grpc::ServerContext*, const v1::LeaseRequest* request,
+                                      v1::LeaseResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    if (request->worker_id().empty()) return absl::InvalidArgumentError("worker_id: required");
+    if (request->device().empty()) return absl::InvalidArgumentError("device: required");
+    workers_->Touch(request->worker_id());
+    ASSIGN_OR_RETURN(std::optional<smallem::Lease> lease,
+                     queue_->LeaseRun(request->worker_id(), request->device(),
+                                      request->device_class()));
+    if (!lease) {
+      response->set_leased(false);
+      response->set_retry_after_ms(kIdleRetryMs);
+      return absl::OkStatus();
+    }
+    response->set_leased(true);
+    response->set_run_id(lease->run_id);
+    response->set_attempt(lease->attempt);
+    response->set_spec_json(lease->spec_json);
+    response->set_dataset_hash(lease->dataset_hash);
+    response->set_lease_expires_unix_ms(lease->expires_unix_ms);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*,
+                                          const v1::HeartbeatRequest* request,
+                                          v1::HeartbeatResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
+    if (request->points_size() > kMaxPointsPerCall) {
+      return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
+    }
+    workers_->Touch(request->worker_id());
+    ASSIGN_OR_RETURN(HeartbeatOutcome outcome,
+                     queue_->Heartbeat(request->run_id(), request->attempt(),
+                                       request->worker_id(), FromProto(request->points())));
+    response->set_lease_expires_unix_ms(outcome.lease_expires_unix_ms);
+    response->set_cancel(outcome.cancel);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext*, const v1::CompleteRequest* request,
+                                         v1::CompleteResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
+    if (request->result_json().size() > kMaxResultBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("result_json: at most ", kMaxResultBytes,
+                                                     " bytes"));
+    }
+    if (request->points_size() > kMaxPointsPerCall) {
+      return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
+    }
+    if (!nlohmann::json::parse(request->result_json(), nullptr, false).is_object()) {
+      return absl::InvalidArgumentError("result_json: not a JSON object");
+    }
+    workers_->Touch(request->worker_id());
+    ASSIGN_OR_RETURN(bool duplicate,
+                     queue_->Complete(request->run_id(), request->attempt(), request->worker_id(),
+                                      request->result_json(), FromProto(request->points())));
+    response->set_duplicate(duplicate);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::Fail(grpc::ServerContext*, const v1::FailRequest* request,
+                                     v1::FailResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
+    const FailureClass failure = FromProto(request->failure_class());
+    if (failure == FailureClass::kNone) {
+      return absl::InvalidArgumentError("failure_class: required");
+    }
+    // Messages are for people; a runaway one is cut, not refused.
+    std::string message = request->message().substr(0, kMaxFailMessageBytes);
+    workers_->Touch(request->worker_id());
+    ASSIGN_OR_RETURN(bool will_retry, queue_->Fail(request->run_id(), request->attempt(),
+                                                   request->worker_id(), failure, message));
+    response->set_will_retry(will_retry);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::FetchDataset(grpc::ServerContext* context,
+                                             const v1::FetchDatasetRequest* request,
+                                             grpc::ServerWriter<v1::DatasetChunk>* writer) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    const std::string& hash = request->content_hash();
+    if (hash.empty()) return absl::InvalidArgumentError("content_hash: required");
+    ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(hash));
+    if (!bytes) return absl::NotFoundError(absl::StrCat("no complete dataset ", hash));
+    ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> chunks, store_->ListDatasetChunks(hash));
+    for (const DatasetChunkRef& c : chunks) {
+      if (context->IsCancelled()) return absl::CancelledError("the worker cancelled the fetch");
+      v1::DatasetChunk chunk;
+      chunk.set_content_hash(hash);
+      chunk.set_file_name(c.file_name);
+      chunk.set_file_size(c.file_size);
+      chunk.set_offset(c.offset);
+      ASSIGN_OR_RETURN(*chunk.mutable_data(), store_->ReadDatasetChunk(hash, c.file_name, c.offset));
+      if (!writer->Write(chunk)) return absl::UnavailableError("the worker went away");
+    }
+    return absl::OkStatus();
+  }());
+}
+
+}  // namespace smallem

@@ -1,0 +1,46 @@
+// WorkerServiceImpl: the smallem.v1.WorkerService handlers — registration,
+// leases, heartbeats, completions, failures and dataset downloads. Each
+// validates its request (sizes included), calls WorkerRegistry / JobQueue /
+// SqliteStore and converts the result; errors become gRPC codes in
+// ToGrpcStatus only.
+//
+// Thread-safe; the dependencies must outlive the service.
+#ifndef SMALLEM_SERVER_SERVICE_WORKER_SERVICE_H_
+#define SMALLEM_SERVER_SERVICE_WORKER_SERVICE_H_
+
+#include "base/clock.h"
+#include "server/queue/job_queue.h"
+#include "server/queue/worker_registry.h"
+#include "server/store/sqlite_store.h"
+#include "smallem/v1/worker.grpc.pb.h"
+
+namespace smallem {
+
+class WorkerServiceImpl final : public v1::WorkerService::Service {
+ public:
+  WorkerServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers)
+      : store_(store), queue_(queue), workers_(workers) {}
+
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Lease(grpc::ServerContext* context, const v1::LeaseRequest* request,
+                     v1::LeaseResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status Complete(grpc::ServerContext* context, const v1::CompleteRequest* request,
+                        v1::CompleteResponse* response) override;
+  grpc::Status Fail(grpc::ServerContext* context, const v1::FailRequest* request,
+                    v1::FailResponse* response) override;
+  grpc::Status FetchDataset(grpc::ServerContext* context,
+                            const v1::FetchDatasetRequest* request,
+                            grpc::ServerWriter<v1::DatasetChunk>* writer) override;
+
+ private:
+  SqliteStore* const store_;
+  JobQueue* const queue_;
+  WorkerRegistry* const workers_;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_SERVICE_WORKER_SERVICE_H_

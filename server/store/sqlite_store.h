@@ -1,0 +1,217 @@
+// SqliteStore: everything the coordinator remembers — experiments, variants,
+// runs and their attempts, metric points, results, workers and datasets — in
+// one SQLite file that the coordinator alone owns.
+//
+// Durability: every method that writes does so in one BEGIN IMMEDIATE
+// transaction, committed with synchronous=FULL before it returns OK, so what
+// a caller acknowledges survives a crash. Open applies pending migrations.
+//
+// Leases: the store enforces the lease invariant inside each transaction —
+// a write from a worker names (run, attempt, worker) and is accepted only
+// while that attempt holds an unexpired lease; a repeated write that already
+// took effect is accepted again as a no-op (see each method). What happens
+// after a failure (requeue or fail) is the caller's policy, passed in as a
+// DecideFn and applied within the same transaction.
+//
+// Group commit: concurrent writers are batched, LevelDB style — the first
+// waiting writer runs every queued write in one transaction (each under its
+// own SAVEPOINT, so one write's error undoes only that write) and one fsync,
+// then wakes the others. A write's outcome is reported only after its batch
+// commits.
+//
+// Thread-safe: one connection guarded by db_mu_; writers queue on queue_mu_.
+#ifndef SMALLEM_SERVER_STORE_SQLITE_STORE_H_
+#define SMALLEM_SERVER_STORE_SQLITE_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/store/sqlite.h"
+#include "server/store/store_types.h"
+
+namespace smallem {
+
+// Given a run whose attempt just ended without a result (counters already
+// updated for this ending), the status it moves to: kQueued or kFailed.
+using DecideFn = absl::FunctionRef<RunStatus(const RunRecord&)>;
+
+// Which runs a Cancel or Retry applies to: one experiment's, or a list.
+struct RunSelector {
+  int64_t experiment_id = 0;   // > 0: every run of this experiment
+  std::vector<int64_t> run_ids;  // otherwise these
+};
+
+struct HeartbeatOutcome {
+  int64_t lease_expires_unix_ms = 0;
+  bool cancel = false;  // the run was cancelled while this attempt held it
+};
+
+struct DatasetChunkRef {
+  std::string file_name;
+  int64_t file_size = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+class SqliteStore {
+ public:
+  // Opens or creates the database at `path` and migrates it to the newest
+  // schema. Errors from SqliteDb::Open and ApplyMigrations.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+
+  // ---- Experiments -------------------------------------------------------
+
+  // Records a grid submission: creates the experiment (or updates the one of
+  // the same name), adds new cells as queued runs, requeues failed and
+  // cancelled cells with a fresh retry budget and leaves the others alone.
+  // FailedPrecondition when the experiment exists with another dataset.
+  absl::StatusOr<SubmitOutcome> Submit(const SubmissionRecord& submission, int64_t now_ms);
+
+  // NotFound when absent.
+  absl::StatusOr<ExperimentRecord> GetExperiment(int64_t id);
+  absl::StatusOr<ExperimentRecord> FindExperiment(std::string_view name);
+  // Newest first.
+  absl::StatusOr<std::vector<ExperimentRecord>> ListExperiments(int limit);
+  absl::StatusOr<RunCountsRecord> CountRuns(int64_t experiment_id);
+
+  // ---- Runs (reads) ------------------------------------------------------
+
+  absl::StatusOr<RunRecord> GetRun(int64_t run_id);  // NotFound when absent
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(int64_t experiment_id);  // id order
+  absl::StatusOr<std::vector<RunRecord>> ListRunsWithStatus(RunStatus status);
+  absl::StatusOr<std::optional<ResultRecord>> GetResult(int64_t run_id);
+  absl::StatusOr<std::vector<ResultRecord>> ListResults(int64_t experiment_id);
+  absl::StatusOr<std::vector<AttemptRecord>> ListAttempts(int64_t run_id);
+  // Points of one attempt with step > after_step, in step order.
+  absl::StatusOr<std::vector<MetricPointRecord>> ListMetricPoints(int64_t run_id, int attempt,
+                                                                  int64_t after_step);
+
+  // ---- Queue transitions -------------------------------------------------
+
+  // Leases the oldest queued run to (worker, device): status leased, attempt
+  // + 1, expiry `expires_ms`, a new attempts row. nullopt when none is queued.
+  absl::StatusOr<std::optional<LeaseRecord>> LeaseNextRun(std::string_view worker_id,
+                                                          std::string_view device,
+                                                          std::string_view device_class,
+                                                          int64_t now_ms, int64_t expires_ms);
+
+  // Extends the lease of (run, attempt, worker) to `expires_ms` and records
+  // `points` (a point already recorded is ignored); the last point becomes
+  // the run's progress. On a run cancelled during this attempt, records
+  // nothing and answers cancel. FailedPrecondition when the attempt no longer
+  // holds the lease (superseded, expired, another worker); NotFound for an
+  // unknown run.
+  absl::StatusOr<HeartbeatOutcome> Heartbeat(int64_t run_id, int attempt,
+                                             std::string_view worker_id,
+                                             const std::vector<ProgressRecord>& points,
+                                             int64_t now_ms, int64_t expires_ms);
+
+  // Records the result of (run, attempt) and marks the run succeeded.
+  // Returns true (duplicate) when this attempt's result was already recorded
+  // — nothing changes. FailedPrecondition as for Heartbeat, or when the run
+  // has another attempt's result or was cancelled.
+  absl::StatusOr<bool> Complete(int64_t run_id, int attempt, std::string_view worker_id,
+                                std::string_view result_json,
+                                const std::vector<ProgressRecord>& points, int64_t now_ms);
+
+  // Ends (run, attempt) with a failure of class `failure` (not kNone): bumps
+  // the counter it is charged to (engine_failures for engine errors,
+  // lease_losses for lease losses, neither for invalid configs), then moves
+  // the run to decide(run). A repeat of a failure already recorded for this
+  // attempt returns the run unchanged. Returns the run as it is afterwards.
+  absl::StatusOr<RunRecord> Fail(int64_t run_id, int attempt, std::string_view worker_id,
+                                 FailureClass failure, std::string_view message,
+                                 int64_t now_ms, DecideFn decide);
+
+  // Ends every lease that expired before now_ms as a lost lease
+  // (lease_losses + 1, status decide(run)). Returns the runs afterwards.
+  absl::StatusOr<std::vector<RunRecord>> ReapExpiredLeases(int64_t now_ms, DecideFn decide);
+
+  // Moves the selected queued and leased runs to cancelled (a leased run's
+  // worker learns it at its next heartbeat). Returns how many changed.
+  absl::StatusOr<int> Cancel(const RunSelector& selector, int64_t now_ms);
+  // Moves the selected failed and cancelled runs back to queued with their
+  // counters reset. Returns how many changed.
+  absl::StatusOr<int> Retry(const RunSelector& selector, int64_t now_ms);
+
+  // ---- Workers -----------------------------------------------------------
+
+  // Inserts or replaces a worker (registered_unix_ms kept on replace).
+  absl::Status UpsertWorker(const WorkerRecord& worker);
+  absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
+
+  // ---- Datasets (sqlite_store_datasets.cc) --------------------------------
+
+  // Total bytes of the complete dataset with this hash; nullopt when absent
+  // or incomplete.
+  absl::StatusOr<std::optional<int64_t>> DatasetBytes(std::string_view content_hash);
+  // Stores one chunk of one file of an incomplete dataset (creating it).
+  // Rewriting a chunk replaces it. FailedPrecondition when the dataset is
+  // already complete.
+  absl::Status PutDatasetChunk(std::string_view content_hash, const DatasetChunkRef& where,
+                               std::string_view data, int64_t now_ms);
+  // Chunks of a dataset in (file, offset) order (complete or not).
+  absl::StatusOr<std::vector<DatasetChunkRef>> ListDatasetChunks(std::string_view content_hash);
+  // NotFound when absent.
+  absl::StatusOr<std::string> ReadDatasetChunk(std::string_view content_hash,
+                                               std::string_view file_name, int64_t offset);
+  // Marks a dataset complete (its chunks are checked by the caller).
+  absl::Status MarkDatasetComplete(std::string_view content_hash, int64_t total_bytes);
+  // Drops an incomplete dataset's chunks (a failed upload).
+  absl::Status DeleteIncompleteDataset(std::string_view content_hash);
+
+ private:
+  struct Writer;
+
+  explicit SqliteStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+
+  // Runs `op` inside a write transaction, batched with concurrent writes.
+  // Returns op's error (its changes rolled back) or the commit's.
+  absl::Status Write(absl::FunctionRef<absl::Status()> op) ABSL_LOCKS_EXCLUDED(queue_mu_, db_mu_);
+  // Runs a batch of writers in one transaction; sets each one's status.
+  void RunBatchLocked(const std::vector<Writer*>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+
+  absl::StatusOr<RunRecord> GetRunLocked(int64_t run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::StatusOr<std::vector<RunRecord>> QueryRunsLocked(std::string_view where, int64_t arg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::Status InsertPointsLocked(int64_t run_id, int attempt,
+                                  const std::vector<ProgressRecord>& points, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::Status EndAttemptLocked(int64_t run_id, int attempt, std::string_view outcome,
+                                std::string_view message, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::StatusOr<RunRecord> FailLocked(const RunRecord& run, FailureClass failure,
+                                       std::string_view message, int64_t now_ms,
+                                       DecideFn decide) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::StatusOr<std::vector<int64_t>> SelectRunIdsLocked(const RunSelector& selector,
+                                                          std::string_view statuses)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::StatusOr<SubmitOutcome> SubmitLocked(const SubmissionRecord& submission, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+
+  absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(db_mu_);
+  std::deque<Writer*> writers_ ABSL_GUARDED_BY(queue_mu_);  // front = current leader
+
+  absl::Mutex db_mu_;
+  std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(db_mu_);
+};
+
+// OK when (run, attempt, worker) holds an unexpired lease at now_ms;
+// otherwise FailedPrecondition saying why (superseded, expired, cancelled,
+// finished, another worker's). Exposed for tests.
+absl::Status CheckLease(const RunRecord& run, int attempt, std::string_view worker_id,
+                        int64_t now_ms);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_STORE_SQLITE_STORE_H_

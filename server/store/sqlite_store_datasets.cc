@@ -1,0 +1,124 @@
+// SqliteStore: prepared datasets, stored by content hash as file chunks.
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "server/store/sqlite_store.h"
+
+namespace smallem {
+
+absl::StatusOr<std::optional<int64_t>> SqliteStore::DatasetBytes(std::string_view content_hash) {
+  absl::MutexLock lock(&db_mu_);
+  ASSIGN_OR_RETURN(SqliteStatement s,
+                   db_->Prepare("SELECT total_bytes FROM datasets WHERE content_hash = ? "
+                                "AND complete = 1"));
+  s.Bind(1, content_hash);
+  ASSIGN_OR_RETURN(bool found, s.Step());
+  if (!found) return std::optional<int64_t>();
+  return std::optional<int64_t>(s.ColumnInt(0));
+}
+
+absl::Status SqliteStore::PutDatasetChunk(std::string_view content_hash,
+                                          const DatasetChunkRef& where, std::string_view data,
+                                          int64_t now_ms) {
+  return Write([&]() -> absl::Status {
+  {
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("SELECT complete FROM datasets WHERE content_hash = ?"));
+    s.Bind(1, content_hash);
+    ASSIGN_OR_RETURN(bool found, s.Step());
+    if (found && s.ColumnInt(0) == 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("dataset ", std::string(content_hash), " is already complete"));
+    }
+  }
+  {
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("INSERT OR IGNORE INTO datasets (content_hash, "
+                                  "created_unix_ms) VALUES (?, ?)"));
+    s.Bind(1, content_hash).Bind(2, now_ms);
+    RETURN_IF_ERROR(s.Run());
+  }
+  {
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("INSERT OR REPLACE INTO dataset_chunks (content_hash, "
+                                  "file_name, file_offset, file_size, data) "
+                                  "VALUES (?, ?, ?, ?, ?)"));
+    s.Bind(1, content_hash).Bind(2, where.file_name).Bind(3, where.offset)
+        .Bind(4, where.file_size).BindBlob(5, data);
+    RETURN_IF_ERROR(s.Run());
+  }
+  return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<DatasetChunkRef>> SqliteStore::ListDatasetChunks(
+    std::string_view content_hash) {
+  absl::MutexLock lock(&db_mu_);
+  ASSIGN_OR_RETURN(SqliteStatement s,
+                   db_->Prepare("SELECT file_name, file_size, file_offset, length(data) "
+                                "FROM dataset_chunks WHERE content_hash = ? "
+                                "ORDER BY file_name, file_offset"));
+  s.Bind(1, content_hash);
+  std::vector<DatasetChunkRef> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back(DatasetChunkRef{.file_name = s.ColumnText(0), .file_size = s.ColumnInt(1),
+                                  .offset = s.ColumnInt(2), .length = s.ColumnInt(3)});
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> SqliteStore::ReadDatasetChunk(std::string_view content_hash,
+                                                          std::string_view file_name,
+                                                          int64_t offset) {
+  absl::MutexLock lock(&db_mu_);
+  ASSIGN_OR_RETURN(SqliteStatement s,
+                   db_->Prepare("SELECT data FROM dataset_chunks WHERE content_hash = ? "
+                                "AND file_name = ? AND file_offset = ?"));
+  s.Bind(1, content_hash).Bind(2, file_name).Bind(3, offset);
+  ASSIGN_OR_RETURN(bool found, s.Step());
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat("dataset ", std::string(content_hash), " has no chunk of ",
+                                            std::string(file_name), " at offset ", offset));
+  }
+  return s.ColumnBlob(0);
+}
+
+absl::Status SqliteStore::MarkDatasetComplete(std::string_view content_hash,
+                                              int64_t total_bytes) {
+  return Write([&]() -> absl::Status {
+  {
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("UPDATE datasets SET complete = 1, total_bytes = ? "
+                                  "WHERE content_hash = ?"));
+    s.Bind(1, total_bytes).Bind(2, content_hash);
+    RETURN_IF_ERROR(s.Run());
+    if (db_->Changes() == 0) {
+      return absl::NotFoundError(absl::StrCat("no dataset ", std::string(content_hash), " was uploaded"));
+    }
+  }
+  return absl::OkStatus();
+  });
+}
+
+absl::Status SqliteStore::DeleteIncompleteDataset(std::string_view content_hash) {
+  return Write([&]() -> absl::Status {
+  {
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("DELETE FROM dataset_chunks WHERE content_hash = ? AND "
+                                  "content_hash IN (SELECT content_hash FROM datasets "
+                                  "WHERE complete = 0)"));
+    s.Bind(1, content_hash);
+    RETURN_IF_ERROR(s.Run());
+  }
+  {
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("DELETE FROM datasets WHERE content_hash = ? AND complete = 0"));
+    s.Bind(1, content_hash);
+    RETURN_IF_ERROR(s.Run());
+  }
+  return absl::OkStatus();
+  });
+}
+
+}  // namespace smallem

@@ -1,0 +1,156 @@
+// The coordinator's records as plain values: what SqliteStore reads and
+// writes, what JobQueue and the gRPC services pass around. No behaviour
+// beyond name tables.
+#ifndef SMALLEM_SERVER_STORE_STORE_TYPES_H_
+#define SMALLEM_SERVER_STORE_STORE_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace smallem {
+
+// Mirrors smallem.v1.RunStatus; stored as the lower-case name.
+enum class RunStatus { kQueued, kLeased, kSucceeded, kFailed, kCancelled };
+const char* RunStatusName(RunStatus status);  // "queued", ...
+absl::StatusOr<RunStatus> ParseRunStatus(std::string_view name);
+inline bool IsFinished(RunStatus s) {
+  return s == RunStatus::kSucceeded || s == RunStatus::kFailed || s == RunStatus::kCancelled;
+}
+
+// Mirrors smallem.v1.FailureClass; stored as the lower-case name ("" = none).
+enum class FailureClass { kNone, kLeaseLost, kEngineError, kInvalidConfig };
+const char* FailureClassName(FailureClass c);  // "", "lease_lost", ...
+FailureClass ParseFailureClass(std::string_view name);  // unknown → kNone
+
+struct ProgressRecord {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double loss = 0;          // nats/token
+  double tokens_per_s = 0;
+  double elapsed_s = 0;
+  double eta_s = 0;
+};
+
+struct MetricPointRecord {
+  int attempt = 0;
+  int64_t step = 0;
+  double loss = 0;  // nats/token
+  double tokens_per_s = 0;
+  double elapsed_s = 0;
+  int64_t unix_ms = 0;
+};
+
+struct ExperimentRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string baseline;
+  std::string grid_file;
+  std::string grid_yaml;
+  std::string dataset_hash;
+  int64_t created_unix_ms = 0;
+  int64_t updated_unix_ms = 0;
+};
+
+struct RunCountsRecord {
+  int queued = 0, leased = 0, succeeded = 0, failed = 0, cancelled = 0, total = 0;
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  int64_t experiment_id = 0;
+  int64_t variant_id = 0;
+  std::string variant;       // variant name
+  std::string variant_kind;  // "variant" or "reference"
+  std::string spec_json;     // the variant's canonical spec (no data/seed/budget)
+  std::string spec_hash;
+  int64_t seed = 0;
+  std::string budget;        // "steps:N" / "minutes:M"
+  std::optional<int64_t> budget_steps;
+  std::optional<double> budget_minutes;
+  RunStatus status = RunStatus::kQueued;
+  int attempt = 0;
+  int engine_failures = 0;
+  int lease_losses = 0;
+  int retry_budget = 0;
+  std::string lease_worker;
+  std::string lease_device;
+  std::string lease_device_class;
+  int64_t lease_expires_unix_ms = 0;
+  ProgressRecord progress;
+  FailureClass last_failure = FailureClass::kNone;
+  std::string last_error;
+  int64_t created_unix_ms = 0;
+  int64_t updated_unix_ms = 0;
+};
+
+struct ResultRecord {
+  int64_t run_id = 0;
+  int attempt = 0;
+  std::string result_json;
+  int64_t created_unix_ms = 0;
+};
+
+struct AttemptRecord {
+  int64_t run_id = 0;
+  int attempt = 0;
+  std::string worker_id;
+  std::string device;
+  std::string device_class;
+  int64_t started_unix_ms = 0;
+  int64_t ended_unix_ms = 0;
+  std::string outcome;  // "" while running, then "succeeded", a failure class or "cancelled"
+  std::string message;
+};
+
+struct WorkerRecord {
+  std::string id;
+  std::string hostname;
+  std::string devices_json;  // [{"name":..,"device_class":..,"memory_bytes":..}]
+  int64_t registered_unix_ms = 0;
+  int64_t last_seen_unix_ms = 0;
+};
+
+// One cell of a submission, as the grid expands it.
+struct CellRecord {
+  std::string variant;
+  std::string variant_kind;  // "variant" or "reference"
+  std::string spec_json;
+  std::string spec_hash;
+  int64_t seed = 0;
+  std::string budget;  // BudgetKey
+  std::optional<int64_t> budget_steps;
+  std::optional<double> budget_minutes;
+};
+
+struct SubmissionRecord {
+  std::string name;
+  std::string baseline;
+  std::string grid_file;
+  std::string grid_yaml;
+  std::string dataset_hash;
+  int retry_budget = 2;
+  std::vector<CellRecord> cells;
+};
+
+struct SubmitOutcome {
+  int64_t experiment_id = 0;
+  int total = 0;      // cells of the submission
+  int added = 0;      // new runs queued
+  int reissued = 0;   // failed/cancelled runs queued again
+  int unchanged = 0;  // finished or pending runs left alone
+};
+
+// What a lease hands a worker.
+struct LeaseRecord {
+  RunRecord run;  // as leased: status kLeased, the new attempt number
+  std::string dataset_hash;
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SERVER_STORE_STORE_TYPES_H_

@@ -1,0 +1,149 @@
+#include "spec/model_config.h"
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace smallem {
+
+Architecture Architecture::Gpt2() { return Architecture{}; }
+
+Architecture Architecture::Modern() {
+  return Architecture{.norm = NormKind::kRms,
+                      .feed_forward = FeedForwardKind::kSwiGlu,
+                      .positions = PositionKind::kRope,
+                      .bias = false};
+}
+
+absl::StatusOr<Architecture> Architecture::FromPreset(const std::string& name) {
+  if (name == "gpt2") return Gpt2();
+  if (name == "modern") return Modern();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown architecture \"", name, "\" (expected gpt2 or modern)"));
+}
+
+absl::StatusOr<NormKind> ParseNorm(const std::string& s) {
+  if (s == "layer") return NormKind::kLayer;
+  if (s == "rms") return NormKind::kRms;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown norm \"", s, "\" (expected layer or rms)"));
+}
+
+absl::StatusOr<FeedForwardKind> ParseFeedForward(const std::string& s) {
+  if (s == "gelu") return FeedForwardKind::kGelu;
+  if (s == "swiglu") return FeedForwardKind::kSwiGlu;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown feed_forward \"", s, "\" (expected gelu or swiglu)"));
+}
+
+absl::StatusOr<PositionKind> ParsePositions(const std::string& s) {
+  if (s == "learned") return PositionKind::kLearned;
+  if (s == "rope") return PositionKind::kRope;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown positions \"", s, "\" (expected learned or rope)"));
+}
+
+const char* NormName(NormKind k) { return k == NormKind::kLayer ? "layer" : "rms"; }
+const char* FeedForwardName(FeedForwardKind k) {
+  return k == FeedForwardKind::kGelu ? "gelu" : "swiglu";
+}
+const char* PositionsName(PositionKind k) {
+  return k == PositionKind::kLearned ? "learned" : "rope";
+}
+
+int64_t ModelConfig::ff_hidden() const {
+  if (architecture.feed_forward == FeedForwardKind::kGelu) return 4 * embed;
+  // 8C/3 keeps the parameter count of the 4C GELU block; rounded up to 8.
+  const int64_t f = (8 * embed + 2) / 3;
+  return (f + 7) / 8 * 8;
+}
+
+int64_t ModelConfig::ParameterCount() const {
+  const int64_t c = embed, f = ff_hidden();
+  const bool bias = architecture.bias;
+  const bool layer = architecture.norm == NormKind::kLayer;
+  const int64_t norm = layer ? 2 * c : c;
+  int64_t block = 2 * norm + 4 * c * c + (bias ? 4 * c : 0);
+  const int64_t ff_in = architecture.feed_forward == FeedForwardKind::kSwiGlu ? 2 : 1;
+  block += ff_in * f * c + f * c + (bias ? ff_in * f + c : 0);
+  int64_t total = vocab * c + layers * block + norm;
+  if (architecture.positions == PositionKind::kLearned) total += context * c;
+  return total;
+}
+
+absl::Status ModelConfig::Validate() const {
+  auto positive = [](const char* name, int64_t v) -> absl::Status {
+    if (v > 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be positive (got ", v, ")"));
+  };
+  for (auto [name, v] : {std::pair{"vocab", vocab}, {"context", context},
+                         {"layers", layers}, {"heads", heads}, {"embed", embed}}) {
+    if (absl::Status s = positive(name, v); !s.ok()) return s;
+  }
+  if (embed % heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embed ", embed, " is not divisible by heads ", heads,
+        " (each head gets embed/heads channels)"));
+  }
+  if (architecture.positions == PositionKind::kRope && head_dim() % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rope needs an even head size; embed/heads = ", head_dim()));
+  }
+  if (vocab > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab ", vocab, " exceeds 65536 (tokens are stored as uint16)"));
+  }
+  return absl::OkStatus();
+}
+
+nlohmann::json ModelConfig::ToJson() const {
+  nlohmann::json arch = {{"norm", NormName(architecture.norm)},
+                         {"feed_forward", FeedForwardName(architecture.feed_forward)},
+                         {"positions", PositionsName(architecture.positions)},
+                         {"bias", architecture.bias}};
+  return {{"vocab", vocab},   {"context", context}, {"layers", layers},
+          {"heads", heads},   {"embed", embed},     {"architecture", arch}};
+}
+
+absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("model config is not a JSON object");
+  ModelConfig c;
+  for (auto [key, field] : {std::pair{"vocab", &c.vocab}, {"context", &c.context},
+                            {"layers", &c.layers}, {"heads", &c.heads},
+                            {"embed", &c.embed}}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model config: \"", key, "\" missing or not an integer"));
+    }
+    *field = it->get<int64_t>();
+  }
+  // A file without "architecture" is a GPT-2 file (the series' article 9).
+  c.architecture = Architecture::Gpt2();
+  if (auto it = j.find("architecture"); it != j.end()) {
+    if (!it->is_object()) return absl::InvalidArgumentError("model config: bad architecture");
+    const nlohmann::json& a = *it;
+    if (a.contains("norm")) {
+      auto n = ParseNorm(a["norm"].is_string() ? a["norm"].get<std::string>() : "");
+      if (!n.ok()) return n.status();
+      c.architecture.norm = *n;
+    }
+    if (a.contains("feed_forward")) {
+      auto f = ParseFeedForward(a["feed_forward"].is_string() ? a["feed_forward"].get<std::string>() : "");
+      if (!f.ok()) return f.status();
+      c.architecture.feed_forward = *f;
+    }
+    if (a.contains("positions")) {
+      auto p = ParsePositions(a["positions"].is_string() ? a["positions"].get<std::string>() : "");
+      if (!p.ok()) return p.status();
+      c.architecture.positions = *p;
+    }
+    if (a.contains("bias")) {
+      if (!a["bias"].is_boolean()) return absl::InvalidArgumentError("model config: bias must be true or false");
+      c.architecture.bias = a["bias"].get<bool>();
+    }
+  }
+  if (absl::Status s = c.Validate(); !s.ok()) return s;
+  return c;
+}
+
+}  // namespace smallem

@@ -1,0 +1,171 @@
+#include "spec/run_spec.h"
+
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "spec/optimizer_spec.h"
+
+namespace smallem {
+namespace {
+
+using nlohmann::json;
+
+absl::Status WrongType(std::string_view key, std::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat("\"", std::string(key), "\": expected ", std::string(expected)));
+}
+
+absl::Status ReadInt(const json& v, std::string_view key, int64_t* out) {
+  if (!v.is_number_integer()) return WrongType(key, "an integer");
+  *out = v.get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadDouble(const json& v, std::string_view key, double* out) {
+  if (!v.is_number()) return WrongType(key, "a number");
+  *out = v.get<double>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const json& v, std::string_view key, std::string* out) {
+  if (!v.is_string()) return WrongType(key, "a string");
+  *out = v.get<std::string>();
+  return absl::OkStatus();
+}
+
+template <typename Kind>
+absl::Status ReadKind(const json& v, std::string_view key,
+                      absl::StatusOr<Kind> (*parse)(const std::string&), Kind* out) {
+  if (!v.is_string()) return WrongType(key, "a string");
+  absl::StatusOr<Kind> kind = parse(v.get<std::string>());
+  if (!kind.ok()) return kind.status();
+  *out = *kind;
+  return absl::OkStatus();
+}
+
+constexpr const char* kKeys[] = {
+    "data",   "arch",      "norm",         "feed_forward", "positions", "bias",
+    "layers", "heads",     "embed",        "context",      "batch",     "steps",
+    "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
+    "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
+    "muon_lr"};
+
+}  // namespace
+
+ModelConfig RunSpec::ModelFor(int64_t vocab) const {
+  return ModelConfig{.vocab = vocab, .context = context, .layers = layers,
+                     .heads = heads, .embed = embed, .architecture = architecture};
+}
+
+json RunSpec::ToJson() const {
+  // nlohmann's json object is an ordered std::map: dump() is canonical.
+  json j = {{"data", data},
+            {"norm", NormName(architecture.norm)},
+            {"feed_forward", FeedForwardName(architecture.feed_forward)},
+            {"positions", PositionsName(architecture.positions)},
+            {"bias", architecture.bias},
+            {"layers", layers},
+            {"heads", heads},
+            {"embed", embed},
+            {"context", context},
+            {"batch", batch},
+            {"optimizer", optimizer},
+            {"lr", lr},
+            {"muon_lr", muon_lr},
+            {"min_lr_ratio", min_lr_ratio},
+            {"warmup", warmup},
+            {"weight_decay", weight_decay},
+            {"beta1", beta1},
+            {"beta2", beta2},
+            {"grad_clip", grad_clip},
+            {"eval_batches", eval_batches},
+            {"eval_batch_size", eval_batch_size},
+            {"seed", seed}};
+  if (budget.steps) j["steps"] = *budget.steps;
+  if (budget.minutes) j["minutes"] = *budget.minutes;
+  return j;
+}
+
+absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("run spec is not a JSON object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool known = false;
+    for (const char* k : kKeys) known |= (it.key() == k);
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown key \"", it.key(), "\" (expected one of ", absl::StrJoin(kKeys, ", "), ")"));
+    }
+  }
+  RunSpec s;
+  // The preset first, so per-piece keys override it whatever their order.
+  if (auto it = j.find("arch"); it != j.end()) {
+    if (!it->is_string()) return WrongType("arch", "a string (gpt2 or modern)");
+    absl::StatusOr<Architecture> arch = Architecture::FromPreset(it->get<std::string>());
+    if (!arch.ok()) return arch.status();
+    s.architecture = *arch;
+  }
+  s.budget = Budget{};
+  absl::Status st;
+  for (auto it = j.begin(); it != j.end() && st.ok(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (k == "data") st = ReadString(v, k, &s.data);
+    else if (k == "norm") st = ReadKind(v, k, &ParseNorm, &s.architecture.norm);
+    else if (k == "feed_forward") st = ReadKind(v, k, &ParseFeedForward, &s.architecture.feed_forward);
+    else if (k == "positions") st = ReadKind(v, k, &ParsePositions, &s.architecture.positions);
+    else if (k == "bias") {
+      if (!v.is_boolean()) st = WrongType(k, "true or false");
+      else s.architecture.bias = v.get<bool>();
+    }
+    else if (k == "layers") st = ReadInt(v, k, &s.layers);
+    else if (k == "heads") st = ReadInt(v, k, &s.heads);
+    else if (k == "embed") st = ReadInt(v, k, &s.embed);
+    else if (k == "context") st = ReadInt(v, k, &s.context);
+    else if (k == "batch") st = ReadInt(v, k, &s.batch);
+    else if (k == "steps") {
+      int64_t n = 0;
+      st = ReadInt(v, k, &n);
+      s.budget.steps = n;
+    } else if (k == "minutes") {
+      double m = 0;
+      st = ReadDouble(v, k, &m);
+      s.budget.minutes = m;
+    }
+    else if (k == "optimizer") st = ReadString(v, k, &s.optimizer);
+    else if (k == "lr") st = ReadDouble(v, k, &s.lr);
+    else if (k == "muon_lr") st = ReadDouble(v, k, &s.muon_lr);
+    else if (k == "min_lr_ratio") st = ReadDouble(v, k, &s.min_lr_ratio);
+    else if (k == "warmup") st = ReadDouble(v, k, &s.warmup);
+    else if (k == "weight_decay") st = ReadDouble(v, k, &s.weight_decay);
+    else if (k == "beta1") st = ReadDouble(v, k, &s.beta1);
+    else if (k == "beta2") st = ReadDouble(v, k, &s.beta2);
+    else if (k == "grad_clip") st = ReadDouble(v, k, &s.grad_clip);
+    else if (k == "eval_batches") st = ReadInt(v, k, &s.eval_batches);
+    else if (k == "eval_batch_size") st = ReadInt(v, k, &s.eval_batch_size);
+    else if (k == "seed") st = ReadInt(v, k, &s.seed);
+  }
+  if (!st.ok()) return st;
+  if (absl::Status v = s.Validate(); !v.ok()) return v;
+  return s;
+}
+
+absl::Status RunSpec::Validate() const {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (budget.steps && budget.minutes) return bad("give steps or minutes, not both");
+  if (budget.steps && *budget.steps <= 0) return bad("\"steps\": must be positive (got ", *budget.steps, ")");
+  if (budget.minutes && !(*budget.minutes > 0)) return bad("\"minutes\": must be positive");
+  if (batch <= 0) return bad("\"batch\": must be positive (got ", batch, ")");
+  if (!(lr > 0)) return bad("\"lr\": must be positive (got ", lr, ")");
+  if (warmup < 0 || warmup >= 1) return bad("\"warmup\": a fraction of the budget in [0, 1)");
+  if (min_lr_ratio < 0 || min_lr_ratio > 1) return bad("\"min_lr_ratio\": must be in [0, 1]");
+  if (eval_batches <= 0) return bad("\"eval_batches\": must be positive");
+  if (!(muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", muon_lr, ")");
+  if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
+    return bad("\"optimizer\": ", o.status().message());
+  }
+  // vocab is the dataset's; any legal value checks the rest of the shape.
+  return ModelFor(256).Validate();
+}
+
+}  // namespace smallem

@@ -1,0 +1,63 @@
+// RunSpec: everything that determines one training run — model, optimizer,
+// data, budget, seed. It is the unit the coordinator queues (as canonical
+// JSON) and what `smallemctl train` builds from its flags. JSON keys are the
+// command-line names with '-' → '_' (DESIGN.md § Formats):
+//   {"data":"data/default","arch":"gpt2","norm":"rms","feed_forward":"swiglu",
+//    "positions":"rope","layers":4,"heads":4,"embed":128,"context":128,
+//    "batch":16,"steps":300,"optimizer":"adamw","lr":0.003,"seed":1, ...}
+#ifndef SMALLEM_SPEC_RUN_SPEC_H_
+#define SMALLEM_SPEC_RUN_SPEC_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
+#include "spec/model_config.h"
+
+namespace smallem {
+
+struct Budget {
+  std::optional<int64_t> steps;   // fixed number of optimizer steps
+  std::optional<double> minutes;  // fixed training time (equal-time protocol)
+
+  bool operator==(const Budget&) const = default;
+};
+
+struct RunSpec {
+  std::string data;  // prepared dataset directory
+  // Model shape; vocab comes from the dataset.
+  int64_t layers = 4, heads = 4, embed = 128, context = 128;
+  Architecture architecture = Architecture::Gpt2();
+  int64_t batch = 16;  // B: sequences per step
+  Budget budget{.steps = 200, .minutes = std::nullopt};
+  // "adamw" or "muon[:short][,period=K][,norm][,boost=G][,stack=off]"
+  // (spec/optimizer_spec.h).
+  std::string optimizer = "adamw";
+  double lr = 3e-3;            // AdamW's rate (with Muon: for the non-matrix parameters)
+  double muon_lr = 0.02;       // Muon's rate for the hidden matrices
+  double min_lr_ratio = 0.1;   // the schedule decays to lr · min_lr_ratio
+  double warmup = 0.05;        // fraction of the budget spent warming up
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95;
+  double grad_clip = 1.0;      // max global gradient norm, 0 = off
+  int64_t eval_batches = 200;  // fixed validation batches (DESIGN.md § Formats)
+  int64_t eval_batch_size = 0; // rows per validation batch, 0 = batch
+  int64_t seed = 1;
+
+  ModelConfig ModelFor(int64_t vocab) const;
+  // Every constraint that does not need the dataset; errors name the key.
+  absl::Status Validate() const;
+
+  // Canonical JSON: every key, fixed order and formatting, so equal specs
+  // hash equally. Keys: see the file comment.
+  nlohmann::json ToJson() const;
+  // Accepts "arch" (a preset) plus per-piece overrides; unknown keys and
+  // wrong types are errors naming the key.
+  static absl::StatusOr<RunSpec> FromJson(const nlohmann::json& j);
+};
+
+}  // namespace smallem
+
+#endif  // SMALLEM_SPEC_RUN_SPEC_H_

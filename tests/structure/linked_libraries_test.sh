@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The worker daemon carries no SQLite or YAML (it meets the coordinator only
+# over the wire); the coordinator carries no OpenBLAS or OpenMP (it never
+# computes on tensors). Checked on the binaries' dynamic dependencies.
+#   linked_libraries_test.sh WORKER_BINARY COORDINATOR_BINARY
+set -uo pipefail
+worker="$1" coordinator="$2"
+fail=0
+check() {  # binary, regex of libraries it must not need, what it is
+  local found
+  found="$(ldd "$1" | grep -E -i "$2" | awk '{print $1}' | tr '\n' ' ')"
+  if [[ -n "$found" ]]; then echo "FAIL: $3 links $found"; fail=1; fi
+}
+ldd "$worker" >/dev/null && ldd "$coordinator" >/dev/null || { echo "FAIL: ldd"; exit 1; }
+# Proof that the check can see a library at all: both need gRPC.
+for b in "$worker" "$coordinator"; do
+  ldd "$b" | grep -q 'libgrpc++' || { echo "FAIL: $b shows no libgrpc++ (ldd unreadable?)"; exit 1; }
+done
+check "$worker" 'libsqlite3|libyaml-cpp' "the worker daemon ($worker)"
+check "$coordinator" 'libopenblas|libgomp|libcublas' "the coordinator ($coordinator)"
+(( fail )) || echo "ok: the worker links no SQLite/YAML, the coordinator no OpenBLAS/OpenMP/cuBLAS"
+exit "$fail"
