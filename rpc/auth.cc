@@ -136,6 +136,19 @@ class PlaintextWithTokenCheck final : public grpc::ServerCredentials {
 
 }  // namespace
 
+namespace {
+
+// A guessable token is no protection: 16 characters of `openssl rand -hex`
+// are 64 bits.
+absl::Status CheckTokenLength(const std::string& token, const std::string& where) {
+  if (token.size() >= kMinTokenChars) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, " holds a token of ", token.size(), " characters; a token has at least ",
+      kMinTokenChars, " (make one with `openssl rand -hex 32`)"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "token file"));
   const std::string token(absl::StripAsciiWhitespace(text));
@@ -149,6 +162,7 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
         "token file ", path, " holds spaces or non-ASCII characters; a token is one word of "
         "printable ASCII"));
   }
+  RETURN_IF_ERROR(CheckTokenLength(token, absl::StrCat("token file ", path)));
   return token;
 }
 
@@ -161,6 +175,7 @@ absl::StatusOr<std::string> ResolveToken(const std::string& file, const char* en
         "$", env_var, " holds spaces or non-ASCII characters; a token is one word of "
         "printable ASCII"));
   }
+  if (!token.empty()) RETURN_IF_ERROR(CheckTokenLength(token, absl::StrCat("$", env_var)));
   return token;
 }
 

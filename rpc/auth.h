@@ -64,9 +64,13 @@ struct ChannelSecurity {
   std::string tls_ca_pem;  // root the server's certificate must chain to; "" = plaintext
 };
 
+// Shortest token a file or the environment may hold.
+inline constexpr size_t kMinTokenChars = 16;
+
 // The token in the file at `path`, surrounding whitespace trimmed.
 // NotFound naming the file when it cannot be read; InvalidArgument when it
-// is empty or holds characters a gRPC header cannot carry.
+// is empty, shorter than kMinTokenChars or holds characters a gRPC header
+// cannot carry.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // The token from `file` when given, else from $`env_var` (trimmed; empty

@@ -59,6 +59,15 @@ std::vector<Cell> Grid::Cells() const {
   return cells;
 }
 
+int64_t Grid::RunCountBound() const {
+  int64_t runs = static_cast<int64_t>(seeds.size()) * static_cast<int64_t>(variants.size());
+  if (reference) {
+    runs += static_cast<int64_t>(reference->budgets.size()) *
+            static_cast<int64_t>(reference->seeds.size());
+  }
+  return runs;
+}
+
 RunSpec Grid::RunSpecFor(const Cell& cell) const {
   nlohmann::json j = nlohmann::json::parse(cell.spec_json);
   j["data"] = data_dir;

@@ -90,6 +90,10 @@ struct Grid {
   // variant's.
   std::vector<Cell> Cells() const;
 
+  // How many cells Cells() returns at most (seeds × variants, plus the
+  // reference curve's budgets × seeds), computed without expanding them.
+  int64_t RunCountBound() const;
+
   // The complete run spec for `cell`: the cell's spec plus data_dir, seed
   // and budget (a worker that caches datasets elsewhere replaces `data`).
   // `cell` must come from this grid's Cells() (CHECKed: ParseGrid validated

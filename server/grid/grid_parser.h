@@ -22,6 +22,7 @@
 namespace smallem::grid_internal {
 
 constexpr int kMaxVariants = 1000;  // an axis typo should not queue a million runs
+constexpr int kMaxSeeds = 100;      // per list: ten seeds already resolve 0.4σ
 
 // " (did you mean "x"?)" when a candidate is close, else the full list.
 std::string Suggest(absl::string_view word, const std::vector<std::string>& candidates);

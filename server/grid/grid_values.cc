@@ -152,6 +152,10 @@ absl::StatusOr<std::vector<int64_t>> GridParser::Seeds(const YAML::Node& value, 
     return Error(line, "\"", key, "\": expected a non-empty list of seeds, got ",
                  value.IsSequence() ? "an empty list" : Describe(value), hint);
   }
+  if (value.size() > kMaxSeeds) {
+    return Error(line, "\"", key, "\": ", value.size(), " seeds; a grid lists at most ",
+                 kMaxSeeds);
+  }
   std::vector<int64_t> seeds;
   for (const YAML::Node& item : value) {
     std::optional<int64_t> seed = ParseInteger(item);

@@ -45,6 +45,9 @@ struct JobQueueOptions {
   int64_t heartbeat_interval_ms = 2'000;  // what workers are told to use
   int max_lease_losses = 5;               // lost leases before a run is failed
   int default_retry_budget = 2;           // engine errors retried per run
+  // Runs one submission may queue: a small grid file (1,000 lr values ×
+  // 500 seeds) must not queue half a million runs.
+  int64_t max_runs_per_submission = 100'000;
   int64_t reap_interval_ms = 1'000;       // reaper period (real time)
 };
 

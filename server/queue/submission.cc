@@ -8,7 +8,7 @@ namespace smallem {
 
 absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
                                          const GridSubmission& submission,
-                                         int default_retry_budget) {
+                                         int default_retry_budget, int64_t max_runs) {
   if (submission.yaml.size() > kMaxGridBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         submission.file_name, ": ", submission.yaml.size(), " bytes; grid files are limited to ",
@@ -23,6 +23,13 @@ absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
     return absl::InvalidArgumentError(absl::StrCat(
         submission.file_name, ": no content hash was sent for its dataset ", grid.data_dir,
         " (`smallemctl submit` uploads the dataset and sends it)"));
+  }
+  if (grid.RunCountBound() > max_runs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        submission.file_name, ": expands to ", grid.RunCountBound(),
+        " runs; one submission may queue at most ", max_runs,
+        " (fewer seeds or axis values; a coordinator started with "
+        "--max-runs-per-submission N takes more)"));
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store.DatasetBytes(hash->second));
   if (!bytes) {

@@ -29,12 +29,13 @@ struct SubmittedGrid {
 };
 
 // InvalidArgument for a malformed grid (file:line: key, from ParseGrid), a
-// grid larger than kMaxGridBytes or no hash for its dataset directory;
+// grid larger than kMaxGridBytes, one that expands to more than `max_runs`
+// runs, or no hash for its dataset directory;
 // FailedPrecondition when that dataset was not uploaded, or the experiment
 // exists with another dataset.
 absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
                                          const GridSubmission& submission,
-                                         int default_retry_budget);
+                                         int default_retry_budget, int64_t max_runs);
 
 }  // namespace smallem
 

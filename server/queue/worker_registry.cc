@@ -2,26 +2,85 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace smallem {
 
+absl::Status CheckWorkerId(std::string_view worker_id) {
+  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id: required");
+  if (worker_id.size() > kMaxWorkerIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("worker_id: ", worker_id.size(),
+                                                   " bytes; at most ", kMaxWorkerIdBytes));
+  }
+  for (char c : worker_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("._:@+-").find(c) == std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          "worker_id: letters, digits and . _ : @ + - only (as smallem-worker makes them)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerRegistry::Register(std::string_view worker_id, std::string_view hostname,
                                       std::string devices_json) {
-  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id: required");
+  RETURN_IF_ERROR(CheckWorkerId(worker_id));
+  if (hostname.size() > kMaxHostnameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("hostname: ", hostname.size(),
+                                                   " bytes; at most ", kMaxHostnameBytes));
+  }
   const int64_t now = clock_->NowUnixMs();
   RETURN_IF_ERROR(store_->UpsertWorker(WorkerRecord{
       .id = std::string(worker_id), .hostname = std::string(hostname),
       .devices_json = std::move(devices_json), .registered_unix_ms = now,
       .last_seen_unix_ms = now}));
-  Touch(worker_id);
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(LoadLocked());
+  RememberLocked(std::string(worker_id), now);
   return absl::OkStatus();
 }
 
-void WorkerRegistry::Touch(std::string_view worker_id) {
+absl::Status WorkerRegistry::Touch(std::string_view worker_id) {
+  RETURN_IF_ERROR(CheckWorkerId(worker_id));
   const int64_t now = clock_->NowUnixMs();
   absl::MutexLock lock(&mu_);
-  last_seen_[std::string(worker_id)] = now;
+  RETURN_IF_ERROR(LoadLocked());
+  auto it = last_seen_.find(std::string(worker_id));
+  if (it != last_seen_.end()) {
+    it->second = now;
+    return absl::OkStatus();
+  }
+  // Forgotten from memory (the registry was full) but maybe stored.
+  ASSIGN_OR_RETURN(std::vector<WorkerRecord> stored, store_->ListWorkers());
+  for (const WorkerRecord& w : stored) {
+    if (w.id == worker_id) {
+      RememberLocked(w.id, now);
+      return absl::OkStatus();
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", std::string(worker_id),
+      " is not registered; a worker registers when it starts (restart smallem-worker)"));
+}
+
+absl::Status WorkerRegistry::LoadLocked() {
+  if (loaded_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<WorkerRecord> stored, store_->ListWorkers());
+  for (const WorkerRecord& w : stored) RememberLocked(w.id, w.last_seen_unix_ms);
+  loaded_ = true;
+  return absl::OkStatus();
+}
+
+void WorkerRegistry::RememberLocked(std::string worker_id, int64_t now) {
+  if (last_seen_.size() >= kMaxTrackedWorkers && !last_seen_.contains(worker_id)) {
+    auto oldest = std::min_element(last_seen_.begin(), last_seen_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    last_seen_.erase(oldest);
+  }
+  auto [it, inserted] = last_seen_.try_emplace(std::move(worker_id), now);
+  it->second = std::max(it->second, now);
 }
 
 absl::StatusOr<std::vector<WorkerView>> WorkerRegistry::List() {

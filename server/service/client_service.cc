@@ -87,7 +87,8 @@ grpc::Status ClientServiceImpl::Submit(grpc::ServerContext*, const v1::SubmitReq
     if (submission.file_name.empty()) submission.file_name = "grid.yaml";
     ASSIGN_OR_RETURN(SubmittedGrid submitted,
                      SubmitGrid(*store_, *clock_, submission,
-                                queue_->options().default_retry_budget));
+                                queue_->options().default_retry_budget,
+                                queue_->options().max_runs_per_submission));
     response->set_experiment_id(submitted.outcome.experiment_id);
     response->set_experiment_name(submitted.experiment_name);
     response->set_runs_total(submitted.outcome.total);

@@ -58,6 +58,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
+  // gRPC lets two servers share a port by default (SO_REUSEPORT): a second
+  // coordinator — perhaps open, on an empty database — would silently take
+  // half the connections. A port is one coordinator's.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   c->server_ = builder.BuildAndStart();
   if (c->server_ == nullptr || c->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -69,6 +73,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   }
   WarnAboutExposure(options);
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  c->bound_address_ = absl::StrCat(host, ":", c->port_);
   c->address_ = absl::StrCat(host == "0.0.0.0" || host == "[::]" ? "127.0.0.1" : host, ":",
                              c->port_);
   if (options.reaper) c->queue_->StartReaper();
@@ -104,7 +109,7 @@ int RunCoordinator(const CoordinatorOptions& options) {
   const ServerSecurity& security = options.security;
   spdlog::info("smallem-coordinator listening on {} ({}; worker token {}, client token {}; "
                "database {})",
-               (*coordinator)->address(), security.tls() ? "TLS" : "plaintext",
+               (*coordinator)->bound_address(), security.tls() ? "TLS" : "plaintext",
                security.worker_token.empty() ? "off" : "required",
                security.client_token.empty() ? "off" : "required", options.db_path);
   int signal = 0;

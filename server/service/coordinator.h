@@ -56,6 +56,9 @@ class Coordinator {
   // and workers on this machine connect. With TLS, the certificate must name
   // this host.
   const std::string& address() const { return address_; }
+  // The address as bound: the listen host with the bound port
+  // ("0.0.0.0:7070" for --listen 0.0.0.0:7070): what the log states.
+  const std::string& bound_address() const { return bound_address_; }
 
   SqliteStore& store() { return *store_; }
   JobQueue& queue() { return *queue_; }
@@ -75,6 +78,7 @@ class Coordinator {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
+  std::string bound_address_;
   bool shut_down_ = false;
 };
 

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", options.queue.lease_duration_ms,
                  "a lease outlives each heartbeat by this many milliseconds")
       ->capture_default_str();
+  app.add_option("--max-runs-per-submission", options.queue.max_runs_per_submission,
+                 "refuse a grid that expands to more runs than this")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
   double min_free_disk_gb = 1.0;
   app.add_option("--min-free-disk-gb", min_free_disk_gb,
                  "refuse dataset uploads that would leave less free disk than this next to --db\n"

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "rpc/grpc_status.h"
 #include "server/service/dataset_upload.h"
@@ -17,9 +18,28 @@ constexpr int kMaxPointsPerCall = 10'000;
 constexpr int64_t kIdleRetryMs = 500;
 
 absl::Status CheckWorkerWrite(const std::string& worker_id, int64_t run_id, int attempt) {
-  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id: required");
+  RETURN_IF_ERROR(CheckWorkerId(worker_id));
   if (run_id <= 0) return absl::InvalidArgumentError("run_id: required");
   if (attempt <= 0) return absl::InvalidArgumentError("attempt: required (from the lease)");
+  return absl::OkStatus();
+}
+
+absl::Status CheckDevices(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
+  if (devices.empty()) {
+    return absl::InvalidArgumentError("devices: a worker registers at least one device");
+  }
+  if (devices.size() > kMaxDevicesPerWorker) {
+    return absl::InvalidArgumentError(absl::StrCat("devices: ", devices.size(), "; at most ",
+                                                   kMaxDevicesPerWorker));
+  }
+  for (const v1::Device& d : devices) {
+    if (d.name().empty() || d.name().size() > kMaxDeviceNameBytes ||
+        d.device_class().size() > kMaxDeviceNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "devices: a device's name (required) and device_class are at most ",
+          kMaxDeviceNameBytes, " bytes"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -28,9 +48,7 @@ absl::Status CheckWorkerWrite(const std::string& worker_id, int64_t run_id, int 
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::RegisterRequest* request,
                                          v1::RegisterResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
-    if (request->devices().empty()) {
-      return absl::InvalidArgumentError("devices: a worker registers at least one device");
-    }
+    RETURN_IF_ERROR(CheckDevices(request->devices()));
     RETURN_IF_ERROR(workers_->Register(request->worker_id(), request->hostname(),
                                        DevicesToJson(request->devices())));
     response->set_lease_duration_ms(queue_->options().lease_duration_ms);
@@ -42,9 +60,13 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::Registe
 grpc::Status WorkerServiceImpl::Lease(grpc::ServerContext*, const v1::LeaseRequest* request,
                                       v1::LeaseResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
-    if (request->worker_id().empty()) return absl::InvalidArgumentError("worker_id: required");
-    if (request->device().empty()) return absl::InvalidArgumentError("device: required");
-    workers_->Touch(request->worker_id());
+    if (request->device().empty() || request->device().size() > kMaxDeviceNameBytes ||
+        request->device_class().size() > kMaxDeviceNameBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device (required) and device_class: at most ", kMaxDeviceNameBytes,
+                       " bytes"));
+    }
+    RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
     ASSIGN_OR_RETURN(std::optional<smallem::Lease> lease,
                      queue_->LeaseRun(request->worker_id(), request->device(),
                                       request->device_class()));
@@ -71,7 +93,7 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*,
     if (request->points_size() > kMaxPointsPerCall) {
       return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
     }
-    workers_->Touch(request->worker_id());
+    RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
     ASSIGN_OR_RETURN(HeartbeatOutcome outcome,
                      queue_->Heartbeat(request->run_id(), request->attempt(),
                                        request->worker_id(), FromProto(request->points())));
@@ -95,7 +117,7 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext*, const v1::Complet
     if (!nlohmann::json::parse(request->result_json(), nullptr, false).is_object()) {
       return absl::InvalidArgumentError("result_json: not a JSON object");
     }
-    workers_->Touch(request->worker_id());
+    RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
     ASSIGN_OR_RETURN(bool duplicate,
                      queue_->Complete(request->run_id(), request->attempt(), request->worker_id(),
                                       request->result_json(), FromProto(request->points())));
@@ -112,9 +134,10 @@ grpc::Status WorkerServiceImpl::Fail(grpc::ServerContext*, const v1::FailRequest
     if (failure == FailureClass::kNone) {
       return absl::InvalidArgumentError("failure_class: required");
     }
-    // Messages are for people; a runaway one is cut, not refused.
-    std::string message = request->message().substr(0, kMaxFailMessageBytes);
-    workers_->Touch(request->worker_id());
+    // Messages are for people; a runaway one is cut, not refused — on a
+    // character boundary, without control sequences (base/text.h).
+    const std::string message = SanitizeText(request->message(), kMaxFailMessageBytes);
+    RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
     ASSIGN_OR_RETURN(bool will_retry, queue_->Fail(request->run_id(), request->attempt(),
                                                    request->worker_id(), failure, message));
     response->set_will_retry(will_retry);

@@ -147,6 +147,10 @@ ExperimentRecord ReadExperiment(const SqliteStatement& s) {
                           .created_unix_ms = s.ColumnInt(6), .updated_unix_ms = s.ColumnInt(7)};
 }
 
+// Cells queued per write transaction: a few milliseconds of inserts, so a
+// submission never holds the database for long.
+constexpr size_t kSubmitBatchCells = 500;
+
 void BindOptionalBudget(SqliteStatement& s, int index, const CellRecord& cell) {
   if (cell.budget_steps) s.Bind(index, *cell.budget_steps); else s.BindNull(index);
   if (cell.budget_minutes) s.Bind(index + 1, *cell.budget_minutes); else s.BindNull(index + 1);
@@ -154,19 +158,9 @@ void BindOptionalBudget(SqliteStatement& s, int index, const CellRecord& cell) {
 
 }  // namespace
 
-absl::StatusOr<SubmitOutcome> SqliteStore::Submit(const SubmissionRecord& sub, int64_t now_ms) {
-  SubmitOutcome out;
-  RETURN_IF_ERROR(Write([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(out, SubmitLocked(sub, now_ms));
-    return absl::OkStatus();
-  }));
-  return out;
-}
-
-absl::StatusOr<SubmitOutcome> SqliteStore::SubmitLocked(const SubmissionRecord& sub,
-                                                        int64_t now_ms) {
+absl::Status SqliteStore::UpsertExperimentLocked(const SubmissionRecord& sub, int64_t now_ms,
+                                                 SubmitOutcome& out) {
   SqliteDb& db = *db_;
-  SubmitOutcome out;
   {
     ASSIGN_OR_RETURN(SqliteStatement find,
                      db.Prepare("SELECT id, dataset_hash FROM experiments WHERE name = ?"));
@@ -199,10 +193,35 @@ absl::StatusOr<SubmitOutcome> SqliteStore::SubmitLocked(const SubmissionRecord& 
     RETURN_IF_ERROR(insert.Run());
     out.experiment_id = db.LastInsertRowId();
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SubmitOutcome> SqliteStore::Submit(const SubmissionRecord& sub, int64_t now_ms) {
+  // Cells go in batches, one write transaction each, so that heartbeats and
+  // leases wait behind at most one batch of a large submission. A submission
+  // cut short between batches (a crash) is completed by submitting it again:
+  // a cell is identified by (spec, seed, budget) and never queued twice.
+  SubmitOutcome out;
+  size_t begin = 0;
+  do {
+    const size_t end = std::min(sub.cells.size(), begin + kSubmitBatchCells);
+    RETURN_IF_ERROR(Write([&]() -> absl::Status {
+      return SubmitBatchLocked(sub, now_ms, begin, end, out);
+    }));
+    begin = end;
+  } while (begin < sub.cells.size());
+  return out;
+}
+
+absl::Status SqliteStore::SubmitBatchLocked(const SubmissionRecord& sub, int64_t now_ms,
+                                            size_t begin, size_t end, SubmitOutcome& out) {
+  SqliteDb& db = *db_;
+  if (out.experiment_id == 0) RETURN_IF_ERROR(UpsertExperimentLocked(sub, now_ms, out));
 
   // Variant ids by (name, spec_hash), created on first use.
   std::map<std::pair<std::string, std::string>, int64_t> variant_ids;
-  for (const CellRecord& cell : sub.cells) {
+  for (size_t i = begin; i < end; ++i) {
+    const CellRecord& cell = sub.cells[i];
     auto key = std::make_pair(cell.variant, cell.spec_hash);
     auto it = variant_ids.find(key);
     if (it == variant_ids.end()) {
@@ -263,7 +282,7 @@ absl::StatusOr<SubmitOutcome> SqliteStore::SubmitLocked(const SubmissionRecord& 
       ++out.unchanged;
     }
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ExperimentRecord> SqliteStore::GetExperiment(int64_t id) {

@@ -75,6 +75,9 @@ class SqliteStore {
   // the same name), adds new cells as queued runs, requeues failed and
   // cancelled cells with a fresh retry budget and leaves the others alone.
   // FailedPrecondition when the experiment exists with another dataset.
+  // Cells are written in batches of a few hundred, each its own transaction,
+  // so other writers never wait long; after a failure between batches, the
+  // same submission again completes it (cells are never queued twice).
   absl::StatusOr<SubmitOutcome> Submit(const SubmissionRecord& submission, int64_t now_ms);
 
   // NotFound when absent.
@@ -196,7 +199,13 @@ class SqliteStore {
   absl::StatusOr<std::vector<int64_t>> SelectRunIdsLocked(const RunSelector& selector,
                                                           std::string_view statuses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
-  absl::StatusOr<SubmitOutcome> SubmitLocked(const SubmissionRecord& submission, int64_t now_ms)
+  // Creates the experiment or updates its grid; sets out.experiment_id.
+  absl::Status UpsertExperimentLocked(const SubmissionRecord& submission, int64_t now_ms,
+                                      SubmitOutcome& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // Queues cells [begin, end) of `submission` into out.experiment_id
+  // (creating the experiment first when it is 0), counting them in `out`.
+  absl::Status SubmitBatchLocked(const SubmissionRecord& submission, int64_t now_ms,
+                                 size_t begin, size_t end, SubmitOutcome& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(db_mu_);

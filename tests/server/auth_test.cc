@@ -193,10 +193,19 @@ TEST(IsLoopbackListenTest, OnlyLoopbackHostsCount) {
 
 TEST(ReadTokenFileTest, TokenIsTrimmed) {
   TempDir dir;
-  WriteFile(dir.Join("token"), "  s3cret-token\n\n");
+  WriteFile(dir.Join("token"), "  s3cret-token-0123\n\n");
   absl::StatusOr<std::string> token = ReadTokenFile(dir.Join("token"));
   ASSERT_TRUE(token.ok()) << token.status();
-  EXPECT_EQ(*token, "s3cret-token");
+  EXPECT_EQ(*token, "s3cret-token-0123");
+}
+
+TEST(ReadTokenFileTest, AShortTokenIsRefused) {
+  TempDir dir;
+  WriteFile(dir.Join("token"), "x\n");
+  absl::StatusOr<std::string> token = ReadTokenFile(dir.Join("token"));
+  ASSERT_FALSE(token.ok());
+  EXPECT_NE(token.status().message().find("at least 16"), std::string::npos) << token.status();
+  EXPECT_NE(token.status().message().find(dir.Join("token")), std::string::npos);
 }
 
 TEST(ReadTokenFileTest, EmptyFileIsAnErrorNamingIt) {
@@ -215,10 +224,10 @@ TEST(ReadTokenFileTest, MissingFileIsAnErrorNamingIt) {
 
 TEST(ResolveTokenTest, FileWinsOverEnvironment) {
   TempDir dir;
-  WriteFile(dir.Join("token"), "from-file\n");
-  setenv("SMALLEM_AUTH_TEST_TOKEN", " from-env ", 1);
-  EXPECT_EQ(*ResolveToken(dir.Join("token"), "SMALLEM_AUTH_TEST_TOKEN"), "from-file");
-  EXPECT_EQ(*ResolveToken("", "SMALLEM_AUTH_TEST_TOKEN"), "from-env");
+  WriteFile(dir.Join("token"), "from-file-0123456\n");
+  setenv("SMALLEM_AUTH_TEST_TOKEN", " from-env-01234567 ", 1);
+  EXPECT_EQ(*ResolveToken(dir.Join("token"), "SMALLEM_AUTH_TEST_TOKEN"), "from-file-0123456");
+  EXPECT_EQ(*ResolveToken("", "SMALLEM_AUTH_TEST_TOKEN"), "from-env-01234567");
   unsetenv("SMALLEM_AUTH_TEST_TOKEN");
   EXPECT_EQ(*ResolveToken("", "SMALLEM_AUTH_TEST_TOKEN"), "");
 }

@@ -9,6 +9,7 @@
 #include "server/grid/grid.h"
 #include "server/service/dataset_upload.h"
 #include "smallem/v1/worker.grpc.pb.h"
+#include "tests/server/coordinator_fixture.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"
 
@@ -21,117 +22,6 @@ using testing::MakeGridYaml;
 using testing::TempDir;
 using testing::UploadDirectory;
 using testing::WriteFakeDataset;
-
-class CoordinatorTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    data_dir_ = dir_.Join("data");
-    hash_ = WriteFakeDataset(data_dir_);
-    Start();
-  }
-
-  void Start(int64_t min_free_disk_bytes = CoordinatorOptions{}.min_free_disk_bytes) {
-    CoordinatorOptions options;
-    options.min_free_disk_bytes = min_free_disk_bytes;
-    options.listen = "127.0.0.1:0";
-    options.db_path = dir_.Join("smallem.db");
-    options.clock = &clock_;
-    options.reaper = false;  // tests reap by hand, with the manual clock
-    options.queue.lease_duration_ms = 10'000;
-    absl::StatusOr<std::unique_ptr<Coordinator>> c = Coordinator::Start(options);
-    ASSERT_TRUE(c.ok()) << c.status();
-    coordinator_ = std::move(*c);
-    ASSERT_GT(coordinator_->port(), 0);
-    auto channel = grpc::CreateChannel(coordinator_->address(), grpc::InsecureChannelCredentials());
-    client_ = v1::ClientService::NewStub(channel);
-    worker_ = v1::WorkerService::NewStub(channel);
-  }
-
-  // Streams chunks (offset, bytes) of a train.bin of `file_size` bytes for
-  // this test's dataset, and returns the upload's status.
-  grpc::Status UploadTrainChunks(int64_t file_size,
-                                 const std::vector<std::pair<int64_t, std::string>>& chunks) {
-    grpc::ClientContext context;
-    v1::UploadDatasetResponse response;
-    auto writer = client_->UploadDataset(&context, &response);
-    for (const auto& [offset, data] : chunks) {
-      v1::DatasetChunk chunk;
-      chunk.set_content_hash(hash_);
-      chunk.set_file_name("train.bin");
-      chunk.set_file_size(file_size);
-      chunk.set_offset(offset);
-      chunk.set_data(data);
-      if (!writer->Write(chunk)) break;
-    }
-    writer->WritesDone();
-    return writer->Finish();
-  }
-
-  void Restart() {
-    client_.reset();
-    worker_.reset();
-    coordinator_.reset();
-    Start();
-  }
-
-  grpc::Status Submit(const std::string& yaml, v1::SubmitResponse* response,
-                      const std::string& file_name = "grid.yaml") {
-    v1::SubmitRequest request;
-    request.set_grid_yaml(yaml);
-    request.set_grid_file_name(file_name);
-    absl::StatusOr<Grid> grid = ParseGrid(yaml, file_name);
-    if (grid.ok()) (*request.mutable_dataset_hashes())[grid->data_dir] = hash_;
-    return client_->Submit(Context().get(), request, response);
-  }
-
-  void UploadAndSubmit(int variants, int seeds, v1::SubmitResponse* response) {
-    ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_).ok());
-    grpc::Status status = Submit(MakeGridYaml("exp", data_dir_, variants, seeds), response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
-
-  // Two variants of one seed, both leased and completed.
-  void FinishTwoVariants() {
-    v1::SubmitResponse submitted;
-    UploadAndSubmit(2, 1, &submitted);
-    for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(Lease()).ok());
-  }
-
-  v1::LeaseResponse Lease(const std::string& worker = "w1") {
-    v1::RegisterRequest reg = CpuRegistration();
-    reg.set_worker_id(worker);
-    v1::RegisterResponse reg_response;
-    EXPECT_TRUE(worker_->Register(Context().get(), reg, &reg_response).ok());
-    v1::LeaseRequest request;
-    request.set_worker_id(worker);
-    request.set_device("cpu");
-    request.set_device_class("cpu-test");
-    v1::LeaseResponse response;
-    grpc::Status status = worker_->Lease(Context().get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
-  }
-
-  grpc::Status Complete(const v1::LeaseResponse& lease, const std::string& worker = "w1",
-                        v1::CompleteResponse* response = nullptr) {
-    v1::CompleteResponse ignored;
-    v1::CompleteRequest request;
-    request.set_worker_id(worker);
-    request.set_run_id(lease.run_id());
-    request.set_attempt(lease.attempt());
-    request.set_result_json(R"({"val_nats_per_byte":1.25,"train_seconds":3.0,"params":1000,)"
-                            R"("device_class":"cpu-test"})");
-    return worker_->Complete(Context().get(), request, response ? response : &ignored);
-  }
-
-  TempDir dir_;
-  ManualClock clock_;
-  std::string data_dir_;
-  std::string hash_;
-  std::unique_ptr<Coordinator> coordinator_;
-  std::unique_ptr<v1::ClientService::Stub> client_;
-  std::unique_ptr<v1::WorkerService::Stub> worker_;
-};
 
 TEST_F(CoordinatorTest, MalformedGridIsRejectedWithFileLineAndKey) {
   v1::SubmitResponse response;
@@ -203,10 +93,7 @@ TEST_F(CoordinatorTest, ARefusedChunkDropsWhatTheUploadStored) {
 }
 
 TEST_F(CoordinatorTest, AnUploadThatWouldEatTheDiskReserveIsRefused) {
-  client_.reset();
-  worker_.reset();
-  coordinator_.reset();
-  Start(/*min_free_disk_bytes=*/int64_t{1} << 62);  // more than any disk has
+  Restart({.min_free_disk_bytes = int64_t{1} << 62});  // more than any disk has
   grpc::Status status = UploadDirectory(*client_, data_dir_, hash_);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(status.error_message().find("--min-free-disk-gb"), std::string::npos)

@@ -1,0 +1,88 @@
+#include "base/text.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace smallem {
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+// Length of the valid UTF-8 sequence at the start of `s` (1 to 4), or 0
+// when it does not start with one (overlong forms, surrogates and code
+// points above U+10FFFF are invalid).
+size_t Utf8SequenceLength(std::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
+  const uint8_t b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  size_t length = 0;
+  uint32_t code = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    length = 2;
+    code = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    length = 3;
+    code = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    length = 4;
+    code = b0 & 0x07;
+  } else {
+    return 0;
+  }
+  if (s.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (byte(i) & 0x3F);
+  }
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+    return 0;
+  }
+  return length;
+}
+
+bool IsControl(std::string_view character) {
+  if (character.size() == 1) {
+    const auto c = static_cast<uint8_t>(character[0]);
+    return c < 0x20 || c == 0x7F;
+  }
+  // C1 controls, U+0080..U+009F, are two bytes: C2 80..C2 9F.
+  return character.size() == 2 && static_cast<uint8_t>(character[0]) == 0xC2 &&
+         static_cast<uint8_t>(character[1]) < 0xA0;
+}
+
+std::string Sanitize(std::string_view text, size_t max_bytes, bool one_line) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
+  while (!text.empty()) {
+    size_t length = Utf8SequenceLength(text);
+    std::string_view piece;
+    if (length == 0) {
+      piece = kReplacement;
+      length = 1;
+    } else {
+      piece = text.substr(0, length);
+      if (piece == "\n" || piece == "\t") {
+        if (one_line) piece = " ";
+      } else if (IsControl(piece)) {
+        piece = kReplacement;
+      }
+    }
+    if (out.size() + piece.size() > max_bytes) break;
+    out.append(piece);
+    text.remove_prefix(length);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SanitizeText(std::string_view text, size_t max_bytes) {
+  return Sanitize(text, max_bytes, /*one_line=*/false);
+}
+
+std::string SanitizeLine(std::string_view text, size_t max_bytes) {
+  return Sanitize(text, max_bytes, /*one_line=*/true);
+}
+
+}  // namespace smallem

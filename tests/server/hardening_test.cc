@@ -1,0 +1,174 @@
+// What a hostile or broken client can do to a coordinator, and what it gets:
+// a clear refusal, never a shared port, an unbounded queue, a stored string
+// that breaks later reads, or memory that grows with what it sends.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/grid/grid_parser.h"
+#include "server/queue/worker_registry.h"
+#include "server/service/coordinator.h"
+#include "tests/server/coordinator_fixture.h"
+
+namespace smallem {
+namespace {
+
+using testing::Context;
+
+TEST_F(CoordinatorTest, ASecondCoordinatorCannotShareTheListeningPort) {
+  CoordinatorOptions second;
+  second.listen = absl::StrCat("127.0.0.1:", coordinator_->port());
+  second.db_path = dir_.Join("other.db");
+  second.reaper = false;
+  absl::StatusOr<std::unique_ptr<Coordinator>> other = Coordinator::Start(second);
+  ASSERT_FALSE(other.ok()) << "two coordinators listen on port " << coordinator_->port();
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(other.status().message().find("another coordinator"), std::string::npos);
+}
+
+TEST(CoordinatorAddressTest, TheBoundAddressKeepsTheListenHost) {
+  testing::TempDir dir;
+  CoordinatorOptions options;
+  options.listen = "0.0.0.0:0";
+  options.db_path = dir.Join("smallem.db");
+  options.reaper = false;
+  absl::StatusOr<std::unique_ptr<Coordinator>> c = Coordinator::Start(options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string port = absl::StrCat(":", (*c)->port());
+  EXPECT_EQ((*c)->bound_address(), "0.0.0.0" + port);  // what the log says
+  EXPECT_EQ((*c)->address(), "127.0.0.1" + port);      // where local clients dial
+}
+
+TEST_F(CoordinatorTest, AGridPastTheRunCapIsRefusedBeforeAnythingIsQueued) {
+  CoordinatorOptions options;
+  options.queue.max_runs_per_submission = 10;
+  Restart(options);
+  ASSERT_TRUE(testing::UploadDirectory(*client_, data_dir_, hash_).ok());
+  v1::SubmitResponse response;
+  grpc::Status status = Submit(testing::MakeGridYaml("big", data_dir_, 4, 3), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("expands to 12 runs"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("at most 10"), std::string::npos);
+  v1::ListExperimentsResponse listed;
+  ASSERT_TRUE(client_->ListExperiments(Context().get(), {}, &listed).ok());
+  EXPECT_EQ(listed.experiments_size(), 0);
+}
+
+TEST_F(CoordinatorTest, TooManySeedsAreRefusedWithTheLine) {
+  std::string yaml = testing::MakeGridYaml("seeds", data_dir_, 1, grid_internal::kMaxSeeds + 1);
+  absl::StatusOr<Grid> grid = ParseGrid(yaml, "many.yaml");
+  ASSERT_FALSE(grid.ok());
+  EXPECT_NE(grid.status().message().find("many.yaml:5"), std::string::npos) << grid.status();
+  EXPECT_NE(grid.status().message().find(absl::StrCat("at most ", grid_internal::kMaxSeeds)), std::string::npos);
+}
+
+TEST_F(CoordinatorTest, ASubmissionLargerThanOneWriteBatchQueuesEveryCellOnce) {
+  v1::SubmitResponse first;
+  UploadAndSubmit(/*variants=*/400, /*seeds=*/3, &first);  // 1,200 cells: three batches
+  EXPECT_EQ(first.runs_total(), 1200);
+  EXPECT_EQ(first.runs_added(), 1200);
+  v1::SubmitResponse again;
+  ASSERT_TRUE(Submit(testing::MakeGridYaml("exp", data_dir_, 400, 3), &again).ok());
+  EXPECT_EQ(again.runs_added(), 0);
+  EXPECT_EQ(again.runs_unchanged(), 1200);
+}
+
+TEST_F(CoordinatorTest, AFailMessageCutInsideACharacterStaysReadable) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  v1::FailRequest fail;
+  fail.set_worker_id("w1");
+  fail.set_run_id(lease.run_id());
+  fail.set_attempt(lease.attempt());
+  fail.set_failure_class(v1::FAILURE_CLASS_ENGINE_ERROR);
+  // 4,095 bytes then a two-byte character, then a forged log line.
+  fail.set_message(std::string(4095, 'x') + "é\n\x1b[2K[info] all runs succeeded");
+  v1::FailResponse failed;
+  ASSERT_TRUE(worker_->Fail(Context().get(), fail, &failed).ok());
+
+  v1::GetRunRequest get;
+  get.set_run_id(lease.run_id());
+  v1::GetRunResponse run;
+  grpc::Status status = client_->GetRun(Context().get(), get, &run);
+  ASSERT_TRUE(status.ok()) << status.error_message();  // a dangling byte fails the parse
+  EXPECT_EQ(run.run().last_error(), std::string(4095, 'x'));
+}
+
+TEST_F(CoordinatorTest, ControlSequencesInAFailMessageAreNotStored) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  v1::FailRequest fail;
+  fail.set_worker_id("w1");
+  fail.set_run_id(lease.run_id());
+  fail.set_attempt(lease.attempt());
+  fail.set_failure_class(v1::FAILURE_CLASS_ENGINE_ERROR);
+  fail.set_message("out of memory\n\x1b[2Kforged");
+  v1::FailResponse failed;
+  ASSERT_TRUE(worker_->Fail(Context().get(), fail, &failed).ok());
+  v1::GetRunRequest get;
+  get.set_run_id(lease.run_id());
+  v1::GetRunResponse run;
+  ASSERT_TRUE(client_->GetRun(Context().get(), get, &run).ok());
+  EXPECT_EQ(run.run().last_error(), "out of memory\n\xEF\xBF\xBD[2Kforged");
+}
+
+TEST_F(CoordinatorTest, AHugeWorkerIdIsRefusedWithoutBeingEchoed) {
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(std::string(1 << 20, 'w'));
+  beat.set_run_id(1);
+  beat.set_attempt(1);
+  v1::HeartbeatResponse response;
+  grpc::Status status = worker_->Heartbeat(Context().get(), beat, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(status.error_message().size(), 200u);
+}
+
+TEST_F(CoordinatorTest, ALeaseWithoutRegistrationIsRefused) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseRequest request;
+  request.set_worker_id("never-registered");
+  request.set_device("cpu");
+  request.set_device_class("cpu-test");
+  v1::LeaseResponse response;
+  grpc::Status status = worker_->Lease(Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("not registered"), std::string::npos);
+  EXPECT_FALSE(response.leased());
+}
+
+TEST_F(CoordinatorTest, ARegistrationSurvivesARestart) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::RegisterResponse registered;
+  ASSERT_TRUE(worker_->Register(Context().get(), testing::CpuRegistration(), &registered).ok());
+  Restart();
+  v1::LeaseRequest request;
+  request.set_worker_id("w1");
+  request.set_device("cpu");
+  request.set_device_class("cpu-test");
+  v1::LeaseResponse response;
+  grpc::Status status = worker_->Lease(Context().get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(response.leased());
+}
+
+TEST_F(CoordinatorTest, OversizedRegistrationFieldsAreRefused) {
+  v1::RegisterResponse response;
+  v1::RegisterRequest big_host = testing::CpuRegistration();
+  big_host.set_hostname(std::string(10 << 20, 'h'));
+  EXPECT_EQ(worker_->Register(Context().get(), big_host, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::RegisterRequest many = testing::CpuRegistration();
+  for (int i = 0; i < kMaxDevicesPerWorker; ++i) *many.add_devices() = many.devices(0);
+  EXPECT_EQ(worker_->Register(Context().get(), many, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::ListWorkersResponse listed;
+  ASSERT_TRUE(client_->ListWorkers(Context().get(), {}, &listed).ok());
+  EXPECT_EQ(listed.workers_size(), 0);
+}
+
+}  // namespace
+}  // namespace smallem
