@@ -38,7 +38,11 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
   if (j.contains("params") && j["params"].is_number_integer()) {
     c.params = j["params"].get<int64_t>();
   }
-  c.device_class = j.value("device_class", run.lease_device_class);
+  // (Complete checks the result's types; a result stored before it did may
+  // still hold anything, and a report never throws on stored data.)
+  c.device_class = j.contains("device_class") && j["device_class"].is_string()
+                       ? j["device_class"].get<std::string>()
+                       : run.lease_device_class;
   if (j.contains("steps") && j["steps"].is_number_integer()) c.steps = j["steps"].get<int64_t>();
   return c;
 }

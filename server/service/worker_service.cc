@@ -5,6 +5,7 @@
 #include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "rpc/grpc_status.h"
+#include "server/queue/result_schema.h"
 #include "server/service/dataset_upload.h"
 #include "server/service/proto_convert.h"
 
@@ -114,9 +115,8 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext*, const v1::Complet
     if (request->points_size() > kMaxPointsPerCall) {
       return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
     }
-    if (!nlohmann::json::parse(request->result_json(), nullptr, false).is_object()) {
-      return absl::InvalidArgumentError("result_json: not a JSON object");
-    }
+    RETURN_IF_ERROR(
+        CheckResultJson(nlohmann::json::parse(request->result_json(), nullptr, false)));
     RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
     ASSIGN_OR_RETURN(bool duplicate,
                      queue_->Complete(request->run_id(), request->attempt(), request->worker_id(),

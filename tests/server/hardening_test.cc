@@ -172,3 +172,49 @@ TEST_F(CoordinatorTest, OversizedRegistrationFieldsAreRefused) {
 
 }  // namespace
 }  // namespace smallem
+
+namespace smallem {
+namespace {
+
+TEST_F(CoordinatorTest, AResultWithoutItsFieldsOrTheirTypesIsRefused) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  for (const char* bad : {R"({"val_nats_per_byte":0.9,"device_class":5})",
+                          R"({"train_seconds":3.0})", R"({"val_nats_per_byte":"1.2"})",
+                          R"({"val_nats_per_byte":1.2,"steps":-4})", "[1.2]"}) {
+    SCOPED_TRACE(bad);
+    v1::CompleteRequest request;
+    request.set_worker_id("w1");
+    request.set_run_id(lease.run_id());
+    request.set_attempt(lease.attempt());
+    request.set_result_json(bad);
+    v1::CompleteResponse response;
+    grpc::Status status = worker_->Complete(testing::Context().get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("result_json"), std::string::npos);
+  }
+  EXPECT_TRUE(Complete(lease).ok());  // the run is still the worker's to complete
+}
+
+TEST_F(CoordinatorTest, AReportNeverFailsOnAResultStoredBeforeResultsWereChecked) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(2, 1, &submitted);
+  for (const char* stored : {R"({"val_nats_per_byte":1.25,"device_class":5,"params":"x"})",
+                             R"({"val_nats_per_byte":1.5,"train_seconds":"slow"})"}) {
+    v1::LeaseResponse lease = Lease();
+    ASSERT_TRUE(coordinator_->queue()
+                    .Complete(lease.run_id(), lease.attempt(), "w1", stored, {})
+                    .ok());
+  }
+  v1::ReportRequest request;
+  request.set_name("exp");
+  request.set_format(v1::REPORT_FORMAT_JSON);
+  v1::ReportResponse report;
+  grpc::Status status = client_->Report(testing::Context().get(), request, &report);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(report.runs_done(), 2);
+}
+
+}  // namespace
+}  // namespace smallem
