@@ -1,5 +1,7 @@
 #include "server/service/proto_convert.h"
 
+#include <cmath>
+
 #include "nlohmann/json.hpp"
 
 namespace smallem {
@@ -44,9 +46,15 @@ void ToProto(const ProgressRecord& p, v1::Progress* out) {
 }
 
 ProgressRecord FromProto(const v1::Progress& p) {
-  return ProgressRecord{.step = p.step(), .total_steps = p.total_steps(), .loss = p.loss(),
-                        .tokens_per_s = p.tokens_per_s(), .elapsed_s = p.elapsed_s(),
-                        .eta_s = p.eta_s()};
+  // SQLite stores NaN as NULL, which the schema refuses: a diverged run's
+  // NaN loss is recorded as +infinity (still "not a number you can
+  // compare"), and a non-finite rate or time as 0 (unknown).
+  const auto finite_or = [](double v, double instead) { return std::isfinite(v) ? v : instead; };
+  return ProgressRecord{.step = p.step(), .total_steps = p.total_steps(),
+                        .loss = std::isnan(p.loss()) ? HUGE_VAL : p.loss(),
+                        .tokens_per_s = finite_or(p.tokens_per_s(), 0),
+                        .elapsed_s = finite_or(p.elapsed_s(), 0),
+                        .eta_s = finite_or(p.eta_s(), 0)};
 }
 
 std::vector<ProgressRecord> FromProto(

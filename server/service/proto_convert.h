@@ -19,6 +19,8 @@ v1::FailureClass ToProto(FailureClass failure);
 FailureClass FromProto(v1::FailureClass failure);
 
 void ToProto(const ProgressRecord& progress, v1::Progress* out);
+// A NaN loss becomes +infinity and a non-finite rate or time 0: what the
+// store can hold (docs/architecture.md § The wire protocol).
 ProgressRecord FromProto(const v1::Progress& progress);
 std::vector<ProgressRecord> FromProto(
     const google::protobuf::RepeatedPtrField<v1::Progress>& points);

@@ -1,6 +1,8 @@
 // What a hostile or broken client can do to a coordinator, and what it gets:
 // a clear refusal, never a shared port, an unbounded queue, a stored string
 // that breaks later reads, or memory that grows with what it sends.
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -214,6 +216,40 @@ TEST_F(CoordinatorTest, AReportNeverFailsOnAResultStoredBeforeResultsWereChecked
   grpc::Status status = client_->Report(testing::Context().get(), request, &report);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(report.runs_done(), 2);
+}
+
+}  // namespace
+}  // namespace smallem
+
+namespace smallem {
+namespace {
+
+TEST_F(CoordinatorTest, ANaNLossInAHeartbeatKeepsTheLease) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w1");
+  beat.set_run_id(lease.run_id());
+  beat.set_attempt(lease.attempt());
+  v1::Progress* p = beat.add_points();
+  p->set_step(7);
+  p->set_total_steps(20);
+  p->set_loss(std::nan(""));
+  p->set_tokens_per_s(std::numeric_limits<double>::infinity());
+  v1::HeartbeatResponse response;
+  grpc::Status status = worker_->Heartbeat(testing::Context().get(), beat, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_GT(response.lease_expires_unix_ms(), 0);
+  v1::GetRunRequest get;
+  get.set_run_id(lease.run_id());
+  v1::GetRunResponse run;
+  ASSERT_TRUE(client_->GetRun(testing::Context().get(), get, &run).ok());
+  EXPECT_EQ(run.run().status(), v1::RUN_STATUS_LEASED);
+  EXPECT_EQ(run.run().progress().step(), 7);
+  EXPECT_TRUE(std::isinf(run.run().progress().loss()));
+  EXPECT_EQ(run.run().progress().tokens_per_s(), 0);
+  EXPECT_TRUE(Complete(lease).ok());
 }
 
 }  // namespace
