@@ -279,7 +279,7 @@ absl::StatusOr<Settings> GridParser::ParseVariants(Top& top, const Settings& bas
   if (grid_.FindVariant(*baseline) == nullptr) {
     std::vector<std::string> names;
     for (const GridVariant& v : grid_.variants) names.push_back(v.name);
-    return Error(baseline_line, "\"baseline\": \"", *baseline, "\" is not a variant",
+    return Error(baseline_line, "\"baseline\": \"", Shown(*baseline), "\" is not a variant",
                  Suggest(*baseline, names));
   }
   grid_.baseline = *baseline;

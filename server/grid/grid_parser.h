@@ -24,6 +24,9 @@ namespace smallem::grid_internal {
 constexpr int kMaxVariants = 1000;  // an axis typo should not queue a million runs
 constexpr int kMaxSeeds = 100;      // per list: ten seeds already resolve 0.4σ
 
+// `text` for an error message: one line, at most 80 bytes (then "…"), so a
+// huge or hostile name is never echoed whole.
+std::string Shown(absl::string_view text);
 // " (did you mean "x"?)" when a candidate is close, else the full list.
 std::string Suggest(absl::string_view word, const std::vector<std::string>& candidates);
 // The run-spec keys a grid may set, in order.

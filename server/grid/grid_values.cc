@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "absl/strings/str_join.h"
+#include "base/text.h"
 #include "spec/model_config.h"
 
 namespace smallem::grid_internal {
@@ -81,10 +82,21 @@ std::optional<double> ParseNumber(const YAML::Node& node) {
 
 }  // namespace
 
+std::string Shown(absl::string_view text) {
+  constexpr size_t kMaxShownBytes = 80;
+  std::string shown = SanitizeLine(std::string(text), kMaxShownBytes);
+  if (shown.size() < text.size()) shown += "…";
+  return shown;
+}
+
 std::string Suggest(absl::string_view word, const std::vector<std::string>& candidates) {
   const std::string* best = nullptr;
   int best_distance = 3;
   for (const std::string& c : candidates) {
+    // The distance is at least the difference in length: a huge word is
+    // never compared (and never costs quadratic time).
+    const size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap >= static_cast<size_t>(best_distance)) continue;
     const int d = EditDistance(word, c);
     if (d < best_distance && d < static_cast<int>(std::max(word.size(), c.size()))) {
       best = &c;
@@ -126,7 +138,7 @@ absl::StatusOr<std::vector<std::pair<YAML::Node, YAML::Node>>> GridParser::Entri
     if (!it->first.IsScalar()) return Error(key_line, what, ": keys must be plain names");
     const std::string& key = it->first.Scalar();
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      return Error(key_line, "unknown key \"", key, "\" in ", what, Suggest(key, allowed));
+      return Error(key_line, "unknown key \"", Shown(key), "\" in ", what, Suggest(key, allowed));
     }
     if (auto [at, fresh] = seen.emplace(key, key_line); !fresh) {
       return Error(key_line, "duplicate ", noun, " \"", key, "\" in ", what, " (first at line ",
@@ -161,7 +173,7 @@ absl::StatusOr<std::vector<int64_t>> GridParser::Seeds(const YAML::Node& value, 
     std::optional<int64_t> seed = ParseInteger(item);
     if (!seed || *seed < 0) {
       return Error(Line(item), "\"", key, "\": bad seed \"",
-                   item.IsScalar() ? item.Scalar() : Describe(item), "\"", hint);
+                   item.IsScalar() ? Shown(item.Scalar()) : Describe(item), "\"", hint);
     }
     if (std::find(seeds.begin(), seeds.end(), *seed) != seeds.end()) {
       return Error(Line(item), "\"", key, "\": seed ", *seed, " is listed twice");
@@ -184,14 +196,14 @@ absl::StatusOr<Budget> GridParser::ParseBudget(const YAML::Node& value, int line
     std::optional<int64_t> steps = ParseInteger(v);
     if (!steps || *steps <= 0) {
       return Error(Line(k), "\"steps\": expected a positive integer, got ",
-                   v.IsScalar() ? absl::StrCat("\"", v.Scalar(), "\"") : Describe(v));
+                   v.IsScalar() ? absl::StrCat("\"", Shown(v.Scalar()), "\"") : Describe(v));
     }
     budget.steps = *steps;
   } else {
     std::optional<double> minutes = ParseNumber(v);
     if (!minutes || *minutes <= 0) {
       return Error(Line(k), "\"minutes\": expected a positive number, got ",
-                   v.IsScalar() ? absl::StrCat("\"", v.Scalar(), "\"") : Describe(v));
+                   v.IsScalar() ? absl::StrCat("\"", Shown(v.Scalar()), "\"") : Describe(v));
     }
     budget.minutes = *minutes;
   }
@@ -226,7 +238,7 @@ absl::StatusOr<std::vector<Budget>> GridParser::ParseBudgets(const YAML::Node& v
     if (amount <= 0) {
       return Error(Line(item), "\"", k.Scalar(), "\": expected positive ",
                    steps ? "integers" : "numbers", ", got ",
-                   item.IsScalar() ? absl::StrCat("\"", item.Scalar(), "\"") : Describe(item));
+                   item.IsScalar() ? absl::StrCat("\"", Shown(item.Scalar()), "\"") : Describe(item));
     }
     if (amount <= previous) {
       return Error(Line(item), "\"", k.Scalar(), "\": budgets must increase (", item.Scalar(),
@@ -252,7 +264,8 @@ absl::Status GridParser::CheckSpecKey(const std::string& key, int line) const {
                        "top level (data: DIR)");
   }
   if (!SpecKeys().contains(key)) {
-    return Error(line, "unknown run-spec key \"", key, "\"", Suggest(key, SpecKeyNames()));
+    return Error(line, "unknown run-spec key \"", Shown(key), "\"",
+                 Suggest(key, SpecKeyNames()));
   }
   return absl::OkStatus();
 }

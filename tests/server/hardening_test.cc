@@ -254,3 +254,37 @@ TEST_F(CoordinatorTest, ANaNLossInAHeartbeatKeepsTheLease) {
 
 }  // namespace
 }  // namespace smallem
+
+namespace smallem {
+namespace {
+
+TEST(GridHardeningTest, AHugeNameIsNeitherComparedForLongNorEchoedWhole) {
+  // YAML keys stop at 1,024 characters; values do not.
+  const std::string name(1 << 20, 'k');
+  const std::string yaml = absl::StrCat(
+      "name: x\ndata: /d\nbudget: {steps: 10}\nseeds: [1]\nbaseline: ", name,
+      "\nvariants:\n  a: {}\n");
+  absl::StatusOr<Grid> grid = ParseGrid(yaml, "huge.yaml");
+  ASSERT_FALSE(grid.ok());
+  EXPECT_NE(grid.status().message().find("huge.yaml:5"), std::string::npos) << grid.status();
+  EXPECT_NE(grid.status().message().find(std::string(80, 'k') + "…"), std::string::npos);
+  EXPECT_LT(grid.status().message().size(), 400u);
+}
+
+TEST(GridHardeningTest, ALongUnknownKeyIsEchoedCut) {
+  const std::string key(1000, 'k');
+  const std::string yaml = absl::StrCat(
+      "name: x\ndata: /d\nbudget: {steps: 10}\nseeds: [1]\nbaseline: a\n"
+      "variants:\n  a:\n    ", key, ": 1\n");
+  absl::StatusOr<Grid> grid = ParseGrid(yaml, "long.yaml");
+  ASSERT_FALSE(grid.ok());
+  EXPECT_NE(grid.status().message().find("long.yaml:8"), std::string::npos) << grid.status();
+  EXPECT_EQ(grid.status().message().find(std::string(81, 'k')), std::string::npos);
+}
+
+TEST(GridHardeningTest, ACloseKeyIsStillSuggested) {
+  EXPECT_EQ(grid_internal::Suggest("layres", {"layers", "heads"}), " (did you mean \"layers\"?)");
+}
+
+}  // namespace
+}  // namespace smallem
