@@ -4,6 +4,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "rpc/grpc_status.h"
@@ -153,6 +154,18 @@ grpc::Status ClientServiceImpl::StreamMetrics(
     grpc::ServerContext* context, const v1::StreamMetricsRequest* request,
     grpc::ServerWriter<v1::StreamMetricsResponse>* writer) {
   return ToGrpcStatus([&]() -> absl::Status {
+    // A follower holds a server thread for as long as it watches: their
+    // number is capped, so that watchers cannot starve every other call.
+    const bool counted = request->follow();
+    if (counted && following_streams_.fetch_add(1) >= max_following_streams_) {
+      following_streams_.fetch_sub(1);
+      return absl::ResourceExhaustedError(absl::StrCat(
+          max_following_streams_, " streams already follow runs on this coordinator; "
+          "try again when one ends (or read without following)"));
+    }
+    absl::Cleanup release = [&] {
+      if (counted) following_streams_.fetch_sub(1);
+    };
     int64_t after = request->after_step();
     int attempt = -1;
     while (!context->IsCancelled()) {

@@ -8,6 +8,7 @@
 #ifndef SMALLEM_SERVER_SERVICE_CLIENT_SERVICE_H_
 #define SMALLEM_SERVER_SERVICE_CLIENT_SERVICE_H_
 
+#include <atomic>
 #include <utility>
 
 #include "base/clock.h"
@@ -21,10 +22,13 @@ namespace smallem {
 
 class ClientServiceImpl final : public v1::ClientService::Service {
  public:
+  // `max_following_streams`: StreamMetrics calls with follow set that may
+  // be open at once; each holds one of gRPC's server threads while it waits.
   ClientServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers,
-                    const Clock* clock, DiskReserve disk_reserve = {})
+                    const Clock* clock, DiskReserve disk_reserve = {},
+                    int max_following_streams = 64)
       : store_(store), queue_(queue), workers_(workers), clock_(clock),
-        disk_reserve_(std::move(disk_reserve)) {}
+        disk_reserve_(std::move(disk_reserve)), max_following_streams_(max_following_streams) {}
 
   grpc::Status HasDataset(grpc::ServerContext* context, const v1::HasDatasetRequest* request,
                           v1::HasDatasetResponse* response) override;
@@ -59,6 +63,8 @@ class ClientServiceImpl final : public v1::ClientService::Service {
   WorkerRegistry* const workers_;
   const Clock* const clock_;
   const DiskReserve disk_reserve_;
+  const int max_following_streams_;
+  std::atomic<int> following_streams_{0};
 };
 
 }  // namespace smallem

@@ -47,7 +47,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
       std::filesystem::absolute(options.db_path).parent_path();
   c->client_service_ = std::make_unique<ClientServiceImpl>(
       c->store_.get(), c->queue_.get(), c->workers_.get(), clock,
-      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes});
+      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes},
+      options.max_following_streams);
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
                                                            c->workers_.get());
 

@@ -38,6 +38,9 @@ struct CoordinatorOptions {
   // Dataset uploads that would leave less free disk than this next to the
   // database are refused (server/service/dataset_upload.h, DiskReserve).
   int64_t min_free_disk_bytes = 1'000'000'000;  // 1 GB
+  // StreamMetrics calls that follow a run, open at once at most (each holds
+  // a server thread); one more gets RESOURCE_EXHAUSTED.
+  int max_following_streams = 64;
 };
 
 class Coordinator {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/grid/grid_parser.h"
@@ -284,6 +286,54 @@ TEST(GridHardeningTest, ALongUnknownKeyIsEchoedCut) {
 
 TEST(GridHardeningTest, ACloseKeyIsStillSuggested) {
   EXPECT_EQ(grid_internal::Suggest("layres", {"layers", "heads"}), " (did you mean \"layers\"?)");
+}
+
+}  // namespace
+}  // namespace smallem
+
+namespace smallem {
+namespace {
+
+TEST_F(CoordinatorTest, FollowersAreCappedAndASlotFreesWhenOneLeaves) {
+  CoordinatorOptions options;
+  options.max_following_streams = 2;
+  Restart(options);
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 1, &submitted);
+  v1::LeaseResponse lease = Lease();
+  v1::StreamMetricsRequest follow;
+  follow.set_run_id(lease.run_id());
+  follow.set_follow(true);
+
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::StreamMetricsResponse>>> readers;
+  auto open = [&]() -> grpc::ClientReader<v1::StreamMetricsResponse>* {
+    contexts.push_back(testing::Context());
+    readers.push_back(client_->StreamMetrics(contexts.back().get(), follow));
+    return readers.back().get();
+  };
+  v1::StreamMetricsResponse first;
+  ASSERT_TRUE(open()->Read(&first));  // both followers are being served
+  ASSERT_TRUE(open()->Read(&first));
+  grpc::ClientReader<v1::StreamMetricsResponse>* third = open();
+  EXPECT_FALSE(third->Read(&first));
+  grpc::Status refused = third->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+
+  contexts[0]->TryCancel();
+  readers[0]->Finish().IgnoreError();
+  // The handler notices the cancelled client within its idle check (1 s).
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    grpc::ClientReader<v1::StreamMetricsResponse>* again = open();
+    served = again->Read(&first);
+    if (!served) {
+      again->Finish().IgnoreError();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  EXPECT_TRUE(served);
+  for (auto& c : contexts) c->TryCancel();
 }
 
 }  // namespace
