@@ -1,5 +1,6 @@
 #include "server/service/client_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -245,11 +246,30 @@ grpc::Status ClientServiceImpl::Report(grpc::ServerContext*, const v1::ReportReq
   }());
 }
 
-grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*,
+                                            const v1::ListWorkersRequest* request,
                                             v1::ListWorkersResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
+    constexpr int kMaxListedWorkers = 1000;
+    if (request->seen_within_ms() < 0 || request->limit() < 0 ||
+        request->limit() > kMaxListedWorkers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "seen_within_ms must be ≥ 0 and limit in [0, ", kMaxListedWorkers, "]"));
+    }
+    const int limit = request->limit() > 0 ? request->limit() : kMaxListedWorkers;
     ASSIGN_OR_RETURN(std::vector<WorkerView> workers, workers_->List());
+    std::sort(workers.begin(), workers.end(), [](const WorkerView& a, const WorkerView& b) {
+      return a.record.last_seen_unix_ms > b.record.last_seen_unix_ms;
+    });
+    const int64_t now = clock_->NowUnixMs();
+    int omitted = 0;
     for (const WorkerView& w : workers) {
+      const bool recent = request->seen_within_ms() == 0 ||
+                          now - w.record.last_seen_unix_ms <= request->seen_within_ms();
+      if ((!recent && w.leased_run_ids.empty()) || response->workers_size() >= limit) {
+        ++omitted;
+        continue;
+      }
       v1::Worker* out = response->add_workers();
       out->set_worker_id(w.record.id);
       out->set_hostname(w.record.hostname);
@@ -258,6 +278,7 @@ grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*, const v1::List
       out->set_last_seen_unix_ms(w.record.last_seen_unix_ms);
       for (int64_t id : w.leased_run_ids) out->add_leased_run_ids(id);
     }
+    response->set_omitted(omitted);
     return absl::OkStatus();
   }());
 }

@@ -338,3 +338,42 @@ TEST_F(CoordinatorTest, FollowersAreCappedAndASlotFreesWhenOneLeaves) {
 
 }  // namespace
 }  // namespace smallem
+
+namespace smallem {
+namespace {
+
+TEST_F(CoordinatorTest, WorkersThatLeftCanBeLeftOutOfTheListing) {
+  v1::RegisterResponse registered;
+  for (const char* id : {"old", "busy", "fresh"}) {
+    v1::RegisterRequest r = testing::CpuRegistration();
+    r.set_worker_id(id);
+    ASSERT_TRUE(worker_->Register(testing::Context().get(), r, &registered).ok());
+    if (std::string(id) == "busy") {
+      v1::SubmitResponse submitted;
+      UploadAndSubmit(1, 1, &submitted);
+      ASSERT_TRUE(Lease("busy").leased());
+    }
+    clock_.AdvanceMs(3'600'000);  // an hour between registrations
+  }
+  v1::ListWorkersRequest recent;
+  recent.set_seen_within_ms(60'000);
+  v1::ListWorkersResponse listed;
+  ASSERT_TRUE(client_->ListWorkers(testing::Context().get(), recent, &listed).ok());
+  ASSERT_EQ(listed.workers_size(), 1);  // "fresh" was seen an hour ago too: none is recent
+  EXPECT_EQ(listed.workers(0).worker_id(), "busy");  // holds a lease: always listed
+  EXPECT_EQ(listed.omitted(), 2);
+
+  v1::ListWorkersRequest all;
+  all.set_limit(2);
+  ASSERT_TRUE(client_->ListWorkers(testing::Context().get(), all, &listed).ok());
+  ASSERT_EQ(listed.workers_size(), 2);
+  EXPECT_EQ(listed.workers(0).worker_id(), "fresh");  // most recently seen first
+  EXPECT_EQ(listed.omitted(), 1);
+
+  all.set_limit(5000);
+  EXPECT_EQ(client_->ListWorkers(testing::Context().get(), all, &listed).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace smallem
