@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "base/text.h"
 #include "spdlog/spdlog.h"
 
 namespace smallem {
@@ -111,8 +112,9 @@ absl::StatusOr<bool> JobQueue::Fail(int64_t run_id, int attempt, std::string_vie
                                   return NextStatus(r, options_);
                                 }));
   NoteChange();
+  // One log line per failure, whatever the message holds (base/text.h).
   spdlog::info("run {} attempt {} failed ({}): {} → {}", run_id, attempt,
-               FailureClassName(failure), std::string(message), RunStatusName(run.status));
+               FailureClassName(failure), SanitizeLine(message, 300), RunStatusName(run.status));
   return run.status == RunStatus::kQueued;
 }
 

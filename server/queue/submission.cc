@@ -2,9 +2,46 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "engine/data/dataset_format.h"
+#include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
 
 namespace smallem {
+namespace {
+
+// Every run needs at least one window of context + 1 tokens in each split;
+// a dataset too small for a variant's context is refused here rather than
+// failing every run on a worker. meta.json is one chunk (it is small).
+absl::Status CheckDatasetFitsGrid(SqliteStore& store, const std::string& hash, const Grid& grid,
+                                  const std::string& file_name) {
+  ASSIGN_OR_RETURN(std::string meta_text, store.ReadDatasetChunk(hash, kMetaFile, 0));
+  const nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, false);
+  const auto tokens = [&](const char* field) -> int64_t {
+    return meta.is_object() && meta.contains(field) && meta[field].is_number_integer()
+               ? meta[field].get<int64_t>()
+               : -1;
+  };
+  const int64_t train = tokens("train_tokens");
+  const int64_t val = tokens("val_tokens");
+  if (train < 0 || val < 0) return absl::OkStatus();  // an older meta.json: the worker checks
+  std::vector<const std::string*> specs;
+  for (const GridVariant& v : grid.variants) specs.push_back(&v.spec_json);
+  if (grid.reference) specs.push_back(&grid.reference->spec_json);
+  for (const std::string* spec : specs) {
+    const nlohmann::json j = nlohmann::json::parse(*spec, nullptr, false);
+    if (!j.is_object() || !j.contains("context") || !j["context"].is_number_integer()) continue;
+    const int64_t context = j["context"].get<int64_t>();
+    if (train < context + 1 || val < context + 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          file_name, ": dataset ", grid.data, " has ", train, " training and ", val,
+          " validation tokens; a context of ", context, " needs at least ", context + 1,
+          " in each (prepare a larger corpus or lower context)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
                                          const GridSubmission& submission,
@@ -37,6 +74,8 @@ absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
         "dataset ", grid.data_dir, " (", hash->second,
         ") is not on the coordinator; upload it first (`smallemctl submit` does)"));
   }
+
+  RETURN_IF_ERROR(CheckDatasetFitsGrid(store, hash->second, grid, submission.file_name));
 
   SubmissionRecord record{.name = grid.name, .baseline = grid.baseline,
                           .grid_file = submission.file_name, .grid_yaml = submission.yaml,

@@ -2,12 +2,16 @@
 // a clear refusal, never a shared port, an unbounded queue, a stored string
 // that breaks later reads, or memory that grows with what it sends.
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/sha256.h"
+#include "engine/data/dataset_format.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/grid/grid_parser.h"
 #include "server/queue/worker_registry.h"
 #include "server/service/coordinator.h"
@@ -373,6 +377,43 @@ TEST_F(CoordinatorTest, WorkersThatLeftCanBeLeftOutOfTheListing) {
   all.set_limit(5000);
   EXPECT_EQ(client_->ListWorkers(testing::Context().get(), all, &listed).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace smallem
+
+namespace smallem {
+namespace {
+
+TEST_F(CoordinatorTest, ADatasetTooSmallForTheContextIsRefusedAtSubmit) {
+  // A dataset whose meta.json counts 40 training and 30 validation tokens.
+  const std::string small_dir = dir_.Join("small");
+  std::filesystem::create_directories(small_dir);
+  const std::string tokenizer = R"({"type":"byte_bpe","merges":[],"special":{}})";
+  const std::string train(80, '\1'), val(60, '\1');
+  testing::WriteFile(small_dir + "/tokenizer.json", tokenizer);
+  testing::WriteFile(small_dir + "/train.bin", train);
+  testing::WriteFile(small_dir + "/val.bin", val);
+  const std::string hash =
+      DatasetContentHash(Sha256Hex(tokenizer), Sha256Hex(train), Sha256Hex(val));
+  const nlohmann::json meta = {{"vocab", 256}, {"train_tokens", 40}, {"val_tokens", 30},
+                               {"sha256", {{"tokenizer.json", Sha256Hex(tokenizer)},
+                                           {"train.bin", Sha256Hex(train)},
+                                           {"val.bin", Sha256Hex(val)}}},
+                               {"content_hash", hash}};
+  testing::WriteFile(small_dir + "/meta.json", meta.dump());
+  ASSERT_TRUE(testing::UploadDirectory(*client_, small_dir, hash).ok());
+
+  v1::SubmitRequest request;
+  request.set_grid_yaml(testing::MakeGridYaml("small", small_dir, 1, 1));  // context 32
+  request.set_grid_file_name("small.yaml");
+  (*request.mutable_dataset_hashes())[small_dir] = hash;
+  v1::SubmitResponse response;
+  grpc::Status status = client_->Submit(testing::Context().get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("30 validation tokens; a context of 32 needs at least 33"),
+            std::string::npos)
+      << status.error_message();
 }
 
 }  // namespace
