@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
-#include "nlohmann/json.hpp"
 #include "base/text.h"
+#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
 namespace smallem {
