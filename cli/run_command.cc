@@ -108,7 +108,7 @@ int RunLocal(const RunLocalArgs& args) {
   // The embedded coordinator is plaintext and open, on loopback for the
   // length of this command (docs/security.md): no token is sent, whatever
   // the environment holds for a remote coordinator.
-  ServiceClient client((*coordinator)->address(), /*deadline_s=*/60, ChannelSecurity{});
+  ServiceClient client((*coordinator)->address(), absl::Seconds(60), ChannelSecurity{});
   absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0);
   if (!submitted.ok()) return Fail(submitted.status());
   const std::string name = submitted->experiment_name();

@@ -23,7 +23,7 @@ WorkerDaemon::WorkerDaemon(WorkerOptions options)
     gethostname(host, sizeof(host) - 1);
     options_.worker_id = absl::StrCat(host, "-", getpid());
   }
-  client_ = std::make_unique<CoordinatorClient>(options_.coordinator, options_.rpc_deadline_ms,
+  client_ = std::make_unique<CoordinatorClient>(options_.coordinator, options_.rpc_deadline,
                                                 options_.security);
 }
 

@@ -35,6 +35,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
@@ -54,7 +55,7 @@ struct WorkerOptions {
   int max_failed_job_dirs = 20; // failed jobs' directories kept for debugging
   int64_t initial_backoff_ms = 200;
   int64_t max_backoff_ms = 5'000;
-  int64_t rpc_deadline_ms = 10'000;
+  absl::Duration rpc_deadline = absl::Seconds(10);  // per call (a dataset fetch: 10 minutes)
 };
 
 class WorkerDaemon {

@@ -99,7 +99,7 @@ class DaemonTest : public ::testing::Test {
     options.child_threads = 1;
     options.initial_backoff_ms = 50;
     options.max_backoff_ms = 200;
-    options.rpc_deadline_ms = 2'000;
+    options.rpc_deadline = absl::Seconds(2);
     if (adjust) adjust(options);
     daemon_ = std::make_unique<WorkerDaemon>(options);
     daemon_thread_ = std::thread([this] { EXPECT_TRUE(daemon_->Run().ok()); });
