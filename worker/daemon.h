@@ -23,6 +23,11 @@
 //    report, then Run returns. Stop (a second signal): kill the children and
 //    report their runs lost, so they are requeued at once.
 //
+// Time (when a heartbeat is due, when a backoff or an idle pause ends) comes
+// from the injected Clock, so tests move it instead of sleeping; the daemon
+// looks at the clock at least every kClockCheckMs of real time while it
+// waits. RPC deadlines and the child's output are real time.
+//
 // Thread-safe: Drain and Stop may be called from any thread while Run runs.
 #ifndef SMALLEM_WORKER_DAEMON_H_
 #define SMALLEM_WORKER_DAEMON_H_
@@ -36,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
@@ -53,9 +59,10 @@ struct WorkerOptions {
   int child_threads = 0;        // CPU threads per child; 0 = all
   int64_t progress_every = 10;  // steps between the child's progress lines
   int max_failed_job_dirs = 20; // failed jobs' directories kept for debugging
-  int64_t initial_backoff_ms = 200;
-  int64_t max_backoff_ms = 5'000;
+  int64_t initial_backoff_ms = 200;  // on the clock
+  int64_t max_backoff_ms = 5'000;     // on the clock
   absl::Duration rpc_deadline = absl::Seconds(10);  // per call (a dataset fetch: 10 minutes)
+  const Clock* clock = nullptr;  // nullptr = SystemClock; must outlive the daemon
 };
 
 class WorkerDaemon {
@@ -71,14 +78,18 @@ class WorkerDaemon {
 
   const std::string& worker_id() const { return options_.worker_id; }
 
+  // Real time between two looks at the clock while waiting on it.
+  static constexpr int64_t kClockCheckMs = 20;
+
  private:
   void DeviceLoop(const DeviceInfo& device);
   void RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease);
   // Registers unless already registered; false when the coordinator could
   // not be reached (the caller backs off).
   bool EnsureRegistered();
-  // Sleeps up to ms, waking early on Drain/Stop. Returns false when woken.
-  bool SleepUnlessStopping(int64_t ms);
+  // Waits until `ms` have passed on the clock; Stop ends the wait early, and
+  // so does Drain when `wake_on_drain`. Returns false when ended early.
+  bool WaitOnClock(int64_t ms, bool wake_on_drain) ABSL_LOCKS_EXCLUDED(mu_);
   // Retries a report (Complete/Fail) until it gets through, is refused for
   // good, or Stop. Returns the last status.
   template <typename Call>
@@ -89,6 +100,7 @@ class WorkerDaemon {
   bool stopping() ABSL_LOCKS_EXCLUDED(mu_);
 
   WorkerOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<CoordinatorClient> client_;
   DatasetCache cache_;
   JobDirs jobs_;

@@ -1,7 +1,5 @@
 // WorkerDaemon::RunJob: one leased run, from dataset to reported outcome.
-#include <chrono>
 #include <fstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -12,8 +10,6 @@
 
 namespace smallem {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 // The attempt is no longer ours: the coordinator gave the run to another
 // attempt, cancelled it, or forgot it.
@@ -66,7 +62,7 @@ absl::Status WorkerDaemon::ReportWithRetry(const char* what, int64_t run_id, Cal
                  std::string(status.message()), backoff_ms);
     if (stopping()) return status;
     // Not woken by Drain: a draining worker still reports what it ran.
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    WaitOnClock(backoff_ms, /*wake_on_drain=*/false);
     backoff_ms = NextBackoffMs(backoff_ms);
   }
 }
@@ -154,7 +150,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
     absl::MutexLock lock(&mu_);
     interval_ms = heartbeat_interval_ms_;
   }
-  auto last_beat = SteadyClock::now();
+  int64_t last_beat_ms = clock_->NowUnixMs();
   bool running = true;
   while (running) {
     std::vector<std::string> lines;
@@ -171,8 +167,10 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
       keep();
       return;
     }
-    if (running && SteadyClock::now() - last_beat >= std::chrono::milliseconds(interval_ms)) {
-      last_beat = SteadyClock::now();
+    // A clock set back (the wall clock corrected) sends one beat early.
+    const int64_t now = clock_->NowUnixMs();
+    if (running && (now - last_beat_ms >= interval_ms || now < last_beat_ms)) {
+      last_beat_ms = now;
       absl::StatusOr<v1::HeartbeatResponse> reply = client_->Heartbeat(beat);
       if (reply.ok()) {
         beat.clear_points();
