@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@
 #include "worker/job_dirs.h"
 
 namespace smallem {
+
+class ChildProcess;
 
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:7070";  // host:port
@@ -82,19 +85,46 @@ class WorkerDaemon {
   static constexpr int64_t kClockCheckMs = 20;
 
  private:
+  // One leased attempt, as the steps of RunJob share it (daemon_job.cc).
+  struct Job;
+  // How a child's supervision ended.
+  enum class ChildEnd { kExited, kStopped, kCancelled, kLeaseLost };
+
   void DeviceLoop(const DeviceInfo& device);
-  void RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease);
   // Registers unless already registered; false when the coordinator could
   // not be reached (the caller backs off).
   bool EnsureRegistered();
   // Waits until `ms` have passed on the clock; Stop ends the wait early, and
   // so does Drain when `wake_on_drain`. Returns false when ended early.
   bool WaitOnClock(int64_t ms, bool wake_on_drain) ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t NextBackoffMs(int64_t current) const;
+
+  // RunJob and its steps, in order (daemon_job.cc). A step that fails
+  // reports the failure itself and returns no value (false, nullopt,
+  // nullptr).
+  void RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease);
+  // The leased dataset's local directory, from the cache or the coordinator.
+  std::optional<std::string> EnsureJobDataset(const Job& job, const std::string& dataset_hash);
+  // The job's directory, holding spec.json: the leased spec pointed at the
+  // local dataset.
+  bool WriteJobSpec(const std::string& spec_json, const std::string& dataset_dir, Job* job);
+  std::unique_ptr<ChildProcess> SpawnJobChild(const Job& job);
+  // Relays the child's progress in heartbeats until it exits, or kills it
+  // when the worker stops, the run is cancelled or the lease is lost.
+  ChildEnd SuperviseChild(ChildProcess& child, Job* job);
+  // Sends one heartbeat with the points gathered so far; kCancelled or
+  // kLeaseLost when the reply says the attempt is over, else nullopt.
+  std::optional<ChildEnd> Heartbeat(Job* job);
+  // Reports how the exited child ended: Complete with its result, or Fail.
+  void ReportChildExit(ChildProcess& child, const Job& job);
+  // Reports the attempt failed (retried until it gets through or Stop).
+  void ReportFailure(const Job& job, v1::FailureClass failure, const std::string& message);
+  // Keeps the job's directory for debugging (within the cap).
+  void KeepJobDir(const Job& job);
   // Retries a report (Complete/Fail) until it gets through, is refused for
   // good, or Stop. Returns the last status.
   template <typename Call>
   absl::Status ReportWithRetry(const char* what, int64_t run_id, Call call);
-  int64_t NextBackoffMs(int64_t current) const;
 
   bool draining() ABSL_LOCKS_EXCLUDED(mu_);
   bool stopping() ABSL_LOCKS_EXCLUDED(mu_);
