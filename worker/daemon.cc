@@ -3,6 +3,7 @@
 #include "worker/daemon.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,7 +162,15 @@ void WorkerDaemon::DeviceLoop(const DeviceInfo& device) {
   }
 }
 
-int RunWorker(WorkerOptions options) {
+int RunWorker(WorkerOptions options, pid_t parent_pid) {
+  if (parent_pid != 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before prctl: then nothing would kill us.
+    if (getppid() != parent_pid) {
+      spdlog::error("--parent-pid {}: not this worker's parent (it has exited?)", parent_pid);
+      return 1;
+    }
+  }
   // Signals are taken synchronously by one thread: block them before any
   // other thread starts. SIGUSR1 tells that thread the run is over.
   sigset_t signals;

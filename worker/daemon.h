@@ -32,6 +32,8 @@
 #ifndef SMALLEM_WORKER_DAEMON_H_
 #define SMALLEM_WORKER_DAEMON_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -143,8 +145,15 @@ class WorkerDaemon {
 };
 
 // smallem-worker's body: runs a WorkerDaemon; SIGTERM or SIGINT drains it, a
-// second one stops it. Returns the exit code.
-int RunWorker(WorkerOptions options);
+// second one stops it. (Two of the same signal sent at once may arrive as
+// one: a supervisor that wants a stop sends SIGTERM, then SIGINT.)
+//
+// With `parent_pid` (the process that started this one, such as `smallemctl
+// run`), the worker dies with it: the kernel kills it (SIGKILL; its
+// children follow) when the thread of that process that started it ends,
+// and it returns 1 at once when `parent_pid` is no longer its parent.
+// Returns the exit code.
+int RunWorker(WorkerOptions options, pid_t parent_pid = 0);
 
 }  // namespace smallem
 
