@@ -1,17 +1,23 @@
 // `smallemctl run GRID`: the embedded default — a coordinator on 127.0.0.1
 // (a free port) with its SQLite file in the working directory, local CPU
-// workers spawning smallem-worker children, progress while it runs, the
-// report at the end.
+// workers (smallem-worker processes, which spawn their own training
+// children), progress while it runs, the report at the end.
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,10 +26,11 @@
 #include "cli/service_commands.h"
 #include "cli/status_view.h"
 #include "nlohmann/json.hpp"
+#include "rpc/auth.h"
 #include "server/service/coordinator.h"
 #include "spdlog/spdlog.h"
-#include "worker/daemon.h"
-#include "worker/devices.h"
+
+extern "C" char** environ;
 
 namespace smallem {
 namespace {
@@ -60,6 +67,120 @@ absl::StatusOr<std::string> FindWorkerBinary(const std::string& flag) {
       "(`cmake --build build --target smallem-worker`) or set $SMALLEM_WORKER");
 }
 
+// The local smallem-worker processes of one `run`. Each is started in its
+// own process group (a Ctrl-C is smallemctl's to handle: it stops them and
+// prints how to resume) with --parent-pid, so the kernel kills it — and its
+// training child with it — if smallemctl dies. Their output is smallemctl's.
+//
+// Not thread-safe: the thread that starts them stops them (the kernel ties
+// --parent-pid's death signal to it).
+class LocalWorkers {
+ public:
+  LocalWorkers() = default;
+  ~LocalWorkers() { Stop(); }
+  LocalWorkers(const LocalWorkers&) = delete;
+  LocalWorkers& operator=(const LocalWorkers&) = delete;
+
+  // Starts `binary` with `args` (argv[1..]). Internal, naming the binary,
+  // when it cannot be started.
+  absl::Status Start(const std::string& binary, const std::vector<std::string>& args);
+
+  // Stops every worker still running: the runs they hold are given back at
+  // once (SIGTERM, which drains, then SIGINT, which stops: see RunWorker),
+  // and each is waited for — killed when it outlasts kStopGrace.
+  void Stop();
+
+  // True when every worker has exited by itself; `how` then says how the
+  // last one ended.
+  bool AllExited(std::string* how);
+
+ private:
+  static constexpr std::chrono::seconds kStopGrace{30};
+
+  std::vector<pid_t> running_;  // started, not yet reaped
+};
+
+// How a wait status ended a process.
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+  return absl::StrCat("exit code ", WEXITSTATUS(status));
+}
+
+absl::Status LocalWorkers::Start(const std::string& binary,
+                                 const std::vector<std::string>& args) {
+  std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  // This environment, less what points at a remote coordinator: the embedded
+  // one is plaintext and open (docs/security.md).
+  const std::string token_entry = absl::StrCat(kWorkerTokenEnv, "=");
+  const std::string tls_ca_entry = absl::StrCat(kTlsCaEnv, "=");
+  std::vector<char*> envp;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view e(*entry);
+    if (e.starts_with(token_entry) || e.starts_with(tls_ca_entry)) continue;
+    envp.push_back(*entry);
+  }
+  envp.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigset_t defaults;  // the signals the worker acts on
+  sigemptyset(&defaults);
+  for (int signal : {SIGINT, SIGTERM, SIGPIPE}) sigaddset(&defaults, signal);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, binary.c_str(), nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (error != 0) {
+    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", std::strerror(error)));
+  }
+  running_.push_back(pid);
+  return absl::OkStatus();
+}
+
+void LocalWorkers::Stop() {
+  for (pid_t pid : running_) {
+    kill(pid, SIGTERM);
+    kill(pid, SIGINT);
+  }
+  const auto give_up = std::chrono::steady_clock::now() + kStopGrace;
+  for (pid_t pid : running_) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        std::fprintf(stderr, "smallem-worker %d did not stop within %llds; killing it\n", pid,
+                     static_cast<long long>(kStopGrace.count()));
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  running_.clear();
+}
+
+bool LocalWorkers::AllExited(std::string* how) {
+  for (auto it = running_.begin(); it != running_.end();) {
+    int status = 0;
+    if (waitpid(*it, &status, WNOHANG) == *it) {
+      *how = DescribeExit(status);
+      it = running_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return running_.empty();
+}
+
 // "✓ run 3 (rope, seed 1): 1.2345 nats/byte in 45s" for a finished run.
 std::string FinishedLine(const v1::Run& run) {
   std::string line = absl::StrCat(run.status() == v1::RUN_STATUS_SUCCEEDED ? "done" : "FAILED",
@@ -92,8 +213,6 @@ int RunLocal(const RunLocalArgs& args) {
   if (args.workers < 1) return Fail(absl::InvalidArgumentError("--workers: at least 1"));
   absl::StatusOr<std::string> worker_binary = FindWorkerBinary(args.worker_binary);
   if (!worker_binary.ok()) return Fail(worker_binary.status());
-  absl::StatusOr<std::vector<DeviceInfo>> cpu = ParseDevices("cpu");
-  if (!cpu.ok()) return Fail(cpu.status());
 
   // The service logs only what needs attention; progress is ours to show.
   spdlog::set_level(spdlog::level::warn);
@@ -108,7 +227,7 @@ int RunLocal(const RunLocalArgs& args) {
   // The embedded coordinator is plaintext and open, on loopback for the
   // length of this command (docs/security.md): no token is sent, whatever
   // the environment holds for a remote coordinator.
-  ServiceClient client((*coordinator)->address(), /*deadline_s=*/60, ChannelSecurity{});
+  ServiceClient client((*coordinator)->address(), absl::Seconds(60), ChannelSecurity{});
   absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0);
   if (!submitted.ok()) return Fail(submitted.status());
   const std::string name = submitted->experiment_name();
@@ -116,30 +235,29 @@ int RunLocal(const RunLocalArgs& args) {
               name.c_str(), submitted->runs_total(), submitted->runs_added(),
               submitted->runs_reissued(), submitted->runs_unchanged(), args.db.c_str());
 
-  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::unique_ptr<WorkerDaemon>> workers;
-  std::vector<std::thread> worker_threads;
-  for (int i = 0; i < args.workers; ++i) {
-    WorkerOptions options;
-    options.coordinator = (*coordinator)->address();
-    options.devices = *cpu;
-    options.cache_dir = args.cache;
-    options.child_program = *worker_binary;
-    options.worker_id = absl::StrCat("local-", getpid(), "-", i + 1);
-    options.child_threads = args.threads > 0 ? args.threads : std::max(1, hardware / args.workers);
-    workers.push_back(std::make_unique<WorkerDaemon>(options));
-    worker_threads.emplace_back([w = workers.back().get()] { w->Run().IgnoreError(); });
-  }
-
+  // Handled from here on: a Ctrl-C stops the workers and says how to resume.
   struct sigaction action = {};
   action.sa_handler = OnInterrupt;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = args.threads > 0 ? args.threads : std::max(1, hardware / args.workers);
+  LocalWorkers workers;
+  for (int i = 0; i < args.workers; ++i) {
+    absl::Status started = workers.Start(
+        *worker_binary,
+        {"--coordinator", (*coordinator)->address(), "--devices", "cpu", "--cache", args.cache,
+         "--id", absl::StrCat("local-", getpid(), "-", i + 1), "--threads",
+         absl::StrCat(threads), "--log-level", "warn", "--parent-pid", absl::StrCat(getpid())});
+    if (!started.ok()) return Fail(started);
+  }
+
   ProgressLine progress(stderr, /*plain_interval_s=*/10.0);
   std::set<int64_t> reported;
   bool first_poll = true;
   v1::Experiment last;
+  absl::Status workers_lost;
   while (!g_interrupted.load()) {
     absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(name);
     if (!e.ok()) {
@@ -172,14 +290,25 @@ int RunLocal(const RunLocalArgs& args) {
     first_poll = false;
     const v1::RunCounts& c = last.counts();
     if (c.queued() == 0 && c.leased() == 0) break;
+    if (std::string how; workers.AllExited(&how)) {
+      progress.Finish();
+      workers_lost = absl::InternalError(absl::StrCat(
+          "every smallem-worker has exited (the last: ", how,
+          "; its messages are above); finished runs are kept in ", args.db));
+      break;
+    }
     progress.Update(FormatExperimentLine(last) + running);
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   progress.Finish();
 
-  // The runs are over (or we were interrupted): workers stop, children die.
-  for (auto& w : workers) w->Stop();
-  for (std::thread& t : worker_threads) t.join();
+  // The runs are over (or we were interrupted): workers stop, children die,
+  // and the runs they held are queued again at once.
+  workers.Stop();
+  if (!workers_lost.ok()) {
+    (*coordinator)->Shutdown();
+    return Fail(workers_lost);
+  }
 
   if (g_interrupted.load()) {
     std::fprintf(stderr,

@@ -1,6 +1,5 @@
 #include "cli/service_client.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 
@@ -21,6 +20,20 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The client token from `token_file` (else the environment) and the TLS
+// root from `tls_ca_file` (else the environment). When either cannot be
+// read, `error` says why and the result is plaintext without a token: the
+// constructor cannot fail, so the first call reports the error.
+ChannelSecurity ResolveClientSecurity(const std::string& token_file,
+                                      const std::string& tls_ca_file, absl::Status* error) {
+  absl::StatusOr<std::string> token = ResolveToken(token_file, kClientTokenEnv);
+  absl::StatusOr<std::string> ca = ResolveTlsCa(tls_ca_file);
+  if (!token.ok()) *error = token.status();
+  else if (!ca.ok()) *error = ca.status();
+  else return {.token = *token, .tls_ca_pem = *ca};
+  return {};
 }
 
 }  // namespace
@@ -66,49 +79,25 @@ absl::Status ExplainUnavailable(const absl::Status& status, const std::string& a
                                    "everything here with `smallemctl run GRID`"));
 }
 
-ServiceClient::ServiceClient(const std::string& address, int64_t deadline_s,
+ServiceClient::ServiceClient(const std::string& address, absl::Duration deadline,
                              const std::string& token_file, const std::string& tls_ca_file)
-    : address_(address), deadline_s_(deadline_s) {
-  ChannelSecurity security;
-  absl::StatusOr<std::string> token = ResolveToken(token_file, kClientTokenEnv);
-  absl::StatusOr<std::string> ca = ResolveTlsCa(tls_ca_file);
-  // The constructor cannot fail; the first call reports what went wrong.
-  if (!token.ok()) setup_ = token.status();
-  else if (!ca.ok()) setup_ = ca.status();
-  else security = {.token = *token, .tls_ca_pem = *ca};
-  Connect(security);
-}
+    : channel_(address, {.security = ResolveClientSecurity(token_file, tls_ca_file, &setup_)}),
+      stub_(v1::ClientService::NewStub(channel_.channel())),
+      deadline_(deadline) {}
 
-ServiceClient::ServiceClient(const std::string& address, int64_t deadline_s,
+ServiceClient::ServiceClient(const std::string& address, absl::Duration deadline,
                              const ChannelSecurity& security)
-    : address_(address), deadline_s_(deadline_s) {
-  Connect(security);
-}
-
-void ServiceClient::Connect(const ChannelSecurity& security) {
-  token_ = security.token;
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  stub_ = v1::ClientService::NewStub(
-      grpc::CreateCustomChannel(address_, MakeChannelCredentials(security), args));
-}
-
-std::unique_ptr<grpc::ClientContext> ServiceClient::NewContext(
-    std::chrono::seconds deadline) const {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() + deadline);
-  AttachToken(token_, context.get());
-  return context;
-}
+    : channel_(address, {.security = security}),
+      stub_(v1::ClientService::NewStub(channel_.channel())),
+      deadline_(deadline) {}
 
 template <typename Response, typename Request, typename Method>
 absl::StatusOr<Response> ServiceClient::Call(Method method, const Request& request) {
   if (!setup_.ok()) return setup_;
-  auto context = NewContext(std::chrono::seconds(deadline_s_));
+  auto context = channel_.NewCallContext(deadline_);
   Response response;
   grpc::Status status = ((*stub_).*method)(context.get(), request, &response);
-  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address_);
+  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address());
   return response;
 }
 
@@ -129,7 +118,7 @@ absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir)
     if (has->present()) return hash;
   }
   // Uploads are allowed longer: a large corpus over a slow link.
-  auto context = NewContext(std::chrono::seconds(deadline_s_ * 20));
+  auto context = channel_.NewCallContext(deadline_ * 20);
   v1::UploadDatasetResponse response;
   auto writer = stub_->UploadDataset(context.get(), &response);
   for (const char* name : kDatasetFiles) {
@@ -147,7 +136,7 @@ absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir)
   }
   writer->WritesDone();
   grpc::Status status = writer->Finish();
-  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address_);
+  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address());
   return hash;
 }
 
@@ -209,7 +198,7 @@ absl::Status ServiceClient::StreamMetrics(
     int64_t run_id, const std::function<bool(const v1::StreamMetricsResponse&)>& on_update) {
   if (!setup_.ok()) return setup_;
   // It follows the run as long as it lasts; a day bounds a forgotten watch.
-  auto context = NewContext(std::chrono::hours(24));
+  auto context = channel_.NewCallContext(absl::Hours(24));
   v1::StreamMetricsRequest request;
   request.set_run_id(run_id);
   request.set_after_step(-1);
@@ -224,7 +213,7 @@ absl::Status ServiceClient::StreamMetrics(
   }
   grpc::Status status = reader->Finish();
   if (status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
-  return ExplainUnavailable(FromGrpcStatus(status), address_);
+  return ExplainUnavailable(FromGrpcStatus(status), address());
 }
 
 }  // namespace smallem

@@ -4,21 +4,21 @@
 // and submit the grid's text.
 //
 // Every call carries the client token, when there is one, as
-// `authorization: Bearer <token>` (added per call: gRPC sends call
-// credentials over TLS only, and a loopback coordinator is plaintext).
+// `authorization: Bearer <token>` (rpc/channel.h).
 //
 // Thread-safe (gRPC stubs are).
 #ifndef SMALLEM_CLI_SERVICE_CLIENT_H_
 #define SMALLEM_CLI_SERVICE_CLIENT_H_
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rpc/auth.h"
+#include "rpc/channel.h"
 #include "smallem/v1/client.grpc.pb.h"
 
 namespace smallem {
@@ -29,16 +29,18 @@ std::string DefaultCoordinatorAddress();
 
 class ServiceClient {
  public:
-  // The client token from `token_file`, else $SMALLEM_CLIENT_TOKEN; TLS with
-  // the root certificate in `tls_ca_file`, else in the file $SMALLEM_TLS_CA
+  // Calls time out after `deadline` (uploads after 20 times as long). The
+  // client token from `token_file`, else $SMALLEM_CLIENT_TOKEN; TLS with the
+  // root certificate in `tls_ca_file`, else in the file $SMALLEM_TLS_CA
   // names, else plaintext. When a file cannot be read, every call fails
   // with that error (it names the file).
-  ServiceClient(const std::string& address, int64_t deadline_s,
+  ServiceClient(const std::string& address, absl::Duration deadline,
                 const std::string& token_file = "", const std::string& tls_ca_file = "");
   // Exactly `security`; the environment is not consulted.
-  ServiceClient(const std::string& address, int64_t deadline_s, const ChannelSecurity& security);
+  ServiceClient(const std::string& address, absl::Duration deadline,
+                const ChannelSecurity& security);
 
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return channel_.address(); }
 
   // Uploads dataset directory `dir` unless the coordinator has it. Returns its
   // content hash (meta.json's). NotFound/DataLoss when the directory is not a
@@ -58,23 +60,22 @@ class ServiceClient {
   absl::StatusOr<v1::ReportResponse> Report(v1::ReportRequest request,
                                             const std::string& experiment);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
-  // Streams a run's metrics until it ends (no deadline: it follows the run).
+  // Streams a run's metrics until it ends (it follows the run: its deadline
+  // is a day, not `deadline`).
   // `on_update` returning false stops the stream.
   absl::Status StreamMetrics(int64_t run_id,
                              const std::function<bool(const v1::StreamMetricsResponse&)>& on_update);
 
  private:
-  void Connect(const ChannelSecurity& security);
-  // A context for one call: its deadline and the token.
-  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::seconds deadline) const;
   template <typename Response, typename Request, typename Method>
   absl::StatusOr<Response> Call(Method method, const Request& request);
 
-  std::string address_;
-  int64_t deadline_s_;
+  // Declared before channel_, which the constructor reading the files
+  // builds with what they held (or with no security when they failed).
   absl::Status setup_;  // why the credentials could not be read; OK when they were
-  std::string token_;
+  ClientChannel channel_;
   std::unique_ptr<v1::ClientService::Stub> stub_;
+  absl::Duration deadline_;
 };
 
 // A report request from the command line's --at (steps, time, both),

@@ -19,7 +19,7 @@ namespace {
 
 ServiceClient Connect(const ServiceArgs& args) {
   return ServiceClient(args.coordinator.empty() ? DefaultCoordinatorAddress() : args.coordinator,
-                       args.deadline_s, args.token_file, args.tls_ca);
+                       absl::Seconds(args.deadline_s), args.token_file, args.tls_ca);
 }
 
 // Prints the error and returns the exit code: 2 for bad input, 1 otherwise.

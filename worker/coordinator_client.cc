@@ -1,10 +1,7 @@
 #include "worker/coordinator_client.h"
 
-#include <chrono>
-
 #include "grpcpp/grpcpp.h"
 #include "rpc/grpc_status.h"
-#include "rpc/limits.h"
 
 namespace smallem {
 
@@ -17,36 +14,24 @@ bool IsTransient(const absl::Status& status) {
          status.code() == absl::StatusCode::kUnknown;
 }
 
-std::unique_ptr<grpc::ClientContext> CoordinatorClient::NewContext(int64_t deadline_ms) const {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(deadline_ms));
-  AttachToken(token_, context.get());
-  return context;
-}
-
 template <typename Response, typename Call>
 absl::StatusOr<Response> CoordinatorClient::Unary(Call call) {
   Response response;
-  auto context = NewContext(deadline_ms_);
+  auto context = channel_.NewCallContext(deadline_);
   grpc::Status status = call(context.get(), &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
 
-CoordinatorClient::CoordinatorClient(const std::string& address, int64_t deadline_ms,
-                                     ChannelSecurity security)
-    : deadline_ms_(deadline_ms), token_(security.token) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  // Reconnect quickly once the coordinator is back (gRPC's default backoff
-  // grows to two minutes).
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  stub_ = v1::WorkerService::NewStub(
-      grpc::CreateCustomChannel(address, MakeChannelCredentials(security), args));
-}
+CoordinatorClient::CoordinatorClient(const std::string& address, absl::Duration deadline,
+                                     const ChannelSecurity& security)
+    // Reconnect quickly once the coordinator is back (gRPC's default backoff
+    // grows to two minutes).
+    : channel_(address, {.security = security,
+                         .initial_reconnect_backoff = absl::Milliseconds(200),
+                         .max_reconnect_backoff = absl::Seconds(2)}),
+      stub_(v1::WorkerService::NewStub(channel_.channel())),
+      deadline_(deadline) {}
 
 absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(const v1::RegisterRequest& r) {
   return Unary<v1::RegisterResponse>([&](grpc::ClientContext* c, auto* out) {
@@ -79,9 +64,9 @@ absl::StatusOr<v1::FailResponse> CoordinatorClient::Fail(const v1::FailRequest& 
 }
 
 absl::Status CoordinatorClient::FetchDataset(
-    const std::string& content_hash, int64_t deadline_s,
+    const std::string& content_hash, absl::Duration deadline,
     const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk) {
-  auto context = NewContext(deadline_s * 1000);
+  auto context = channel_.NewCallContext(deadline);
   v1::FetchDatasetRequest request;
   request.set_content_hash(content_hash);
   auto reader = stub_->FetchDataset(context.get(), request);

@@ -2,24 +2,25 @@
 // call has a deadline and fails fast when the coordinator is unreachable
 // (Unavailable / DeadlineExceeded: the daemon backs off and retries);
 // FailedPrecondition and NotFound mean the attempt is no longer this
-// worker's to run.
+// worker's to run. The channel (rpc/channel.h) dials a lost coordinator
+// again within seconds, not gRPC's default minutes.
 //
-// With a token, every call carries `authorization: Bearer <token>` (added
-// per call: gRPC sends call credentials over TLS only, and a loopback
-// coordinator is plaintext); a wrong one fails Unauthenticated, which is not
-// transient. With a root certificate the channel is TLS.
+// With a token, every call carries `authorization: Bearer <token>`; a wrong
+// one fails Unauthenticated, which is not transient. With a root
+// certificate the channel is TLS.
 //
 // Thread-safe (gRPC stubs are).
 #ifndef SMALLEM_WORKER_COORDINATOR_CLIENT_H_
 #define SMALLEM_WORKER_COORDINATOR_CLIENT_H_
 
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rpc/auth.h"
+#include "rpc/channel.h"
 #include "smallem/v1/worker.grpc.pb.h"
 
 namespace smallem {
@@ -27,9 +28,10 @@ namespace smallem {
 class CoordinatorClient {
  public:
   // `address` is host:port; calls other than FetchDataset time out after
-  // deadline_ms. `security`: the worker token and TLS root, if any.
-  explicit CoordinatorClient(const std::string& address, int64_t deadline_ms = 10'000,
-                             ChannelSecurity security = {});
+  // `deadline`. `security`: the worker token and TLS root, if any.
+  explicit CoordinatorClient(const std::string& address,
+                             absl::Duration deadline = absl::Seconds(10),
+                             const ChannelSecurity& security = {});
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request);
   absl::StatusOr<v1::LeaseResponse> Lease(const v1::LeaseRequest& request);
@@ -37,19 +39,17 @@ class CoordinatorClient {
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
   absl::StatusOr<v1::FailResponse> Fail(const v1::FailRequest& request);
   // Streams the dataset's chunks to `on_chunk` (which may stop the fetch by
-  // returning an error). The whole fetch has deadline_s.
-  absl::Status FetchDataset(const std::string& content_hash, int64_t deadline_s,
+  // returning an error). The whole fetch must end within `deadline`.
+  absl::Status FetchDataset(const std::string& content_hash, absl::Duration deadline,
                             const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk);
 
  private:
-  // A context for one call: its deadline and the token.
-  std::unique_ptr<grpc::ClientContext> NewContext(int64_t deadline_ms) const;
   template <typename Response, typename Call>
   absl::StatusOr<Response> Unary(Call call);
 
+  ClientChannel channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
-  int64_t deadline_ms_;
-  std::string token_;
+  absl::Duration deadline_;
 };
 
 // True for errors after which the same call may succeed later (the

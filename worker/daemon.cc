@@ -3,8 +3,10 @@
 #include "worker/daemon.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -16,6 +18,7 @@ namespace smallem {
 
 WorkerDaemon::WorkerDaemon(WorkerOptions options)
     : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       cache_(options_.cache_dir),
       jobs_(options_.cache_dir, options_.max_failed_job_dirs) {
   if (options_.worker_id.empty()) {
@@ -23,7 +26,7 @@ WorkerDaemon::WorkerDaemon(WorkerOptions options)
     gethostname(host, sizeof(host) - 1);
     options_.worker_id = absl::StrCat(host, "-", getpid());
   }
-  client_ = std::make_unique<CoordinatorClient>(options_.coordinator, options_.rpc_deadline_ms,
+  client_ = std::make_unique<CoordinatorClient>(options_.coordinator, options_.rpc_deadline,
                                                 options_.security);
 }
 
@@ -50,10 +53,21 @@ void WorkerDaemon::Stop() {
   stopping_ = true;
 }
 
-bool WorkerDaemon::SleepUnlessStopping(int64_t ms) {
+bool WorkerDaemon::WaitOnClock(int64_t ms, bool wake_on_drain) {
+  const int64_t start = clock_->NowUnixMs();
   absl::MutexLock lock(&mu_);
-  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return draining_ || stopping_; };
-  return !mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(ms));
+  auto woken = [this, wake_on_drain]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || (wake_on_drain && draining_);
+  };
+  while (true) {
+    const int64_t now = clock_->NowUnixMs();
+    // A clock set back (the wall clock corrected) ends the wait rather than
+    // stretching it.
+    if (now - start >= ms || now < start) return true;
+    // Nothing signals a move of the clock: look at it again soon.
+    const int64_t slice = std::min(start + ms - now, kClockCheckMs);
+    if (mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(slice))) return false;
+  }
 }
 
 int64_t WorkerDaemon::NextBackoffMs(int64_t current) const {
@@ -118,7 +132,7 @@ void WorkerDaemon::DeviceLoop(const DeviceInfo& device) {
   int64_t backoff_ms = options_.initial_backoff_ms;
   while (!draining()) {
     if (!EnsureRegistered()) {
-      SleepUnlessStopping(backoff_ms);
+      WaitOnClock(backoff_ms, /*wake_on_drain=*/true);
       backoff_ms = NextBackoffMs(backoff_ms);
       continue;
     }
@@ -135,20 +149,28 @@ void WorkerDaemon::DeviceLoop(const DeviceInfo& device) {
       }
       spdlog::warn("{}: lease failed ({}); retrying in {} ms", device.name,
                    std::string(lease.status().message()), backoff_ms);
-      SleepUnlessStopping(backoff_ms);
+      WaitOnClock(backoff_ms, /*wake_on_drain=*/true);
       backoff_ms = NextBackoffMs(backoff_ms);
       continue;
     }
     backoff_ms = options_.initial_backoff_ms;
     if (!lease->leased()) {
-      SleepUnlessStopping(std::max<int64_t>(lease->retry_after_ms(), 50));
+      WaitOnClock(std::max<int64_t>(lease->retry_after_ms(), 50), /*wake_on_drain=*/true);
       continue;
     }
     RunJob(device, *lease);
   }
 }
 
-int RunWorker(WorkerOptions options) {
+int RunWorker(WorkerOptions options, pid_t parent_pid) {
+  if (parent_pid != 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The parent may have died before prctl: then nothing would kill us.
+    if (getppid() != parent_pid) {
+      spdlog::error("--parent-pid {}: not this worker's parent (it has exited?)", parent_pid);
+      return 1;
+    }
+  }
   // Signals are taken synchronously by one thread: block them before any
   // other thread starts. SIGUSR1 tells that thread the run is over.
   sigset_t signals;

@@ -23,24 +23,36 @@
 //    report, then Run returns. Stop (a second signal): kill the children and
 //    report their runs lost, so they are requeued at once.
 //
+// Time (when a heartbeat is due, when a backoff or an idle pause ends) comes
+// from the injected Clock, so tests move it instead of sleeping; the daemon
+// looks at the clock at least every kClockCheckMs of real time while it
+// waits. RPC deadlines and the child's output are real time.
+//
 // Thread-safe: Drain and Stop may be called from any thread while Run runs.
 #ifndef SMALLEM_WORKER_DAEMON_H_
 #define SMALLEM_WORKER_DAEMON_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
 #include "worker/job_dirs.h"
 
 namespace smallem {
+
+class ChildProcess;
 
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:7070";  // host:port
@@ -52,9 +64,10 @@ struct WorkerOptions {
   int child_threads = 0;        // CPU threads per child; 0 = all
   int64_t progress_every = 10;  // steps between the child's progress lines
   int max_failed_job_dirs = 20; // failed jobs' directories kept for debugging
-  int64_t initial_backoff_ms = 200;
-  int64_t max_backoff_ms = 5'000;
-  int64_t rpc_deadline_ms = 10'000;
+  int64_t initial_backoff_ms = 200;  // on the clock
+  int64_t max_backoff_ms = 5'000;     // on the clock
+  absl::Duration rpc_deadline = absl::Seconds(10);  // per call (a dataset fetch: 10 minutes)
+  const Clock* clock = nullptr;  // nullptr = SystemClock; must outlive the daemon
 };
 
 class WorkerDaemon {
@@ -70,24 +83,56 @@ class WorkerDaemon {
 
   const std::string& worker_id() const { return options_.worker_id; }
 
+  // Real time between two looks at the clock while waiting on it.
+  static constexpr int64_t kClockCheckMs = 20;
+
  private:
+  // One leased attempt, as the steps of RunJob share it (daemon_job.cc).
+  struct Job;
+  // How a child's supervision ended.
+  enum class ChildEnd { kExited, kStopped, kCancelled, kLeaseLost };
+
   void DeviceLoop(const DeviceInfo& device);
-  void RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease);
   // Registers unless already registered; false when the coordinator could
   // not be reached (the caller backs off).
   bool EnsureRegistered();
-  // Sleeps up to ms, waking early on Drain/Stop. Returns false when woken.
-  bool SleepUnlessStopping(int64_t ms);
+  // Waits until `ms` have passed on the clock; Stop ends the wait early, and
+  // so does Drain when `wake_on_drain`. Returns false when ended early.
+  bool WaitOnClock(int64_t ms, bool wake_on_drain) ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t NextBackoffMs(int64_t current) const;
+
+  // RunJob and its steps, in order (daemon_job.cc). A step that fails
+  // reports the failure itself and returns no value (false, nullopt,
+  // nullptr).
+  void RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease);
+  // The leased dataset's local directory, from the cache or the coordinator.
+  std::optional<std::string> EnsureJobDataset(const Job& job, const std::string& dataset_hash);
+  // The job's directory, holding spec.json: the leased spec pointed at the
+  // local dataset.
+  bool WriteJobSpec(const std::string& spec_json, const std::string& dataset_dir, Job* job);
+  std::unique_ptr<ChildProcess> SpawnJobChild(const Job& job);
+  // Relays the child's progress in heartbeats until it exits, or kills it
+  // when the worker stops, the run is cancelled or the lease is lost.
+  ChildEnd SuperviseChild(ChildProcess& child, Job* job);
+  // Sends one heartbeat with the points gathered so far; kCancelled or
+  // kLeaseLost when the reply says the attempt is over, else nullopt.
+  std::optional<ChildEnd> Heartbeat(Job* job);
+  // Reports how the exited child ended: Complete with its result, or Fail.
+  void ReportChildExit(ChildProcess& child, const Job& job);
+  // Reports the attempt failed (retried until it gets through or Stop).
+  void ReportFailure(const Job& job, v1::FailureClass failure, const std::string& message);
+  // Keeps the job's directory for debugging (within the cap).
+  void KeepJobDir(const Job& job);
   // Retries a report (Complete/Fail) until it gets through, is refused for
   // good, or Stop. Returns the last status.
   template <typename Call>
   absl::Status ReportWithRetry(const char* what, int64_t run_id, Call call);
-  int64_t NextBackoffMs(int64_t current) const;
 
   bool draining() ABSL_LOCKS_EXCLUDED(mu_);
   bool stopping() ABSL_LOCKS_EXCLUDED(mu_);
 
   WorkerOptions options_;
+  const Clock* const clock_;
   std::unique_ptr<CoordinatorClient> client_;
   DatasetCache cache_;
   JobDirs jobs_;
@@ -100,8 +145,15 @@ class WorkerDaemon {
 };
 
 // smallem-worker's body: runs a WorkerDaemon; SIGTERM or SIGINT drains it, a
-// second one stops it. Returns the exit code.
-int RunWorker(WorkerOptions options);
+// second one stops it. (Two of the same signal sent at once may arrive as
+// one: a supervisor that wants a stop sends SIGTERM, then SIGINT.)
+//
+// With `parent_pid` (the process that started this one, such as `smallemctl
+// run`), the worker dies with it: the kernel kills it (SIGKILL; its
+// children follow) when the thread of that process that started it ends,
+// and it returns 1 at once when `parent_pid` is no longer its parent.
+// Returns the exit code.
+int RunWorker(WorkerOptions options, pid_t parent_pid = 0);
 
 }  // namespace smallem
 

@@ -1,7 +1,9 @@
-// WorkerDaemon::RunJob: one leased run, from dataset to reported outcome.
-#include <chrono>
+// WorkerDaemon::RunJob: one leased run, from dataset to reported outcome, in
+// steps: the dataset, the job's directory and spec, the child, its
+// supervision (progress relayed in heartbeats), the outcome reported.
 #include <fstream>
-#include <thread>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -12,8 +14,6 @@
 
 namespace smallem {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 // The attempt is no longer ours: the coordinator gave the run to another
 // attempt, cancelled it, or forgot it.
@@ -51,6 +51,15 @@ std::string WithWorkerDevice(const std::string& result_json, const std::string& 
 
 }  // namespace
 
+struct WorkerDaemon::Job {
+  DeviceInfo device;       // the worker's device the child trains on
+  int64_t run_id = 0;
+  int attempt = 0;
+  std::string dir;         // CACHE/jobs/run-R-attempt-A; "" until created
+  std::string spec_path;   // dir/spec.json
+  v1::HeartbeatRequest beat;  // progress points not yet acknowledged
+};
+
 template <typename Call>
 absl::Status WorkerDaemon::ReportWithRetry(const char* what, int64_t run_id, Call call) {
   int64_t backoff_ms = options_.initial_backoff_ms;
@@ -66,165 +75,203 @@ absl::Status WorkerDaemon::ReportWithRetry(const char* what, int64_t run_id, Cal
                  std::string(status.message()), backoff_ms);
     if (stopping()) return status;
     // Not woken by Drain: a draining worker still reports what it ran.
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    WaitOnClock(backoff_ms, /*wake_on_drain=*/false);
     backoff_ms = NextBackoffMs(backoff_ms);
   }
 }
 
+void WorkerDaemon::ReportFailure(const Job& job, v1::FailureClass failure,
+                                 const std::string& message) {
+  v1::FailRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_run_id(job.run_id);
+  request.set_attempt(job.attempt);
+  request.set_failure_class(failure);
+  request.set_message(message);
+  spdlog::warn("run {} attempt {}: {} ({})", job.run_id, job.attempt, message,
+               v1::FailureClass_Name(failure));
+  ReportWithRetry("Fail", job.run_id, [&] { return client_->Fail(request).status(); })
+      .IgnoreError();
+}
+
+void WorkerDaemon::KeepJobDir(const Job& job) {
+  const std::string kept = jobs_.KeepFailed(job.dir);
+  if (!kept.empty()) spdlog::info("run {} attempt {}: kept {}", job.run_id, job.attempt, kept);
+}
+
 void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lease) {
-  const int64_t run_id = lease.run_id();
-  const int attempt = lease.attempt();
-  spdlog::info("run {} attempt {}: leased on {}", run_id, attempt, device.name);
-  auto fail = [&](v1::FailureClass failure, const std::string& message) {
-    v1::FailRequest request;
-    request.set_worker_id(options_.worker_id);
-    request.set_run_id(run_id);
-    request.set_attempt(attempt);
-    request.set_failure_class(failure);
-    request.set_message(message);
-    spdlog::warn("run {} attempt {}: {} ({})", run_id, attempt, message,
-                 v1::FailureClass_Name(failure));
-    ReportWithRetry("Fail", run_id, [&] { return client_->Fail(request).status(); }).IgnoreError();
-  };
+  Job job;
+  job.device = device;
+  job.run_id = lease.run_id();
+  job.attempt = lease.attempt();
+  job.beat.set_worker_id(options_.worker_id);
+  job.beat.set_run_id(job.run_id);
+  job.beat.set_attempt(job.attempt);
+  spdlog::info("run {} attempt {}: leased on {}", job.run_id, job.attempt, device.name);
 
-  // 1. The dataset, from the cache or the coordinator.
-  absl::StatusOr<std::string> dataset = cache_.Ensure(lease.dataset_hash(), *client_);
-  if (!dataset.ok()) {
-    // Unreachable coordinator: infrastructure. Anything else (a corrupt
-    // transfer, a full disk) is an error of this attempt, retried.
-    fail(IsTransient(dataset.status()) ? v1::FAILURE_CLASS_LEASE_LOST
-                                       : v1::FAILURE_CLASS_ENGINE_ERROR,
-         absl::StrCat("dataset ", lease.dataset_hash(), ": ", dataset.status().message()));
-    return;
-  }
-
-  // 2. The spec, pointed at the local dataset, in the job's directory.
-  nlohmann::json spec = nlohmann::json::parse(lease.spec_json(), nullptr, false);
-  if (!spec.is_object()) {
-    fail(v1::FAILURE_CLASS_INVALID_CONFIG, "the leased spec is not a JSON object");
-    return;
-  }
-  spec["data"] = *dataset;
-  absl::StatusOr<std::string> created = jobs_.Create(run_id, attempt);
-  if (!created.ok()) {
-    fail(v1::FAILURE_CLASS_ENGINE_ERROR, std::string(created.status().message()));
-    return;
-  }
-  const std::string job_dir = *created;
-  // The job failed (or its outcome could not be recorded): keep its
-  // directory for debugging, within the cap.
-  auto keep = [&] {
-    const std::string kept = jobs_.KeepFailed(job_dir);
-    if (!kept.empty()) spdlog::info("run {} attempt {}: kept {}", run_id, attempt, kept);
-  };
-  const std::string spec_path = job_dir + "/spec.json";
-  {
-    std::ofstream out(spec_path, std::ios::trunc);
-    out << spec.dump(2) << "\n";
-    if (!out) {
-      fail(v1::FAILURE_CLASS_ENGINE_ERROR, absl::StrCat("cannot write ", spec_path));
-      keep();
+  std::optional<std::string> dataset = EnsureJobDataset(job, lease.dataset_hash());
+  if (!dataset.has_value() || !WriteJobSpec(lease.spec_json(), *dataset, &job)) return;
+  std::unique_ptr<ChildProcess> child = SpawnJobChild(job);
+  if (child == nullptr) return;
+  switch (SuperviseChild(*child, &job)) {
+    case ChildEnd::kExited:
+      ReportChildExit(*child, job);
       return;
-    }
+    case ChildEnd::kStopped:
+      ReportFailure(job, v1::FAILURE_CLASS_LEASE_LOST, "the worker was stopped");
+      KeepJobDir(job);
+      return;
+    case ChildEnd::kCancelled:
+      jobs_.Remove(job.dir);
+      return;
+    case ChildEnd::kLeaseLost:
+      KeepJobDir(job);
+      return;
   }
+}
 
-  // 3. The child, on this device alone.
-  ChildArgs child_args{.spec_path = spec_path,
-                       .out_dir = job_dir,
+std::optional<std::string> WorkerDaemon::EnsureJobDataset(const Job& job,
+                                                          const std::string& dataset_hash) {
+  absl::StatusOr<std::string> dataset = cache_.Ensure(dataset_hash, *client_);
+  if (dataset.ok()) return *dataset;
+  // Unreachable coordinator: infrastructure. Anything else (a corrupt
+  // transfer, a full disk) is an error of this attempt, retried.
+  ReportFailure(job,
+                IsTransient(dataset.status()) ? v1::FAILURE_CLASS_LEASE_LOST
+                                              : v1::FAILURE_CLASS_ENGINE_ERROR,
+                absl::StrCat("dataset ", dataset_hash, ": ", dataset.status().message()));
+  return std::nullopt;
+}
+
+bool WorkerDaemon::WriteJobSpec(const std::string& spec_json, const std::string& dataset_dir,
+                                Job* job) {
+  nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, false);
+  if (!spec.is_object()) {
+    ReportFailure(*job, v1::FAILURE_CLASS_INVALID_CONFIG, "the leased spec is not a JSON object");
+    return false;
+  }
+  spec["data"] = dataset_dir;
+  absl::StatusOr<std::string> created = jobs_.Create(job->run_id, job->attempt);
+  if (!created.ok()) {
+    ReportFailure(*job, v1::FAILURE_CLASS_ENGINE_ERROR, std::string(created.status().message()));
+    return false;
+  }
+  job->dir = *created;
+  job->spec_path = job->dir + "/spec.json";
+  std::ofstream out(job->spec_path, std::ios::trunc);
+  out << spec.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    ReportFailure(*job, v1::FAILURE_CLASS_ENGINE_ERROR,
+                  absl::StrCat("cannot write ", job->spec_path));
+    KeepJobDir(*job);
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<ChildProcess> WorkerDaemon::SpawnJobChild(const Job& job) {
+  // The child trains on this device alone.
+  ChildArgs child_args{.spec_path = job.spec_path,
+                       .out_dir = job.dir,
                        .threads = options_.child_threads,
                        .progress_every = options_.progress_every,
-                       .device = device.name};
+                       .device = job.device.name};
   absl::StatusOr<ChildCommand> command = BuildChildCommand(child_args, CurrentEnvironment());
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       command.ok() ? ChildProcess::Spawn(options_.child_program, command->args, command->env)
                    : absl::StatusOr<std::unique_ptr<ChildProcess>>(command.status());
   if (!child.ok()) {
-    fail(v1::FAILURE_CLASS_ENGINE_ERROR, std::string(child.status().message()));
-    keep();
-    return;
+    ReportFailure(job, v1::FAILURE_CLASS_ENGINE_ERROR, std::string(child.status().message()));
+    KeepJobDir(job);
+    return nullptr;
   }
+  return *std::move(child);
+}
 
-  // 4. Relay progress until the child ends, honouring cancel and lease loss.
-  v1::HeartbeatRequest beat;
-  beat.set_worker_id(options_.worker_id);
-  beat.set_run_id(run_id);
-  beat.set_attempt(attempt);
+WorkerDaemon::ChildEnd WorkerDaemon::SuperviseChild(ChildProcess& child, Job* job) {
   int64_t interval_ms;
   {
     absl::MutexLock lock(&mu_);
     interval_ms = heartbeat_interval_ms_;
   }
-  auto last_beat = SteadyClock::now();
-  bool running = true;
-  while (running) {
+  int64_t last_beat_ms = clock_->NowUnixMs();
+  while (true) {
     std::vector<std::string> lines;
-    running = (*child)->Poll(100, &lines);
+    const bool running = child.Poll(100, &lines);
     for (const std::string& line : lines) {
       if (std::optional<TrainProgress> p = ParseProgressLine(line)) {
-        AddPoint(*p, beat.mutable_points());
+        AddPoint(*p, job->beat.mutable_points());
       }
     }
+    const int64_t now = clock_->NowUnixMs();
+    // A clock set back (the wall clock corrected) sends one beat early.
+    const bool beat_due = now - last_beat_ms >= interval_ms || now < last_beat_ms;
+    std::optional<ChildEnd> end;
     if (stopping()) {
-      (*child)->Kill();
-      (*child)->Wait();
-      fail(v1::FAILURE_CLASS_LEASE_LOST, "the worker was stopped");
-      keep();
-      return;
+      end = ChildEnd::kStopped;
+    } else if (!running) {
+      return ChildEnd::kExited;
+    } else if (beat_due) {
+      last_beat_ms = now;
+      end = Heartbeat(job);
     }
-    if (running && SteadyClock::now() - last_beat >= std::chrono::milliseconds(interval_ms)) {
-      last_beat = SteadyClock::now();
-      absl::StatusOr<v1::HeartbeatResponse> reply = client_->Heartbeat(beat);
-      if (reply.ok()) {
-        beat.clear_points();
-        if (reply->cancel()) {
-          spdlog::info("run {} attempt {}: cancelled; stopping its child", run_id, attempt);
-          (*child)->Kill();
-          (*child)->Wait();
-          jobs_.Remove(job_dir);
-          return;
-        }
-      } else if (LeaseIsGone(reply.status())) {
-        spdlog::warn("run {} attempt {}: lease lost ({}); stopping its child", run_id, attempt,
-                     std::string(reply.status().message()));
-        (*child)->Kill();
-        (*child)->Wait();
-        keep();
-        return;
-      }
-      // Transient: the points wait for the next heartbeat that gets through.
+    if (end.has_value()) {
+      child.Kill();
+      child.Wait();
+      return *end;
     }
   }
-  const ChildExit exit = (*child)->Wait();
+}
 
-  // 5. The outcome.
-  if (exit.ok()) {
-    absl::StatusOr<std::string> result = ReadFile(job_dir + "/result.json");
-    if (!result.ok()) {
-      fail(v1::FAILURE_CLASS_ENGINE_ERROR, "the child exited 0 without writing result.json");
-      keep();
-      return;
+std::optional<WorkerDaemon::ChildEnd> WorkerDaemon::Heartbeat(Job* job) {
+  absl::StatusOr<v1::HeartbeatResponse> reply = client_->Heartbeat(job->beat);
+  if (reply.ok()) {
+    job->beat.clear_points();
+    if (reply->cancel()) {
+      spdlog::info("run {} attempt {}: cancelled; stopping its child", job->run_id, job->attempt);
+      return ChildEnd::kCancelled;
     }
-    v1::CompleteRequest request;
-    request.set_worker_id(options_.worker_id);
-    request.set_run_id(run_id);
-    request.set_attempt(attempt);
-    request.set_result_json(WithWorkerDevice(*result, device.name));
-    *request.mutable_points() = beat.points();
-    absl::Status status =
-        ReportWithRetry("Complete", run_id, [&] { return client_->Complete(request).status(); });
-    if (status.ok()) {
-      // The coordinator holds the result now: nothing here is needed.
-      spdlog::info("run {} attempt {}: completed", run_id, attempt);
-      jobs_.Remove(job_dir);
-    } else {
-      keep();
-    }
+  } else if (LeaseIsGone(reply.status())) {
+    spdlog::warn("run {} attempt {}: lease lost ({}); stopping its child", job->run_id,
+                 job->attempt, std::string(reply.status().message()));
+    return ChildEnd::kLeaseLost;
+  }
+  // Transient: the points wait for the next heartbeat that gets through.
+  return std::nullopt;
+}
+
+void WorkerDaemon::ReportChildExit(ChildProcess& child, const Job& job) {
+  const ChildExit exit = child.Wait();
+  if (!exit.ok()) {
+    // A CUDA error or out of memory fails this child only; the loop goes on.
+    const std::vector<std::string> tail = child.stderr_tail();
+    ReportFailure(job, ClassifyChildFailure(exit, tail), ChildFailureMessage(exit, tail));
+    KeepJobDir(job);
     return;
   }
-  // A CUDA error or out of memory fails this child only; the loop goes on.
-  const std::vector<std::string> tail = (*child)->stderr_tail();
-  fail(ClassifyChildFailure(exit, tail), ChildFailureMessage(exit, tail));
-  keep();
+  absl::StatusOr<std::string> result = ReadFile(job.dir + "/result.json");
+  if (!result.ok()) {
+    ReportFailure(job, v1::FAILURE_CLASS_ENGINE_ERROR,
+                  "the child exited 0 without writing result.json");
+    KeepJobDir(job);
+    return;
+  }
+  v1::CompleteRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_run_id(job.run_id);
+  request.set_attempt(job.attempt);
+  request.set_result_json(WithWorkerDevice(*result, job.device.name));
+  *request.mutable_points() = job.beat.points();
+  absl::Status status =
+      ReportWithRetry("Complete", job.run_id, [&] { return client_->Complete(request).status(); });
+  if (!status.ok()) {
+    KeepJobDir(job);
+    return;
+  }
+  // The coordinator holds the result now: nothing here is needed.
+  spdlog::info("run {} attempt {}: completed", job.run_id, job.attempt);
+  jobs_.Remove(job.dir);
 }
 
 }  // namespace smallem

@@ -89,7 +89,7 @@ absl::Status DatasetCache::Fetch(const std::string& content_hash, const std::str
                                  CoordinatorClient& client) {
   std::map<std::string, std::unique_ptr<std::ofstream>> files;
   absl::Status status = client.FetchDataset(
-      content_hash, /*deadline_s=*/600, [&](const v1::DatasetChunk& chunk) -> absl::Status {
+      content_hash, absl::Minutes(10), [&](const v1::DatasetChunk& chunk) -> absl::Status {
         // Only the four dataset files, so a name can never leave `into`.
         if (!IsDatasetFileName(chunk.file_name())) {
           return absl::DataLossError(absl::StrCat("unexpected dataset file \"",

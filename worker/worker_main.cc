@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  pid_t parent_pid = 0;
+  app.add_option("--parent-pid", parent_pid,
+                 "die with this process, the one starting the worker (smallemctl run does)");
 
   smallem::ChildArgs child;
   CLI::App* child_cmd = app.add_subcommand("child", "run one job (started by the daemon)");
@@ -84,5 +87,5 @@ int main(int argc, char** argv) {
   }
   options.security = {.token = *token, .tls_ca_pem = *ca};
   options.child_program = self;
-  return smallem::RunWorker(options);
+  return smallem::RunWorker(options, parent_pid);
 }

@@ -49,17 +49,13 @@ class AuthE2eTest : public ::testing::Test {
 };
 
 TEST_F(AuthE2eTest, CoordinatorBinaryRequiresTheTokensFromItsFiles) {
-  const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
-  absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Spawn(
-      testing::CoordinatorBinary(),
-      {"--listen", address, "--db", dir_.Join("smallem.db"), "--log-level", "warn",
-       "--worker-token-file", dir_.Join("worker.token"), "--client-token-file",
-       dir_.Join("client.token")});
+  absl::StatusOr<testing::CoordinatorProcess> coordinator = testing::StartCoordinatorProcess(
+      {"--db", dir_.Join("smallem.db"), "--worker-token-file", dir_.Join("worker.token"),
+       "--client-token-file", dir_.Join("client.token")});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
-                                        std::chrono::seconds(10)));
-  auto client = v1::ClientService::NewStub(channel);
+  const std::string address = coordinator->address;
+  auto client = v1::ClientService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 
   v1::ListWorkersResponse response;
   grpc::Status status = client->ListWorkers(testing::Context().get(), {}, &response);
@@ -137,16 +133,11 @@ TEST_F(AuthE2eTest, WorkerWithTokenFileTrainsARun) {
 // Enable once cli/service_commands.cc's Connect passes args.token_file and
 // args.tls_ca to ServiceClient.
 TEST_F(AuthE2eTest, SmallemctlWithTokenFileReachesAProtectedCoordinator) {
-  const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
-  absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Spawn(
-      testing::CoordinatorBinary(), {"--listen", address, "--db", dir_.Join("smallem.db"),
-                                     "--log-level", "warn", "--client-token-file",
-                                     dir_.Join("client.token")});
+  absl::StatusOr<testing::CoordinatorProcess> coordinator = testing::StartCoordinatorProcess(
+      {"--db", dir_.Join("smallem.db"), "--client-token-file", dir_.Join("client.token")});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  ASSERT_TRUE(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())
-                  ->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
-  testing::CtlOutput o = testing::RunCtl(
-      {"workers", "--coordinator", address, "--token-file", dir_.Join("client.token")});
+  testing::CtlOutput o = testing::RunCtl({"workers", "--coordinator", coordinator->address,
+                                          "--token-file", dir_.Join("client.token")});
   EXPECT_EQ(o.exit.exit_code, 0) << o.last_error;
 }
 

@@ -1,10 +1,18 @@
 // smallemctl as a user runs it: `run GRID` with its embedded coordinator and
-// real worker children, and the errors a person sees.
-#include <fstream>
+// real worker processes (which spawn their training children), how it stops
+// them, and the errors a person sees.
+#include <signal.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "server/store/sqlite_store.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"
@@ -18,11 +26,68 @@ using testing::TempDir;
 using testing::RunCtl;
 using Output = testing::CtlOutput;
 
+// Steps of a run long enough (~4 s here) to be interrupted mid-training.
+constexpr int kLongSteps = 10'000;
+
+// Live processes with an argument starting with `prefix` (a test's own
+// directory: its workers' --cache, their children's --spec), by pid.
+std::vector<std::string> ProcessesWithArgument(const std::string& prefix) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline(std::istreambuf_iterator<char>(in), {});
+    for (absl::string_view arg : absl::StrSplit(cmdline, '\0')) {
+      if (absl::StartsWith(arg, prefix)) {
+        found.push_back(pid);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
   }
+
+  // Starts `smallemctl run` on one long run and returns once its worker's
+  // training child is running.
+  std::unique_ptr<ChildProcess> StartLongRun() {
+    const std::string data = dir_.Join("data");
+    EXPECT_TRUE(testing::PrepareTinyDataset(dir_.path(), data).ok());
+    const std::string grid = dir_.Join("grid.yaml");
+    testing::WriteFile(grid, testing::TinyGridYaml("long", data, 1, 1, kLongSteps));
+    absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(
+        testing::CtlBinary(), {"run", grid, "--db", db(), "--cache", cache(), "--threads", "1"});
+    EXPECT_TRUE(ctl.ok()) << ctl.status();
+    if (!ctl.ok()) return nullptr;
+    const std::string spec = cache() + "/jobs/run-1-attempt-1/spec.json";
+    EXPECT_TRUE(WaitFor([&] { return !ProcessesWithArgument(spec).empty(); }, ctl->get()))
+        << "the run's child never started; smallemctl said: " << (*ctl)->last_stderr_line();
+    return std::move(*ctl);
+  }
+
+  // Polls `done` every 20 ms for up to a minute, draining `ctl`'s output.
+  template <typename Done>
+  static bool WaitFor(Done done, ChildProcess* ctl) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::vector<std::string> lines;
+      if (ctl != nullptr) ctl->Poll(0, &lines);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
+  std::string db() const { return dir_.Join("smallem.db"); }
+  std::string cache() const { return dir_.Join("cache"); }
+
   TempDir dir_;
 };
 
@@ -60,6 +125,35 @@ TEST_F(CliTest, UnreachableCoordinatorSaysHowToStartOne) {
   Output o = RunCtl({"status", "--coordinator", "127.0.0.1:1", "--timeout", "2"});
   EXPECT_EQ(o.exit.exit_code, 1);
   EXPECT_NE(o.last_error.find("smallem-coordinator"), std::string::npos) << o.last_error;
+}
+
+TEST_F(CliTest, InterruptedRunStopsItsWorkersRequeuesTheRunAndSaysHowToResume) {
+  std::unique_ptr<ChildProcess> ctl = StartLongRun();
+  ASSERT_NE(ctl, nullptr);
+  kill(ctl->pid(), SIGINT);  // Ctrl-C
+  std::vector<std::string> lines;
+  while (ctl->Poll(100, &lines)) {
+  }
+  EXPECT_EQ(ctl->Wait().exit_code, 130);
+  EXPECT_NE(ctl->last_stderr_line().find("again to resume"), std::string::npos)
+      << ctl->last_stderr_line();
+  // smallemctl waited for its workers, and they for their children.
+  EXPECT_EQ(ProcessesWithArgument(cache()), std::vector<std::string>{});
+  // The worker gave the run back: queued again at once, not left leased.
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(db());
+  ASSERT_TRUE(store.ok()) << store.status();
+  RunRecord run = *(*store)->GetRun(1);
+  EXPECT_EQ(run.status, RunStatus::kQueued);
+  EXPECT_EQ(run.lease_losses, 1);
+}
+
+TEST_F(CliTest, KilledSmallemctlTakesItsWorkersAndTheirChildrenWithIt) {
+  std::unique_ptr<ChildProcess> ctl = StartLongRun();
+  ASSERT_NE(ctl, nullptr);
+  ctl->Kill();  // kill -9: nothing of smallemctl runs to stop them
+  EXPECT_EQ(ctl->Wait().signal, SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return ProcessesWithArgument(cache()).empty(); }, nullptr))
+      << "left running: " << absl::StrJoin(ProcessesWithArgument(cache()), " ");
 }
 
 }  // namespace

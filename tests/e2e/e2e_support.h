@@ -1,17 +1,17 @@
 // Helpers of the end-to-end tests, which start the real binaries: run
-// smallemctl to completion, and pick a free loopback port for a coordinator
-// process.
+// smallemctl to completion, and start a coordinator process on a port it
+// binds itself (port 0), reading back where it listens.
 #ifndef SMALLEM_TESTS_E2E_E2E_SUPPORT_H_
 #define SMALLEM_TESTS_E2E_E2E_SUPPORT_H_
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+#include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tests/worker/worker_test_support.h"
@@ -40,19 +40,44 @@ inline CtlOutput RunCtl(const std::vector<std::string>& args) {
   return o;
 }
 
-// A port free right now on 127.0.0.1, for a coordinator process that must be
-// reached (or come back) on a known address.
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+struct CoordinatorProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;  // where it listens: 127.0.0.1:<the port it bound>
+};
+
+// Starts smallem-coordinator with `args` (not --listen or --log-level) on
+// `listen` and waits (up to `timeout`) for the line saying where it listens,
+// which it logs once the port is bound. The default, port 0, lets the
+// coordinator bind a free port itself — no other process can take it
+// between a check and the bind; pass a previous run's address to restart
+// one where its workers look for it. Internal with the coordinator's last
+// words when it exits first or stays silent.
+inline absl::StatusOr<CoordinatorProcess> StartCoordinatorProcess(
+    std::vector<std::string> args, const std::string& listen = "127.0.0.1:0",
+    std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  args.insert(args.end(), {"--listen", listen, "--log-level", "info"});
+  absl::StatusOr<std::unique_ptr<ChildProcess>> process =
+      ChildProcess::Spawn(CoordinatorBinary(), args);
+  if (!process.ok()) return process.status();
+  constexpr std::string_view kListening = "listening on ";
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  bool open = true;
+  std::string last_line;  // spdlog writes to stdout, errors included
+  while (open && std::chrono::steady_clock::now() < give_up) {
+    std::vector<std::string> lines;
+    open = (*process)->Poll(100, &lines);
+    for (const std::string& line : lines) {
+      last_line = line;
+      const size_t at = line.find(kListening);
+      if (at == std::string::npos) continue;
+      const size_t begin = at + kListening.size();
+      return CoordinatorProcess{.process = *std::move(process),
+                                .address = line.substr(begin, line.find(' ', begin) - begin)};
+    }
+  }
+  return absl::InternalError(absl::StrCat(
+      "smallem-coordinator ", open ? "never said where it listens" : "exited", "; it last said: ",
+      last_line, " ", (*process)->last_stderr_line()));
 }
 
 }  // namespace smallem::testing

@@ -3,10 +3,8 @@
 // real worker processes; then a coordinator serves the same SQLite file and
 // `report --at time --plot`, `report` (both side by side) and `noise` answer
 // from it.
-#include <chrono>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -85,18 +83,13 @@ TEST_F(EqualTimeTest, RunThenReportAtTimePlotAndNoiseFromTheSameDatabase) {
   }
 
   // A coordinator on the same file answers the service verbs.
-  const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
-  absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Spawn(
-      testing::CoordinatorBinary(), {"--db", db, "--listen", address, "--log-level", "warn"});
+  absl::StatusOr<testing::CoordinatorProcess> coordinator =
+      testing::StartCoordinatorProcess({"--db", db});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  Output report;
+  const std::string address = coordinator->address;
   const std::string svg = dir_.Join("et.svg");
-  for (int attempt = 0; attempt < 50; ++attempt) {  // until it listens
-    report = RunCtl({"report", "et", "--at", "time", "--plot", svg, "--format", "json",
-                     "--coordinator", address, "--timeout", "5"});
-    if (report.exit.exit_code == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  Output report = RunCtl({"report", "et", "--at", "time", "--plot", svg, "--format", "json",
+                          "--coordinator", address, "--timeout", "5"});
   ASSERT_EQ(report.exit.exit_code, 0) << report.out << "\n" << report.last_error;
   nlohmann::json time = nlohmann::json::parse(report.out, nullptr, false);
   ASSERT_TRUE(time.is_object()) << report.out;
@@ -117,8 +110,8 @@ TEST_F(EqualTimeTest, RunThenReportAtTimePlotAndNoiseFromTheSameDatabase) {
   EXPECT_NE(noise.out.find("et,base,2,"), std::string::npos) << noise.out;
   EXPECT_NE(noise.out.find("et,wide,2,"), std::string::npos) << noise.out;
 
-  (*coordinator)->Kill();
-  (*coordinator)->Wait();
+  coordinator->process->Kill();
+  coordinator->process->Wait();
 }
 
 }  // namespace

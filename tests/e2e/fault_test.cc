@@ -123,19 +123,20 @@ TEST_F(FaultTest, KilledWorkerRunIsRequeuedAndFinishesExactlyOnce) {
 }
 
 TEST_F(FaultTest, KilledCoordinatorComesBackWithEveryRunAndResult) {
-  const std::string address = absl::StrCat("127.0.0.1:", testing::FreePort());
   const std::string db = dir_.Join("smallem.db");
+  // The first start binds a free port; the restart takes the same one back,
+  // where the worker looks for its coordinator.
+  std::string address = "127.0.0.1:0";
   auto start_coordinator = [&] {
-    absl::StatusOr<std::unique_ptr<ChildProcess>> c = ChildProcess::Spawn(
-        testing::CoordinatorBinary(), {"--listen", address, "--db", db, "--log-level", "warn",
-                                       "--lease-ms", "3000"});
+    absl::StatusOr<testing::CoordinatorProcess> c =
+        testing::StartCoordinatorProcess({"--db", db, "--lease-ms", "3000"}, address);
     EXPECT_TRUE(c.ok()) << c.status();
-    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-    EXPECT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
-                                          std::chrono::seconds(10)));
-    return std::move(*c);
+    if (!c.ok()) return std::unique_ptr<ChildProcess>();
+    address = c->address;
+    return std::move(c->process);
   };
   std::unique_ptr<ChildProcess> coordinator = start_coordinator();
+  ASSERT_NE(coordinator, nullptr);
   // Two short runs and one long one.
   Submit(address, testing::TinyGridYaml("short", data_dir_, 2, 1, 20));
   Submit(address, testing::TinyGridYaml("long", data_dir_, 1, 1, kLongSteps));
@@ -167,9 +168,9 @@ TEST_F(FaultTest, KilledCoordinatorComesBackWithEveryRunAndResult) {
   const std::string short_result = experiment("short").runs(0).result_json();
 
   coordinator->Kill();  // kill -9 under load: the long run is mid-training
-  coordinator->Wait();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  coordinator->Wait();  // down: the worker's calls fail until it is back
   coordinator = start_coordinator();
+  ASSERT_NE(coordinator, nullptr);
 
   // Everything acknowledged is still there, and the long run finishes —
   // once — on the worker that kept training or re-leased it.

@@ -19,7 +19,7 @@ rules=(
   "kernels|kernels/ engine/ spec/ base/"
   "server|server/ rpc/ spec/ engine/data/ base/ smallem/v1/"
   "worker|worker/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
-  "cli|cli/ worker/ server/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
+  "cli|cli/ server/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
 )
 # Everything a project include can start with.
 project='^(base|spec|rpc|engine|kernels|server|worker|cli|smallem/v1|tests|bench)/'

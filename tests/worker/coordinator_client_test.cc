@@ -35,7 +35,7 @@ class CoordinatorClientTest : public ::testing::Test {
 };
 
 TEST_F(CoordinatorClientTest, WorkerTokenOpensTheWorkerService) {
-  CoordinatorClient client(coordinator_->address(), 10'000, {.token = kWorkerToken});
+  CoordinatorClient client(coordinator_->address(), absl::Seconds(10), {.token = kWorkerToken});
   absl::StatusOr<v1::RegisterResponse> registered = client.Register(testing::CpuRegistration());
   EXPECT_TRUE(registered.ok()) << registered.status();
 }
@@ -60,13 +60,13 @@ TEST_F(CoordinatorClientTest, FetchDatasetCarriesTheToken) {
     bytes += static_cast<int64_t>(chunk.data().size());
     return absl::OkStatus();
   };
-  CoordinatorClient with_token(coordinator_->address(), 10'000, {.token = kWorkerToken});
-  absl::Status fetched = with_token.FetchDataset(hash, 10, count);
+  CoordinatorClient with_token(coordinator_->address(), absl::Seconds(10), {.token = kWorkerToken});
+  absl::Status fetched = with_token.FetchDataset(hash, absl::Seconds(10), count);
   EXPECT_TRUE(fetched.ok()) << fetched;
   EXPECT_GT(bytes, 0);
 
   CoordinatorClient without(coordinator_->address());
-  EXPECT_EQ(without.FetchDataset(hash, 10, count).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(without.FetchDataset(hash, absl::Seconds(10), count).code(), absl::StatusCode::kUnauthenticated);
 }
 
 }  // namespace

@@ -2,6 +2,11 @@
 // Most tests use a scripted child (a shell script speaking the child
 // protocol) to make timing and exit codes deterministic; the first trains
 // the tiny real config through the real `smallem-worker child`.
+//
+// The daemon's time is a ManualClock the tests move: a heartbeat, a backoff
+// or an idle pause ends only when the test says so. Tests wait on what they
+// can observe (the coordinator's records, the job directories, the
+// daemon's log), never for a fixed time.
 #include "worker/daemon.h"
 
 #include <sys/stat.h>
@@ -13,10 +18,14 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
 #include "server/service/coordinator.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"
@@ -48,9 +57,35 @@ std::string WriteScriptedChild(const std::string& path, int steps, double sleep_
   return path;
 }
 
+// The default logger's lines, also kept here for the test to read, while
+// it lives (construct and destroy it while no other thread logs).
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~CapturedLog() {
+    std::vector<spdlog::sink_ptr>& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  // How many of the kept lines contain `text`.
+  int Count(absl::string_view text) const {
+    int n = 0;
+    for (const std::string& line : sink_->last_formatted()) n += absl::StrContains(line, text);
+    return n;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
 class DaemonTest : public ::testing::Test {
  protected:
+  // The coordinator's heartbeat interval, which the daemon adopts.
+  static constexpr int64_t kHeartbeatMs = 100;
+
   void SetUp() override {
+    log_ = std::make_unique<CapturedLog>();
     StartCoordinator("127.0.0.1:0");
     data_dir_ = dir_.Join("data");
     hash_ = testing::WriteFakeDataset(data_dir_);
@@ -58,13 +93,14 @@ class DaemonTest : public ::testing::Test {
   void TearDown() override {
     StopDaemon();
     coordinator_.reset();
+    log_.reset();
   }
 
   void StartCoordinator(const std::string& listen) {
     CoordinatorOptions options;
     options.listen = listen;
     options.db_path = dir_.Join("smallem.db");
-    options.queue.heartbeat_interval_ms = 100;
+    options.queue.heartbeat_interval_ms = kHeartbeatMs;
     options.queue.lease_duration_ms = 5'000;
     options.queue.reap_interval_ms = 100;
     absl::StatusOr<std::unique_ptr<Coordinator>> c = Coordinator::Start(options);
@@ -99,7 +135,8 @@ class DaemonTest : public ::testing::Test {
     options.child_threads = 1;
     options.initial_backoff_ms = 50;
     options.max_backoff_ms = 200;
-    options.rpc_deadline_ms = 2'000;
+    options.rpc_deadline = absl::Seconds(2);
+    options.clock = &clock_;
     if (adjust) adjust(options);
     daemon_ = std::make_unique<WorkerDaemon>(options);
     daemon_thread_ = std::thread([this] { EXPECT_TRUE(daemon_->Run().ok()); });
@@ -112,24 +149,36 @@ class DaemonTest : public ::testing::Test {
     daemon_.reset();
   }
 
-  // Polls until every run of experiment 1 is finished (or `seconds` pass).
-  RunCountsRecord WaitForRunsToFinish(int seconds = 60) {
-    RunCountsRecord counts;
-    for (int i = 0; i < seconds * 20; ++i) {
-      counts = *coordinator_->store().CountRuns(1);
-      if (counts.total > 0 && counts.queued == 0 && counts.leased == 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Looks at `done` until it holds, for up to `seconds` of real time,
+  // moving the daemon's clock by a heartbeat interval at each look: its
+  // heartbeats, backoffs and idle pauses go on as fast as the test looks.
+  // Returns whether `done` held.
+  template <typename Done>
+  bool AdvanceUntil(Done done, int seconds = 60) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      clock_.AdvanceMs(kHeartbeatMs);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    return true;
+  }
+
+  // Every run of experiment 1 finished (up to a minute); their counts.
+  RunCountsRecord WaitForRunsToFinish() {
+    RunCountsRecord counts;
+    AdvanceUntil([&] {
+      counts = *coordinator_->store().CountRuns(1);
+      return counts.total > 0 && counts.queued == 0 && counts.leased == 0;
+    });
     return counts;
   }
 
-  // Polls until run 1 has recorded progress.
+  // Until run `run_id` has recorded progress (which heartbeats carry).
   void WaitForProgress(int64_t run_id = 1) {
-    for (int i = 0; i < 400; ++i) {
-      if (coordinator_->store().GetRun(run_id)->progress.step > 0) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    FAIL() << "run " << run_id << " never reported progress";
+    ASSERT_TRUE(AdvanceUntil(
+        [&] { return coordinator_->store().GetRun(run_id)->progress.step > 0; }, 20))
+        << "run " << run_id << " never reported progress";
   }
 
   // The directories under CACHE/jobs/`under`, by name.
@@ -145,6 +194,8 @@ class DaemonTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::unique_ptr<CapturedLog> log_;
+  ManualClock clock_;
   std::string data_dir_;
   std::string hash_;
   std::unique_ptr<Coordinator> coordinator_;
@@ -189,15 +240,13 @@ TEST_F(DaemonTest, CancelKillsTheChildAndReportsNothing) {
   StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0));
   WaitForProgress();
   ASSERT_EQ(*coordinator_->queue().Cancel(RunSelector{.experiment_id = 1}), 1);
-  // The worker stops the child at its next heartbeat and leases nothing.
-  for (int i = 0; i < 100; ++i) {
-    std::vector<AttemptRecord> attempts = *coordinator_->store().ListAttempts(1);
-    if (attempts.back().outcome == "cancelled") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The worker stops the child at its next heartbeat and removes the job's
+  // directory, reporting nothing; it leases nothing more.
+  ASSERT_TRUE(AdvanceUntil([&] { return JobDirNames().empty(); }, 20));
   EXPECT_EQ(coordinator_->store().GetRun(1)->status, RunStatus::kCancelled);
-  EXPECT_EQ(coordinator_->store().ListAttempts(1)->size(), 1u);
+  std::vector<AttemptRecord> attempts = *coordinator_->store().ListAttempts(1);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].outcome, "cancelled");
   EXPECT_FALSE(coordinator_->store().GetResult(1)->has_value());
 }
 
@@ -254,7 +303,9 @@ TEST_F(DaemonTest, ReconnectsWhenTheCoordinatorComesBack) {
   client_.reset();
   coordinator_.reset();  // the coordinator goes away before the worker starts
   StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 2, 0.05, 0), address);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // It fails to register, backs off, fails again.
+  constexpr char kRefused[] = "cannot register with";
+  ASSERT_TRUE(AdvanceUntil([&] { return log_->Count(kRefused) >= 2; }, 20));
   StartCoordinator(listen);  // same port, same database
   RunCountsRecord counts = WaitForRunsToFinish();
   EXPECT_EQ(counts.succeeded, 2);
@@ -301,9 +352,7 @@ TEST_F(DaemonTest, CancelledJobLeavesNoDirectory) {
   StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0));
   WaitForProgress();
   ASSERT_EQ(*coordinator_->queue().Cancel(RunSelector{.experiment_id = 1}), 1);
-  for (int i = 0; i < 100 && !JobDirNames().empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  AdvanceUntil([&] { return JobDirNames().empty(); }, 20);
   StopDaemon();
   EXPECT_TRUE(JobDirNames().empty());
 }
