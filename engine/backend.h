@@ -4,7 +4,8 @@
 // and every backend implements all of them; a shape a backend has no kernel
 // for (a head size on CUDA) is a CHECK failure that says so. The CPU backend
 // (engine/cpu/) is the reference every other backend is judged against; the
-// CUDA backend lives in kernels/ (kernels/cuda_backend.h).
+// CUDA backend lives in kernels/ (kernels/cuda_backend.h). The operands'
+// contracts below are CHECKed alike by every backend (engine/op_checks.h).
 // ForwardingBackend (engine/forwarding_backend.h) is the base of decorators.
 //
 // Conventions shared by every backend:

@@ -26,6 +26,9 @@
 //
 // Not thread-safe: one caller at a time, on a thread whose current device is
 // this backend's (CreateCudaBackend makes it current on the calling thread).
+//
+// Defined in cuda_backend.cc (creation, memory, copies, staging), cuda_graphs.cc
+// and cuda_ops.cc (the ops, checked as the CPU checks them: engine/op_checks.h).
 #ifndef SMALLEM_KERNELS_CUDA_BACKEND_H_
 #define SMALLEM_KERNELS_CUDA_BACKEND_H_
 
@@ -111,8 +114,8 @@ class CudaBackend final : public Backend {
   // Graphs captured and not released.
   int graph_count() const { return static_cast<int>(graphs_.size()); }
 
-  // Every op of engine/op_list.h. Attention takes head sizes
-  // 32, 64 and 128 (kernels/kernels.h: kAttentionHeadDims).
+  // Every op of engine/op_list.h (kernels/cuda_ops.cc). Attention takes
+  // head sizes 32, 64 and 128 (kernels/kernels.h: kAttentionHeadDims).
   SMALLEM_BACKEND_OPS(SMALLEM_DECLARE_OP_OVERRIDE)
 
  private:
