@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -62,9 +63,8 @@ void Backend::LaunchGraph(int graph) {
 }
 
 void Backend::RowSumSquares(const RowReduceParams& p) {
+  CheckRowSumSquares(p);
   const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
-  CHECK(!p.in.empty() && !p.out.empty() && p.out.numel() == rows)
-      << "row_sum_squares: out must hold one value per row of in " << p.in.shape.ToString();
   const std::vector<float> in = HostCopy(*this, p.in);
   std::vector<float> out = p.beta == 0.0f ? std::vector<float>(rows) : HostCopy(*this, p.out);
   cpu::RowSumSquares(in.data(), rows, cols, p.alpha, p.beta, out.data(), 1);
@@ -72,12 +72,8 @@ void Backend::RowSumSquares(const RowReduceParams& p) {
 }
 
 void Backend::RowScale(const RowScaleParams& p) {
+  CheckRowScale(p);
   const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
-  CHECK(!p.in.empty() && !p.out.empty() && p.out.numel() == p.in.numel())
-      << "row_scale: in and out must have the same size";
-  CHECK(p.numer.empty() || p.numer.numel() == rows) << "row_scale: numer (R)";
-  CHECK(p.denom.empty() || p.denom.numel() == rows) << "row_scale: denom (R)";
-  CHECK(p.scale.empty() || p.scale.numel() == 1) << "row_scale: scale (1)";
   const std::vector<float> in = HostCopy(*this, p.in);
   const std::vector<float> numer = HostCopy(*this, p.numer);
   const std::vector<float> denom = HostCopy(*this, p.denom);

@@ -1,8 +1,12 @@
 // Backend: the one interface between the engine and a device.
 //
-// Every op of engine/op.h is a method taking a typed parameter struct. The CPU
-// backend (engine/cpu/) is the reference every other backend is judged
-// against; the CUDA backend lives in kernels/ and kernels/cuda_backend.*.
+// Every op of engine/op_list.h is a method taking a typed parameter struct,
+// and every backend implements all of them; a shape a backend has no kernel
+// for (a head size on CUDA) is a CHECK failure that says so. The CPU backend
+// (engine/cpu/) is the reference every other backend is judged against; the
+// CUDA backend lives in kernels/ (kernels/cuda_backend.h). The operands'
+// contracts below are CHECKed alike by every backend (engine/op_checks.h).
+// ForwardingBackend (engine/forwarding_backend.h) is the base of decorators.
 //
 // Conventions shared by every backend:
 //  * Tensors are f32 unless the field says otherwise (token ids and targets
@@ -268,7 +272,6 @@ class Backend {
   virtual std::string DeviceClass() const = 0;
   // Peak dense throughput in FLOP/s for MFU, 0 when unknown.
   virtual double PeakFlops() const { return 0; }
-  virtual bool Supports(Op op) const = 0;
   // The dtype autograd stores activations in by default (Tape): kF32, or
   // kBF16 in a backend's speed mode (CUDA with bf16 matmuls).
   virtual DType ActivationDType() const { return DType::kF32; }
@@ -324,41 +327,19 @@ class Backend {
   // e.g. before the memory they use is freed. Handles become invalid.
   virtual void ReleaseGraphs() {}
 
-  virtual void Matmul(const MatmulParams& p) = 0;
-  virtual void Add(const BinaryParams& p) = 0;
-  virtual void AddBackward(const BinaryBackwardParams& p) = 0;
-  virtual void Mul(const BinaryParams& p) = 0;
-  virtual void MulBackward(const BinaryBackwardParams& p) = 0;
-  virtual void GeluForward(const UnaryParams& p) = 0;
-  virtual void GeluBackward(const UnaryBackwardParams& p) = 0;
-  virtual void SiluForward(const UnaryParams& p) = 0;
-  virtual void SiluBackward(const UnaryBackwardParams& p) = 0;
-  virtual void SwiGluForward(const SwiGluParams& p) = 0;
-  virtual void SwiGluBackward(const SwiGluBackwardParams& p) = 0;
-  virtual void BiasAdd(const BiasAddParams& p) = 0;
-  virtual void BiasBackward(const BiasBackwardParams& p) = 0;
-  virtual void LayerNormForward(const NormParams& p) = 0;
-  virtual void LayerNormBackward(const NormBackwardParams& p) = 0;
-  virtual void RmsNormForward(const NormParams& p) = 0;
-  virtual void RmsNormBackward(const NormBackwardParams& p) = 0;
-  virtual void RopeForward(const RopeParams& p) = 0;
-  virtual void RopeBackward(const RopeBackwardParams& p) = 0;
-  virtual void AttentionForward(const AttentionParams& p) = 0;
-  virtual void AttentionBackward(const AttentionBackwardParams& p) = 0;
-  virtual void EmbeddingForward(const EmbeddingParams& p) = 0;
-  virtual void EmbeddingBackward(const EmbeddingBackwardParams& p) = 0;
-  virtual void CrossEntropyForward(const CrossEntropyParams& p) = 0;
-  virtual void CrossEntropyBackward(const CrossEntropyBackwardParams& p) = 0;
-  virtual void Sum(const ReduceParams& p) = 0;
-  virtual void SumSquares(const ReduceParams& p) = 0;
-  virtual void AdamW(const AdamWParams& p) = 0;
-  // Optimizer ops without gradients. The default implementations copy the
-  // operands to the host, run the CPU reference and copy the result back:
-  // correct on every backend, slow and synchronizing where memory is not
-  // host memory, until the backend overrides them with its own kernels.
-  virtual void RowSumSquares(const RowReduceParams& p);
-  virtual void RowScale(const RowScaleParams& p);
-  virtual void GatherSequences(const GatherSequencesParams& p) = 0;
+  // The ops, one method per entry of SMALLEM_BACKEND_OPS (engine/op_list.h),
+  // each `void Method(const Params& p)` with the params struct above.
+#define SMALLEM_DECLARE_PURE_OP(Method, Params, op) virtual void Method(const Params& p) = 0;
+  SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(SMALLEM_DECLARE_PURE_OP)
+#undef SMALLEM_DECLARE_PURE_OP
+  // The optimizer ops without gradients (RowSumSquares, RowScale). The
+  // default implementations copy the operands to the host, run the CPU
+  // reference and copy the result back: correct on every backend, slow and
+  // synchronizing where memory is not host memory, until the backend
+  // overrides them with its own kernels.
+#define SMALLEM_DECLARE_DEFAULTED_OP(Method, Params, op) virtual void Method(const Params& p);
+  SMALLEM_BACKEND_OPS_WITH_HOST_DEFAULT(SMALLEM_DECLARE_DEFAULTED_OP)
+#undef SMALLEM_DECLARE_DEFAULTED_OP
 };
 
 }  // namespace smallem

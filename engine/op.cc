@@ -1,16 +1,34 @@
 #include "engine/op.h"
 
+#include <iterator>
+
 namespace smallem {
 namespace {
 
 constexpr const char* kOpNames[] = {
-    "matmul",   "add",       "mul",       "gelu",      "silu",
-    "swiglu",   "bias_add",  "layer_norm", "rms_norm", "rope",
-    "attention", "embedding", "cross_entropy", "sum", "sum_squares",
-    "adamw",    "row_sum_squares", "row_scale", "gather_sequences",
+#define SMALLEM_OP_NAME(op, name) name,
+    SMALLEM_OPS(SMALLEM_OP_NAME)
+#undef SMALLEM_OP_NAME
 };
-static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kOpCount,
-              "every Op needs a name");
+static_assert(std::size(kOpNames) == kOpCount, "every Op needs a name");
+
+// The Op of every Backend method. Naming an Op that does not exist fails to
+// compile; an Op that no method names fails EveryOpHasAMethod.
+constexpr Op kMethodOps[] = {
+#define SMALLEM_METHOD_OP(Method, Params, op) Op::op,
+    SMALLEM_BACKEND_OPS(SMALLEM_METHOD_OP)
+#undef SMALLEM_METHOD_OP
+};
+
+constexpr bool EveryOpHasAMethod() {
+  for (int op = 0; op < kOpCount; ++op) {
+    bool found = false;
+    for (Op method_op : kMethodOps) found |= static_cast<int>(method_op) == op;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(EveryOpHasAMethod(), "every Op needs a Backend method in SMALLEM_BACKEND_OPS");
 
 }  // namespace
 

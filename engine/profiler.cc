@@ -28,10 +28,10 @@ void ProfilingBackend::Timed(int family, Call&& call) {
     return;
   }
   // Drain queued work first so the interval holds this call alone.
-  inner_.Synchronize();
+  target().Synchronize();
   const Clock::time_point start = Clock::now();
   call();
-  inner_.Synchronize();
+  target().Synchronize();
   const double seconds = Seconds(Clock::now() - start);
   Family& f = current_.families[family];
   ++f.calls;
@@ -43,20 +43,20 @@ void ProfilingBackend::Timed(int family, Call&& call) {
 }
 
 void ProfilingBackend::BeginSteps() {
-  inner_.Synchronize();
+  target().Synchronize();
   current_ = StepProfile{};
   steps_.clear();
   step_start_ = Clock::now();
 }
 
 void ProfilingBackend::BeginOptimizer() {
-  inner_.Synchronize();
+  target().Synchronize();
   in_optimizer_ = true;
   optimizer_start_ = Clock::now();
 }
 
 void ProfilingBackend::EndOptimizer() {
-  inner_.Synchronize();
+  target().Synchronize();
   const Clock::time_point now = Clock::now();
   in_optimizer_ = false;
   current_.optimizer_seconds = Seconds(now - optimizer_start_);
@@ -87,7 +87,7 @@ std::string ProfilingBackend::FormatTable(int64_t skip) const {
       first == 0 ? absl::StrCat("all ", total, " steps")
                  : absl::StrCat("steps ", first + 1, "-", total, " (step 1 holds the warm-up)");
   std::string out = absl::StrFormat("profile on %s: mean per step over %s\n",
-                                    inner_.DeviceClass(), range);
+                                    target().DeviceClass(), range);
   const Family& mm = mean.families[static_cast<int>(Op::kMatmul)];
   absl::StrAppendFormat(&out, "  step %10.2f ms   optimizer %8.2f ms   matmul %7.1f calls %9.2f ms"
                               " (optimizer: %.1f calls, %.2f ms)\n",
@@ -111,57 +111,27 @@ std::string ProfilingBackend::FormatTable(int64_t skip) const {
 }
 
 void ProfilingBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
-  Timed(kCopyFamily, [&] { inner_.CopyToDevice(dst, src, bytes); });
+  Timed(kCopyFamily, [&] { target().CopyToDevice(dst, src, bytes); });
 }
 void ProfilingBackend::CopyToHost(void* dst, const void* src, size_t bytes) {
-  Timed(kCopyFamily, [&] { inner_.CopyToHost(dst, src, bytes); });
+  Timed(kCopyFamily, [&] { target().CopyToHost(dst, src, bytes); });
 }
 void ProfilingBackend::UploadStaged(void* dst, const void* src, size_t bytes) {
-  Timed(kCopyFamily, [&] { inner_.UploadStaged(dst, src, bytes); });
+  Timed(kCopyFamily, [&] { target().UploadStaged(dst, src, bytes); });
 }
 void ProfilingBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
-  Timed(kCopyFamily, [&] { inner_.CopyOnDevice(dst, src, bytes); });
+  Timed(kCopyFamily, [&] { target().CopyOnDevice(dst, src, bytes); });
 }
 void ProfilingBackend::Fill(Tensor t, float value) {
-  Timed(kFillFamily, [&] { inner_.Fill(t, value); });
+  Timed(kFillFamily, [&] { target().Fill(t, value); });
 }
 
 // Every op: its family is its Op, forward and backward alike.
-#define SMALLEM_PROFILED(Method, Params, kind)                        \
-  void ProfilingBackend::Method(const Params& p) {                    \
-    Timed(static_cast<int>(Op::kind), [&] { inner_.Method(p); });      \
+#define SMALLEM_PROFILED_OP(Method, Params, op)                                 \
+  void ProfilingBackend::Method(const Params& p) {                              \
+    Timed(static_cast<int>(Op::op), [&] { ForwardingBackend::Method(p); });     \
   }
-SMALLEM_PROFILED(Matmul, MatmulParams, kMatmul)
-SMALLEM_PROFILED(Add, BinaryParams, kAdd)
-SMALLEM_PROFILED(AddBackward, BinaryBackwardParams, kAdd)
-SMALLEM_PROFILED(Mul, BinaryParams, kMul)
-SMALLEM_PROFILED(MulBackward, BinaryBackwardParams, kMul)
-SMALLEM_PROFILED(GeluForward, UnaryParams, kGelu)
-SMALLEM_PROFILED(GeluBackward, UnaryBackwardParams, kGelu)
-SMALLEM_PROFILED(SiluForward, UnaryParams, kSilu)
-SMALLEM_PROFILED(SiluBackward, UnaryBackwardParams, kSilu)
-SMALLEM_PROFILED(SwiGluForward, SwiGluParams, kSwiGlu)
-SMALLEM_PROFILED(SwiGluBackward, SwiGluBackwardParams, kSwiGlu)
-SMALLEM_PROFILED(BiasAdd, BiasAddParams, kBiasAdd)
-SMALLEM_PROFILED(BiasBackward, BiasBackwardParams, kBiasAdd)
-SMALLEM_PROFILED(LayerNormForward, NormParams, kLayerNorm)
-SMALLEM_PROFILED(LayerNormBackward, NormBackwardParams, kLayerNorm)
-SMALLEM_PROFILED(RmsNormForward, NormParams, kRmsNorm)
-SMALLEM_PROFILED(RmsNormBackward, NormBackwardParams, kRmsNorm)
-SMALLEM_PROFILED(RopeForward, RopeParams, kRope)
-SMALLEM_PROFILED(RopeBackward, RopeBackwardParams, kRope)
-SMALLEM_PROFILED(AttentionForward, AttentionParams, kAttention)
-SMALLEM_PROFILED(AttentionBackward, AttentionBackwardParams, kAttention)
-SMALLEM_PROFILED(EmbeddingForward, EmbeddingParams, kEmbedding)
-SMALLEM_PROFILED(EmbeddingBackward, EmbeddingBackwardParams, kEmbedding)
-SMALLEM_PROFILED(CrossEntropyForward, CrossEntropyParams, kCrossEntropy)
-SMALLEM_PROFILED(CrossEntropyBackward, CrossEntropyBackwardParams, kCrossEntropy)
-SMALLEM_PROFILED(Sum, ReduceParams, kSum)
-SMALLEM_PROFILED(SumSquares, ReduceParams, kSumSquares)
-SMALLEM_PROFILED(AdamW, AdamWParams, kAdamW)
-SMALLEM_PROFILED(RowSumSquares, RowReduceParams, kRowSumSquares)
-SMALLEM_PROFILED(RowScale, RowScaleParams, kRowScale)
-SMALLEM_PROFILED(GatherSequences, GatherSequencesParams, kGatherSequences)
-#undef SMALLEM_PROFILED
+SMALLEM_BACKEND_OPS(SMALLEM_PROFILED_OP)
+#undef SMALLEM_PROFILED_OP
 
 }  // namespace smallem

@@ -57,14 +57,4 @@ Tensor Tensor::Reshaped(Shape new_shape) const {
   return t;
 }
 
-Tensor Tensor::Slice(int64_t begin, int64_t count) const {
-  CHECK_GE(shape.rank(), 1);
-  CHECK(begin >= 0 && begin + count <= shape[0]) << "slice out of range";
-  const int64_t row = shape[0] == 0 ? 0 : numel() / shape[0];
-  Tensor t = *this;
-  t.data = static_cast<char*>(data) + begin * row * DTypeSize(dtype);
-  t.shape[0] = count;
-  return t;
-}
-
 }  // namespace smallem

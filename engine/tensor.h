@@ -63,8 +63,6 @@ struct Tensor {
 
   // A view of the same memory with another shape of equal numel (CHECKed).
   Tensor Reshaped(Shape new_shape) const;
-  // A view of rows [begin, begin + count) along the first dimension.
-  Tensor Slice(int64_t begin, int64_t count) const;
 };
 
 }  // namespace smallem

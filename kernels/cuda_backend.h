@@ -26,6 +26,9 @@
 //
 // Not thread-safe: one caller at a time, on a thread whose current device is
 // this backend's (CreateCudaBackend makes it current on the calling thread).
+//
+// Defined in cuda_backend.cc (creation, memory, copies, staging), cuda_graphs.cc
+// and cuda_ops.cc (the ops, checked as the CPU checks them: engine/op_checks.h).
 #ifndef SMALLEM_KERNELS_CUDA_BACKEND_H_
 #define SMALLEM_KERNELS_CUDA_BACKEND_H_
 
@@ -41,6 +44,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/op_list.h"
 #include "kernels/matmul.h"
 
 namespace smallem {
@@ -76,7 +80,6 @@ class CudaBackend final : public Backend {
   DType ActivationDType() const override {
     return matmul_precision_ == MatmulPrecision::kBf16 ? DType::kBF16 : DType::kF32;
   }
-  bool Supports(Op op) const override { return op != Op::kCount; }
 
   // cudaMalloc'd, zeroed (in stream order), 256-byte aligned. Out of memory
   // is ResourceExhausted with the size asked and the bytes already held.
@@ -111,38 +114,9 @@ class CudaBackend final : public Backend {
   // Graphs captured and not released.
   int graph_count() const { return static_cast<int>(graphs_.size()); }
 
-  void Matmul(const MatmulParams& p) override;
-  void Add(const BinaryParams& p) override;
-  void AddBackward(const BinaryBackwardParams& p) override;
-  void Mul(const BinaryParams& p) override;
-  void MulBackward(const BinaryBackwardParams& p) override;
-  void GeluForward(const UnaryParams& p) override;
-  void GeluBackward(const UnaryBackwardParams& p) override;
-  void SiluForward(const UnaryParams& p) override;
-  void SiluBackward(const UnaryBackwardParams& p) override;
-  void SwiGluForward(const SwiGluParams& p) override;
-  void SwiGluBackward(const SwiGluBackwardParams& p) override;
-  void BiasAdd(const BiasAddParams& p) override;
-  void BiasBackward(const BiasBackwardParams& p) override;
-  void LayerNormForward(const NormParams& p) override;
-  void LayerNormBackward(const NormBackwardParams& p) override;
-  void RmsNormForward(const NormParams& p) override;
-  void RmsNormBackward(const NormBackwardParams& p) override;
-  void RopeForward(const RopeParams& p) override;
-  void RopeBackward(const RopeBackwardParams& p) override;
-  // Head sizes 32, 64 and 128 (kernels/kernels.h: kAttentionHeadDims).
-  void AttentionForward(const AttentionParams& p) override;
-  void AttentionBackward(const AttentionBackwardParams& p) override;
-  void EmbeddingForward(const EmbeddingParams& p) override;
-  void EmbeddingBackward(const EmbeddingBackwardParams& p) override;
-  void CrossEntropyForward(const CrossEntropyParams& p) override;
-  void CrossEntropyBackward(const CrossEntropyBackwardParams& p) override;
-  void Sum(const ReduceParams& p) override;
-  void SumSquares(const ReduceParams& p) override;
-  void AdamW(const AdamWParams& p) override;
-  void RowSumSquares(const RowReduceParams& p) override;
-  void RowScale(const RowScaleParams& p) override;
-  void GatherSequences(const GatherSequencesParams& p) override;
+  // Every op of engine/op_list.h (kernels/cuda_ops.cc). Attention takes
+  // head sizes 32, 64 and 128 (kernels/kernels.h: kAttentionHeadDims).
+  SMALLEM_BACKEND_OPS(SMALLEM_DECLARE_OP_OVERRIDE)
 
  private:
   friend absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(

@@ -1,5 +1,5 @@
 // The CUDA kernels' host launchers: the whole contract between kernels/*.cu
-// and kernels/cuda_backend.cc.
+// and CudaBackend (kernels/cuda_ops.cc).
 //
 // Each launcher enqueues its kernels on `stream` and returns the launch
 // status (cudaGetLastError), never an abseil type: kernels/ knows nothing of

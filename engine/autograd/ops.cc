@@ -189,15 +189,6 @@ Var Gelu(Tape& tape, Var x) {
   });
 }
 
-Var Silu(Tape& tape, Var x) {
-  const Tensor vx = tape.value(x);
-  Tensor out = tape.NewTensor(vx.shape, vx.dtype);
-  tape.backend().SiluForward(UnaryParams{.in = vx, .out = out});
-  return tape.Record(Op::kSilu, out, {x}, [=](Tape& t, Var y) {
-    t.backend().SiluBackward(UnaryBackwardParams{.in = vx, .grad_out = t.Grad(y), .grad_in = t.Grad(x)});
-  });
-}
-
 Var SwiGlu(Tape& tape, Var gate, Var up) {
   const Tensor vg = tape.value(gate), vu = tape.value(up);
   CHECK(vg.shape == vu.shape) << "swiglu gate " << vg.shape.ToString() << " up " << vu.shape.ToString();

@@ -30,7 +30,6 @@ Var Linear(Tape& tape, Var x, Var w, Var bias = {}, Output output = Output::kAct
 Var Add(Tape& tape, Var a, Var b);
 Var Mul(Tape& tape, Var a, Var b);
 Var Gelu(Tape& tape, Var x);
-Var Silu(Tape& tape, Var x);
 Var SwiGlu(Tape& tape, Var gate, Var up);  // silu(gate) · up
 // x (N, C); gain, bias (C). bias is invalid for RmsNorm.
 Var LayerNorm(Tape& tape, Var x, Var gain, Var bias);

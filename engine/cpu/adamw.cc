@@ -3,22 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 
 void CpuBackend::AdamW(const AdamWParams& p) {
+  CheckAdamW(p);
   const int64_t n = p.param.numel();
-  cpu::CheckF32(p.param, n, "adamw: param");
-  cpu::CheckF32(p.grad, n, "adamw: grad");
-  cpu::CheckF32(p.m, n, "adamw: m");
-  cpu::CheckF32(p.v, n, "adamw: v");
-  CHECK(!p.scalars.empty() || p.step >= 1) << "adamw: step is 1-based";
   float clip = 1.0f;
   if (!p.grad_norm_sq.empty() && p.max_grad_norm > 0) {
-    cpu::CheckF32(p.grad_norm_sq, 1, "adamw: grad_norm_sq (1)");
     const double norm = std::sqrt(static_cast<double>(p.grad_norm_sq.f32()[0]));
     // A zero norm means a zero gradient: nothing to clip.
     if (norm > p.max_grad_norm) clip = static_cast<float>(p.max_grad_norm / norm);
@@ -28,7 +23,6 @@ void CpuBackend::AdamW(const AdamWParams& p) {
   // else from the parameters: the same f32 values either way.
   AdamWStepScalars scalars;
   if (!p.scalars.empty()) {
-    cpu::CheckF32(p.scalars, AdamWStepScalars::kCount, "adamw: scalars (3)");
     const float* s = p.scalars.f32();
     scalars = AdamWStepScalars{.lr = s[0], .correction1 = s[1], .correction2 = s[2]};
   } else {

@@ -10,10 +10,10 @@
 #include <cmath>
 #include <limits>
 
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -25,16 +25,8 @@ struct AttentionLayout {
   float scale;
 };
 
-AttentionLayout CheckAttention(const Tensor& qkv, const Tensor& out,
-                               int64_t batch, int64_t time, int64_t heads,
-                               int64_t head_dim, const char* op) {
-  CHECK(batch > 0 && time > 0 && heads > 0 && head_dim > 0)
-      << op << ": batch " << batch << ", time " << time << ", heads " << heads
-      << ", head_dim " << head_dim << " must be positive";
-  const int64_t c = heads * head_dim;
-  cpu::CheckF32(qkv, batch * time * 3 * c, "attention: qkv (B, T, 3C)");
-  cpu::CheckF32(out, batch * time * c, "attention: out (B, T, C)");
-  return {batch, time, heads, head_dim, c,
+AttentionLayout LayoutOf(int64_t batch, int64_t time, int64_t heads, int64_t head_dim) {
+  return {batch, time, heads, head_dim, heads * head_dim,
           1.0f / std::sqrt(static_cast<float>(head_dim))};
 }
 
@@ -49,13 +41,9 @@ void BlockScores(const AttentionLayout& l, const float* q, const float* k,
 
 void CpuBackend::AttentionForward(const AttentionParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionForward)) return;
-  const AttentionLayout l = CheckAttention(p.qkv, p.out, p.batch, p.time,
-                                           p.heads, p.head_dim, "attention");
-  float* lse = nullptr;
-  if (!p.lse.empty()) {
-    cpu::CheckF32(p.lse, l.b * l.h * l.t, "attention: lse (B, H, T)");
-    lse = p.lse.f32();
-  }
+  CheckAttention(p);
+  const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
+  float* lse = p.lse.empty() ? nullptr : p.lse.f32();
   const float* qkv = p.qkv.f32();
   float* out = p.out.f32();
   const int64_t pairs = l.b * l.h;
@@ -99,14 +87,8 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
 void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionBackward)) return;
   if (p.grad_qkv.empty()) return;
-  const AttentionLayout l =
-      CheckAttention(p.qkv, p.out, p.batch, p.time, p.heads, p.head_dim,
-                     "attention backward");
-  cpu::CheckF32(p.lse, l.b * l.h * l.t, "attention backward: lse (B, H, T)");
-  cpu::CheckF32(p.grad_out, l.b * l.t * l.c,
-                "attention backward: grad_out (B, T, C)");
-  cpu::CheckF32(p.grad_qkv, l.b * l.t * 3 * l.c,
-                "attention backward: grad_qkv (B, T, 3C)");
+  CheckAttentionBackward(p);
+  const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
   const float* qkv = p.qkv.f32();
   const float* out = p.out.f32();
   const float* lse = p.lse.f32();

@@ -100,6 +100,16 @@ void ForEachActivation(CrossEntropyBackwardParams& p, ActivationVisitor visit) {
   visit(p.grad_logits, p.overwrite ? Access::kWrite : Access::kUpdate);
 }
 
+// No [act] operands.
+void ForEachActivation(EmbeddingParams& p, ActivationVisitor visit) {}
+void ForEachActivation(EmbeddingBackwardParams& p, ActivationVisitor visit) {}
+void ForEachActivation(CrossEntropyParams& p, ActivationVisitor visit) {}
+void ForEachActivation(ReduceParams& p, ActivationVisitor visit) {}
+void ForEachActivation(AdamWParams& p, ActivationVisitor visit) {}
+void ForEachActivation(RowReduceParams& p, ActivationVisitor visit) {}
+void ForEachActivation(RowScaleParams& p, ActivationVisitor visit) {}
+void ForEachActivation(GatherSequencesParams& p, ActivationVisitor visit) {}
+
 void Bf16Widening::Widen(Tensor& t, Access access) {
   if (t.empty() || t.dtype != DType::kBF16) return;
   const bool reads = access != Access::kWrite;

@@ -17,6 +17,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "engine/backend.h"
+#include "engine/op_list.h"
 
 namespace smallem::cpu {
 
@@ -25,24 +26,15 @@ namespace smallem::cpu {
 enum class Access : uint8_t { kRead, kWrite, kUpdate };
 using ActivationVisitor = absl::FunctionRef<void(Tensor&, Access)>;
 
-// Calls `visit` on each [act] operand of the op's parameters, with how the
-// op uses it (empty operands included; the visitor skips them).
-void ForEachActivation(MatmulParams& p, ActivationVisitor visit);
-void ForEachActivation(BinaryParams& p, ActivationVisitor visit);
-void ForEachActivation(BinaryBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(UnaryParams& p, ActivationVisitor visit);
-void ForEachActivation(UnaryBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(SwiGluParams& p, ActivationVisitor visit);
-void ForEachActivation(SwiGluBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(BiasAddParams& p, ActivationVisitor visit);
-void ForEachActivation(BiasBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(NormParams& p, ActivationVisitor visit);
-void ForEachActivation(NormBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(RopeParams& p, ActivationVisitor visit);
-void ForEachActivation(RopeBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(AttentionParams& p, ActivationVisitor visit);
-void ForEachActivation(AttentionBackwardParams& p, ActivationVisitor visit);
-void ForEachActivation(CrossEntropyBackwardParams& p, ActivationVisitor visit);
+// Calls `visit` on each [act] operand of an op's parameters, with how the
+// op uses it (empty operands included; the visitor skips them). Declared for
+// the parameters of every op of engine/op_list.h; the ops without [act]
+// operands (embedding, the loss's forward, the reductions, the optimizer and
+// data ops) visit none.
+#define SMALLEM_DECLARE_FOR_EACH_ACTIVATION(Method, Params, op) \
+  void ForEachActivation(Params& p, ActivationVisitor visit);
+SMALLEM_BACKEND_OPS(SMALLEM_DECLARE_FOR_EACH_ACTIVATION)
+#undef SMALLEM_DECLARE_FOR_EACH_ACTIVATION
 
 // f32 stand-ins for the bf16 operands of one op call.
 class Bf16Widening {

@@ -1,19 +1,17 @@
 // Row-broadcast bias: x[n, :] += bias, and its gradient Σ_n grad_out[n, :].
 #include <omp.h>
 
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 
 void CpuBackend::BiasAdd(const BiasAddParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::BiasAdd)) return;
+  CheckBiasAdd(p);
   const int64_t cols = p.bias.numel();
-  cpu::CheckF32(p.bias, cols, "bias_add: bias");
-  CHECK_EQ(p.x.shape.cols(), cols) << "bias_add: x " << p.x.shape.ToString();
-  cpu::CheckF32(p.x, p.x.numel(), "bias_add: x");
   const int64_t rows = p.x.shape.rows();
   const float* bias = p.bias.f32();
   float* x = p.x.f32();
@@ -28,11 +26,8 @@ void CpuBackend::BiasAdd(const BiasAddParams& p) {
 void CpuBackend::BiasBackward(const BiasBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::BiasBackward)) return;
   if (p.grad_bias.empty()) return;
+  CheckBiasBackward(p);
   const int64_t cols = p.grad_bias.numel();
-  cpu::CheckF32(p.grad_bias, cols, "bias backward: grad_bias");
-  CHECK_EQ(p.grad_out.shape.cols(), cols)
-      << "bias backward: grad_out " << p.grad_out.shape.ToString();
-  cpu::CheckF32(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
   const int64_t rows = p.grad_out.shape.rows();
   const float* g = p.grad_out.f32();
   float* grad_bias = p.grad_bias.f32();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/op_list.h"
 
 namespace smallem {
 
@@ -25,7 +26,6 @@ class CpuBackend final : public Backend {
 
   std::string Name() const override { return "cpu"; }
   std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
-  bool Supports(Op op) const override { return true; }
   // f32 unless set: bf16 makes every tape on this backend store activations
   // in bf16 through the reference path (engine/cpu/bf16_ops.h) — the GPU's
   // speed mode, emulated, and slower than f32 here.
@@ -41,37 +41,9 @@ class CpuBackend final : public Backend {
   void Synchronize() override {}
   size_t PeakMemoryBytes() const override { return peak_bytes_; }
 
-  void Matmul(const MatmulParams& p) override;                     // matmul.cc
-  void Add(const BinaryParams& p) override;                        // add.cc
-  void AddBackward(const BinaryBackwardParams& p) override;        // add.cc
-  void Mul(const BinaryParams& p) override;                        // mul.cc
-  void MulBackward(const BinaryBackwardParams& p) override;        // mul.cc
-  void GeluForward(const UnaryParams& p) override;                 // gelu.cc
-  void GeluBackward(const UnaryBackwardParams& p) override;        // gelu.cc
-  void SiluForward(const UnaryParams& p) override;                 // silu.cc
-  void SiluBackward(const UnaryBackwardParams& p) override;        // silu.cc
-  void SwiGluForward(const SwiGluParams& p) override;              // swiglu.cc
-  void SwiGluBackward(const SwiGluBackwardParams& p) override;     // swiglu.cc
-  void BiasAdd(const BiasAddParams& p) override;                   // bias_add.cc
-  void BiasBackward(const BiasBackwardParams& p) override;         // bias_add.cc
-  void LayerNormForward(const NormParams& p) override;             // layer_norm.cc
-  void LayerNormBackward(const NormBackwardParams& p) override;    // layer_norm.cc
-  void RmsNormForward(const NormParams& p) override;               // rms_norm.cc
-  void RmsNormBackward(const NormBackwardParams& p) override;      // rms_norm.cc
-  void RopeForward(const RopeParams& p) override;                  // rope.cc
-  void RopeBackward(const RopeBackwardParams& p) override;         // rope.cc
-  void AttentionForward(const AttentionParams& p) override;        // attention.cc
-  void AttentionBackward(const AttentionBackwardParams& p) override;  // attention.cc
-  void EmbeddingForward(const EmbeddingParams& p) override;        // embedding.cc
-  void EmbeddingBackward(const EmbeddingBackwardParams& p) override;  // embedding.cc
-  void CrossEntropyForward(const CrossEntropyParams& p) override;  // cross_entropy.cc
-  void CrossEntropyBackward(const CrossEntropyBackwardParams& p) override;  // cross_entropy.cc
-  void Sum(const ReduceParams& p) override;                        // reduce.cc
-  void SumSquares(const ReduceParams& p) override;                 // reduce.cc
-  void AdamW(const AdamWParams& p) override;                       // adamw.cc
-  void RowSumSquares(const RowReduceParams& p) override;           // row_sum_squares.cc
-  void RowScale(const RowScaleParams& p) override;                 // row_scale.cc
-  void GatherSequences(const GatherSequencesParams& p) override;   // gather_sequences.cc
+  // Every op of engine/op_list.h, in engine/cpu/<op name>.cc (Sum and
+  // SumSquares in reduce.cc).
+  SMALLEM_BACKEND_OPS(SMALLEM_DECLARE_OP_OVERRIDE)
 
  private:
   int threads_;

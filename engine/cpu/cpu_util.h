@@ -1,6 +1,7 @@
 // Helpers shared by the CPU ops (engine/cpu/*.cc) and nothing else: a serial
-// GEMM with leading dimensions, an exp the compiler can vectorize, per-thread
-// scratch and shape checks. Not part of the engine's interface.
+// GEMM with leading dimensions, an exp the compiler can vectorize and
+// per-thread scratch. Not part of the engine's interface (the ops' checks are
+// engine/op_checks.h, shared with every backend).
 #ifndef SMALLEM_ENGINE_CPU_CPU_UTIL_H_
 #define SMALLEM_ENGINE_CPU_CPU_UTIL_H_
 
@@ -9,9 +10,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-
-#include "base/check.h"
-#include "engine/tensor.h"
 
 namespace smallem::cpu {
 
@@ -79,21 +77,6 @@ inline float Sqrt(float x) {
 }
 
 inline float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
-
-// CHECKs that t is an f32 tensor of `numel` elements; `what` names it.
-inline void CheckF32(const Tensor& t, int64_t numel, const char* what) {
-  CHECK(t.data != nullptr) << what << " is empty";
-  CHECK(t.dtype == DType::kF32) << what << " must be f32, is "
-                                << DTypeName(t.dtype);
-  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
-}
-
-inline void CheckI32(const Tensor& t, int64_t numel, const char* what) {
-  CHECK(t.data != nullptr) << what << " is empty";
-  CHECK(t.dtype == DType::kI32) << what << " must be i32, is "
-                                << DTypeName(t.dtype);
-  CHECK_EQ(t.numel(), numel) << what << " " << t.shape.ToString();
-}
 
 // First element of part `part` when [0, count) is cut into `parts` near-equal
 // contiguous parts.

@@ -9,6 +9,7 @@
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -27,10 +28,7 @@ void CheckTargets(const int32_t* targets, int64_t rows, int64_t vocab,
 void CpuBackend::CrossEntropyForward(const CrossEntropyParams& p) {
   const int64_t rows = p.logits.shape.rows();
   const int64_t vocab = p.logits.shape.cols();
-  cpu::CheckF32(p.logits, rows * vocab, "cross_entropy: logits (N, V)");
-  cpu::CheckI32(p.targets, rows, "cross_entropy: targets (N)");
-  cpu::CheckF32(p.losses, rows, "cross_entropy: losses (N)");
-  if (!p.lse.empty()) cpu::CheckF32(p.lse, rows, "cross_entropy: lse (N)");
+  CheckCrossEntropy(p);
   const float* logits = p.logits.f32();
   const int32_t* targets = p.targets.i32();
   CheckTargets(targets, rows, vocab, "cross_entropy");
@@ -57,12 +55,7 @@ void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::CrossEntropyBackward)) return;
   const int64_t rows = p.logits.shape.rows();
   const int64_t vocab = p.logits.shape.cols();
-  cpu::CheckF32(p.logits, rows * vocab, "cross_entropy backward: logits (N, V)");
-  cpu::CheckI32(p.targets, rows, "cross_entropy backward: targets (N)");
-  cpu::CheckF32(p.lse, rows, "cross_entropy backward: lse (N)");
-  cpu::CheckF32(p.grad_losses, rows, "cross_entropy backward: grad_losses (N)");
-  cpu::CheckF32(p.grad_logits, rows * vocab,
-                "cross_entropy backward: grad_logits (N, V)");
+  CheckCrossEntropyBackward(p);
   const float* logits = p.logits.f32();
   const int32_t* targets = p.targets.i32();
   CheckTargets(targets, rows, vocab, "cross_entropy backward");

@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -27,9 +28,7 @@ void CpuBackend::EmbeddingForward(const EmbeddingParams& p) {
   const int64_t count = p.ids.numel();
   const int64_t vocab = p.table.shape.rows();
   const int64_t cols = p.table.shape.cols();
-  cpu::CheckI32(p.ids, count, "embedding: ids");
-  cpu::CheckF32(p.table, vocab * cols, "embedding: table (V, C)");
-  cpu::CheckF32(p.out, count * cols, "embedding: out (N, C)");
+  CheckEmbedding(p);
   const int32_t* ids = p.ids.i32();
   CheckIds(ids, count, vocab, "embedding");
   const float* table = p.table.f32();
@@ -45,9 +44,7 @@ void CpuBackend::EmbeddingBackward(const EmbeddingBackwardParams& p) {
   const int64_t count = p.ids.numel();
   const int64_t vocab = p.grad_table.shape.rows();
   const int64_t cols = p.grad_table.shape.cols();
-  cpu::CheckI32(p.ids, count, "embedding backward: ids");
-  cpu::CheckF32(p.grad_table, vocab * cols, "embedding backward: grad_table (V, C)");
-  cpu::CheckF32(p.grad_out, count * cols, "embedding backward: grad_out (N, C)");
+  CheckEmbeddingBackward(p);
   const int32_t* ids = p.ids.i32();
   CheckIds(ids, count, vocab, "embedding backward");
   const float* g = p.grad_out.f32();

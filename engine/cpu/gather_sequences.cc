@@ -6,17 +6,14 @@
 #include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 
 void CpuBackend::GatherSequences(const GatherSequencesParams& p) {
   const int64_t rows = p.starts.numel(), time = p.time;
   const int64_t count = p.tokens.numel();
-  CHECK_GT(time, 0) << "gather_sequences: time";
-  cpu::CheckI32(p.tokens, count, "gather_sequences: tokens (S)");
-  cpu::CheckI32(p.starts, rows, "gather_sequences: starts (B)");
-  cpu::CheckI32(p.inputs, rows * time, "gather_sequences: inputs (B·T)");
-  cpu::CheckI32(p.targets, rows * time, "gather_sequences: targets (B·T)");
+  CheckGatherSequences(p);
   const int32_t* tokens = p.tokens.i32();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t start = p.starts.i32()[r];

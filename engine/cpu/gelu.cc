@@ -1,10 +1,10 @@
 // GELU, tanh approximation: y = ½x(1 + tanh(u)), u = √(2/π)(x + 0.044715x³).
 // Computed as y = x·σ(2u), the same function (½(1 + tanh u) = σ(2u)) without
 // the cancellation of 1 + tanh(u) for negative x.
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -16,9 +16,8 @@ constexpr float kCubic = 0.044715f;
 
 void CpuBackend::GeluForward(const UnaryParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::GeluForward)) return;
+  CheckUnary(p, "gelu");
   const int64_t n = p.in.numel();
-  cpu::CheckF32(p.in, n, "gelu: in");
-  cpu::CheckF32(p.out, n, "gelu: out");
   const float* in = p.in.f32();
   float* out = p.out.f32();
 #pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
@@ -31,10 +30,8 @@ void CpuBackend::GeluForward(const UnaryParams& p) {
 void CpuBackend::GeluBackward(const UnaryBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::GeluBackward)) return;
   if (p.grad_in.empty()) return;
+  CheckUnaryBackward(p, "gelu backward");
   const int64_t n = p.in.numel();
-  cpu::CheckF32(p.in, n, "gelu backward: in");
-  cpu::CheckF32(p.grad_out, n, "gelu backward: grad_out");
-  cpu::CheckF32(p.grad_in, n, "gelu backward: grad_in");
   const float* in = p.in.f32();
   const float* g = p.grad_out.f32();
   float* grad_in = p.grad_in.f32();

@@ -5,10 +5,10 @@
 //   grad_gain += Σ_n grad_out·x̂,  grad_bias += Σ_n grad_out.
 #include <cmath>
 
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 #include "engine/cpu/norm_backward.h"
 #include "engine/cpu/norm_residual.h"
 
@@ -19,20 +19,9 @@ void CpuBackend::LayerNormForward(const NormParams& p) {
       cpu::MaybeRunWidened(*this, p, &CpuBackend::LayerNormForward)) {
     return;
   }
+  CheckNorm(p, NormKind::kLayer);
   const int64_t cols = p.gain.numel();
-  CHECK_EQ(p.x.shape.cols(), cols) << "layer_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  cpu::CheckF32(p.x, rows * cols, "layer_norm: x");
-  cpu::CheckF32(p.gain, cols, "layer_norm: gain");
-  cpu::CheckF32(p.out, rows * cols, "layer_norm: out");
-  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "layer_norm: residual and sum go together";
-  if (!p.residual.empty()) {
-    cpu::CheckF32(p.residual, rows * cols, "layer_norm: residual");
-    cpu::CheckF32(p.sum, rows * cols, "layer_norm: sum");
-  }
-  if (!p.bias.empty()) cpu::CheckF32(p.bias, cols, "layer_norm: bias");
-  if (!p.mean.empty()) cpu::CheckF32(p.mean, rows, "layer_norm: mean");
-  if (!p.rstd.empty()) cpu::CheckF32(p.rstd, rows, "layer_norm: rstd");
   const float* x = p.x.f32();
   const float* residual = p.residual.empty() ? nullptr : p.residual.f32();
   float* sum_out = p.sum.empty() ? nullptr : p.sum.f32();
@@ -76,7 +65,7 @@ void CpuBackend::LayerNormForward(const NormParams& p) {
 
 void CpuBackend::LayerNormBackward(const NormBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::LayerNormBackward)) return;
-  cpu::NormBackward(p, cpu::NormKind::kLayer, threads_);
+  cpu::NormBackward(p, NormKind::kLayer, threads_);
 }
 
 }  // namespace smallem

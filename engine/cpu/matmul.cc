@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 #ifdef SMALLEM_HAVE_OPENBLAS
 #include <cblas.h>
@@ -62,23 +62,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 void CpuBackend::Matmul(const MatmulParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::Matmul)) return;
-  CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0 && p.batch >= 1)
-      << "matmul: m=" << p.m << " n=" << p.n << " k=" << p.k
-      << " batch=" << p.batch;
-  for (const Tensor* t : {&p.a, &p.b, &p.out}) {
-    CHECK(t->data != nullptr && t->dtype == DType::kF32)
-        << "matmul: a, b and out must be non-empty f32 tensors";
-  }
-  CHECK(p.batch == 1 || p.stride_out != 0)
-      << "matmul: a batched output cannot broadcast (stride_out = 0)";
-  // The last batch item must end inside each tensor.
-  const int64_t last = p.batch - 1;
-  CHECK_LE(last * p.stride_a + p.m * p.k, p.a.numel())
-      << "matmul: a " << p.a.shape.ToString() << " too small";
-  CHECK_LE(last * p.stride_b + p.k * p.n, p.b.numel())
-      << "matmul: b " << p.b.shape.ToString() << " too small";
-  CHECK_LE(last * p.stride_out + p.m * p.n, p.out.numel())
-      << "matmul: out " << p.out.shape.ToString() << " too small";
+  CheckMatmul(p);
   if (p.m == 0 || p.n == 0) return;
 
   // BLAS rejects a leading dimension of 0, even for empty products.

@@ -1,17 +1,15 @@
 // Elementwise product and its gradient: d(a·b)/da = b, d(a·b)/db = a.
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 
 void CpuBackend::Mul(const BinaryParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::Mul)) return;
+  CheckBinary(p, "mul");
   const int64_t n = p.out.numel();
-  cpu::CheckF32(p.a, n, "mul: a");
-  cpu::CheckF32(p.b, n, "mul: b");
-  cpu::CheckF32(p.out, n, "mul: out");
   // No __restrict: out may alias a or b, which elementwise order allows.
   const float* a = p.a.f32();
   const float* b = p.b.f32();
@@ -22,21 +20,17 @@ void CpuBackend::Mul(const BinaryParams& p) {
 
 void CpuBackend::MulBackward(const BinaryBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::MulBackward)) return;
+  CheckBinaryBackward(p, /*gradients_read_inputs=*/true, "mul backward");
   const int64_t n = p.grad_out.numel();
-  cpu::CheckF32(p.grad_out, n, "mul backward: grad_out");
   const float* g = p.grad_out.f32();
   // grad_a needs b and grad_b needs a.
   if (!p.grad_a.empty()) {
-    cpu::CheckF32(p.grad_a, n, "mul backward: grad_a");
-    cpu::CheckF32(p.b, n, "mul backward: b");
     const float* b = p.b.f32();
     float* grad_a = p.grad_a.f32();
 #pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
     for (int64_t i = 0; i < n; ++i) grad_a[i] += g[i] * b[i];
   }
   if (!p.grad_b.empty()) {
-    cpu::CheckF32(p.grad_b, n, "mul backward: grad_b");
-    cpu::CheckF32(p.a, n, "mul backward: a");
     const float* a = p.a.f32();
     float* grad_b = p.grad_b.f32();
 #pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)

@@ -10,37 +10,23 @@
 #include <omp.h>
 
 #include <cstdint>
-#include <string>
 
-#include "base/check.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem::cpu {
 
-// LayerNorm centers each row on its mean and may have a bias; RMSNorm does
-// neither.
-enum class NormKind { kLayer, kRms };
-
-// CHECKs the shapes and dtypes of `p`, naming the op ("layer_norm backward:
-// gain (7)"), then accumulates into each gradient `p` holds: grad_x,
-// grad_gain and, for LayerNorm, grad_bias. RMSNorm reads neither p.mean nor
-// p.grad_bias. Runs on up to `threads` OpenMP threads (on the calling thread
-// alone for small inputs); the result does not depend on the thread count.
+// CHECKs `p` (CheckNormBackward, engine/op_checks.h), then accumulates into
+// each gradient `p` holds: grad_x, grad_gain and, for LayerNorm, grad_bias.
+// RMSNorm reads neither p.mean nor p.grad_bias. Runs on up to `threads`
+// OpenMP threads (on the calling thread alone for small inputs); the result
+// does not depend on the thread count.
 inline void NormBackward(const NormBackwardParams& p, NormKind kind, int threads) {
+  CheckNormBackward(p, kind);
   const bool centered = kind == NormKind::kLayer;
-  const std::string op = centered ? "layer_norm backward: " : "rms_norm backward: ";
   const int64_t cols = p.gain.numel();
-  CHECK_EQ(p.x.shape.cols(), cols) << op << "x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  CheckF32(p.x, rows * cols, (op + "x").c_str());
-  CheckF32(p.gain, cols, (op + "gain").c_str());
-  if (centered) CheckF32(p.mean, rows, (op + "mean").c_str());
-  CheckF32(p.rstd, rows, (op + "rstd").c_str());
-  CheckF32(p.grad_out, rows * cols, (op + "grad_out").c_str());
-  if (!p.grad_x.empty()) CheckF32(p.grad_x, rows * cols, (op + "grad_x").c_str());
-  if (!p.grad_gain.empty()) CheckF32(p.grad_gain, cols, (op + "grad_gain").c_str());
-  if (centered && !p.grad_bias.empty()) CheckF32(p.grad_bias, cols, (op + "grad_bias").c_str());
 
   const float* x = p.x.f32();
   const float* mean = centered ? p.mean.f32() : nullptr;

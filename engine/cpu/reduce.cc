@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -34,8 +34,7 @@ double ChunkedSum(const float* in, int64_t n, int threads) {
   return total;
 }
 
-void Store(const ReduceParams& p, double value, const char* op) {
-  cpu::CheckF32(p.out, 1, op);
+void Store(const ReduceParams& p, double value) {
   float* out = p.out.f32();
   out[0] = p.accumulate ? static_cast<float>(out[0] + value)
                         : static_cast<float>(value);
@@ -44,14 +43,13 @@ void Store(const ReduceParams& p, double value, const char* op) {
 }  // namespace
 
 void CpuBackend::Sum(const ReduceParams& p) {
-  cpu::CheckF32(p.in, p.in.numel(), "sum: in");
-  Store(p, ChunkedSum<false>(p.in.f32(), p.in.numel(), threads_), "sum: out (1)");
+  CheckReduce(p, "sum");
+  Store(p, ChunkedSum<false>(p.in.f32(), p.in.numel(), threads_));
 }
 
 void CpuBackend::SumSquares(const ReduceParams& p) {
-  cpu::CheckF32(p.in, p.in.numel(), "sum_squares: in");
-  Store(p, ChunkedSum<true>(p.in.f32(), p.in.numel(), threads_),
-        "sum_squares: out (1)");
+  CheckReduce(p, "sum_squares");
+  Store(p, ChunkedSum<true>(p.in.f32(), p.in.numel(), threads_));
 }
 
 }  // namespace smallem

@@ -4,10 +4,10 @@
 //   grad_x += rstd·(dx̂ − x̂·mean(dx̂·x̂)),  grad_gain += Σ_n grad_out·x̂.
 #include <cmath>
 
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 #include "engine/cpu/norm_backward.h"
 #include "engine/cpu/norm_residual.h"
 
@@ -18,18 +18,9 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
       cpu::MaybeRunWidened(*this, p, &CpuBackend::RmsNormForward)) {
     return;
   }
+  CheckNorm(p, NormKind::kRms);
   const int64_t cols = p.gain.numel();
-  CHECK_EQ(p.x.shape.cols(), cols) << "rms_norm: x " << p.x.shape.ToString();
   const int64_t rows = p.x.shape.rows();
-  cpu::CheckF32(p.x, rows * cols, "rms_norm: x");
-  cpu::CheckF32(p.gain, cols, "rms_norm: gain");
-  cpu::CheckF32(p.out, rows * cols, "rms_norm: out");
-  CHECK_EQ(p.residual.empty(), p.sum.empty()) << "rms_norm: residual and sum go together";
-  if (!p.residual.empty()) {
-    cpu::CheckF32(p.residual, rows * cols, "rms_norm: residual");
-    cpu::CheckF32(p.sum, rows * cols, "rms_norm: sum");
-  }
-  if (!p.rstd.empty()) cpu::CheckF32(p.rstd, rows, "rms_norm: rstd");
   const float* x = p.x.f32();
   const float* residual = p.residual.empty() ? nullptr : p.residual.f32();
   float* sum_out = p.sum.empty() ? nullptr : p.sum.f32();
@@ -53,7 +44,7 @@ void CpuBackend::RmsNormForward(const NormParams& p) {
 
 void CpuBackend::RmsNormBackward(const NormBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::RmsNormBackward)) return;
-  cpu::NormBackward(p, cpu::NormKind::kRms, threads_);
+  cpu::NormBackward(p, NormKind::kRms, threads_);
 }
 
 }  // namespace smallem

@@ -2,13 +2,12 @@
 // position m rotates by θ = m·10000^(−2i/D), with cos θ and sin θ read from
 // the host-computed tables. The backward rotates the gradient by −θ (the
 // transpose of a rotation is its inverse).
-#include <algorithm>
 #include <cstring>
 
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace {
@@ -19,38 +18,16 @@ struct RopeLayout {
   int64_t half;   // D/2
 };
 
-// Shared shape checks of forward and backward.
-RopeLayout CheckRope(const Tensor& x, const Tensor& cos, const Tensor& sin,
-                     int64_t time, int64_t head_dim, int64_t rotate_channels,
-                     int64_t position_offset, const char* op) {
-  CHECK(x.data != nullptr && x.dtype == DType::kF32) << op << ": x must be f32";
-  CHECK(head_dim > 0 && head_dim % 2 == 0) << op << ": head_dim " << head_dim
-                                           << " must be positive and even";
-  CHECK_GT(time, 0) << op << ": time";
-  CHECK_GE(position_offset, 0) << op << ": position_offset";
-  const RopeLayout layout{x.shape.rows(), x.shape.cols(), head_dim / 2};
-  CHECK(rotate_channels >= 0 && rotate_channels % head_dim == 0 &&
-        rotate_channels <= layout.width)
-      << op << ": rotate_channels " << rotate_channels << " must be a multiple "
-      << "of head_dim " << head_dim << " within the row width " << layout.width;
-  CHECK_EQ(cos.shape.cols(), layout.half) << op << ": cos " << cos.shape.ToString();
-  CHECK(cos.shape == sin.shape) << op << ": sin " << sin.shape.ToString()
-                                << " vs cos " << cos.shape.ToString();
-  cpu::CheckF32(cos, cos.numel(), "rope: cos");
-  cpu::CheckF32(sin, sin.numel(), "rope: sin");
-  const int64_t last_position = std::min(layout.rows, time) - 1 + position_offset;
-  CHECK_LT(last_position, cos.shape.rows())
-      << op << ": position beyond the cos/sin tables";
-  return layout;
+RopeLayout LayoutOf(const Tensor& x, int64_t head_dim) {
+  return RopeLayout{x.shape.rows(), x.shape.cols(), head_dim / 2};
 }
 
 }  // namespace
 
 void CpuBackend::RopeForward(const RopeParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::RopeForward)) return;
-  const RopeLayout l = CheckRope(p.x, p.cos, p.sin, p.time, p.head_dim,
-                                 p.rotate_channels, p.position_offset, "rope");
-  cpu::CheckF32(p.out, p.x.numel(), "rope: out");
+  CheckRope(p);
+  const RopeLayout l = LayoutOf(p.x, p.head_dim);
   const float* x = p.x.f32();
   float* out = p.out.f32();
   const float* cos = p.cos.f32();
@@ -82,12 +59,8 @@ void CpuBackend::RopeForward(const RopeParams& p) {
 void CpuBackend::RopeBackward(const RopeBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::RopeBackward)) return;
   if (p.grad_in.empty()) return;
-  const RopeLayout l =
-      CheckRope(p.grad_out, p.cos, p.sin, p.time, p.head_dim,
-                p.rotate_channels, p.position_offset, "rope backward");
-  cpu::CheckF32(p.grad_in, p.grad_out.numel(), "rope backward: grad_in");
-  CHECK(p.grad_in.data != p.grad_out.data)
-      << "rope backward: grad_in must not alias grad_out (it accumulates)";
+  CheckRopeBackward(p);
+  const RopeLayout l = LayoutOf(p.grad_out, p.head_dim);
   const float* g = p.grad_out.f32();
   float* grad_in = p.grad_in.f32();
   const float* cos = p.cos.f32();

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace cpu {
@@ -35,15 +35,9 @@ void RowScale(const float* in, int64_t rows, int64_t cols, const float* numer,
 
 void CpuBackend::RowScale(const RowScaleParams& p) {
   const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
-  cpu::CheckF32(p.in, p.in.numel(), "row_scale: in");
-  cpu::CheckF32(p.out, p.in.numel(), "row_scale: out");
-  if (!p.numer.empty()) cpu::CheckF32(p.numer, rows, "row_scale: numer (R)");
-  if (!p.denom.empty()) cpu::CheckF32(p.denom, rows, "row_scale: denom (R)");
+  CheckRowScale(p);
   float alpha = p.alpha;
-  if (!p.scale.empty()) {
-    cpu::CheckF32(p.scale, 1, "row_scale: scale (1)");
-    alpha *= p.scale.f32()[0];
-  }
+  if (!p.scale.empty()) alpha *= p.scale.f32()[0];
   cpu::RowScale(p.in.f32(), rows, cols, p.numer.empty() ? nullptr : p.numer.f32(),
                 p.denom.empty() ? nullptr : p.denom.f32(), alpha, p.eps, p.out.f32(),
                 threads_);

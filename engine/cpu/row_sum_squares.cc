@@ -1,9 +1,9 @@
 // Per-row sum of squares (optimizer statistics): out[r] = alpha·Σ in[r,:]² +
 // beta·out[r]. Each row is summed in double by one thread, in order, so the
 // result does not depend on the thread count or on how rows are batched.
-#include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 namespace cpu {
@@ -28,8 +28,7 @@ void RowSumSquares(const float* in, int64_t rows, int64_t cols, float alpha,
 
 void CpuBackend::RowSumSquares(const RowReduceParams& p) {
   const int64_t rows = p.in.shape.rows(), cols = p.in.shape.cols();
-  cpu::CheckF32(p.in, p.in.numel(), "row_sum_squares: in");
-  cpu::CheckF32(p.out, rows, "row_sum_squares: out (R)");
+  CheckRowSumSquares(p);
   cpu::RowSumSquares(p.in.f32(), rows, cols, p.alpha, p.beta, p.out.f32(), threads_);
 }
 

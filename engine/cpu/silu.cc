@@ -1,16 +1,15 @@
 // SiLU: y = x·σ(x); dy/dx = σ(x)(1 + x(1 − σ(x))).
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 
 void CpuBackend::SiluForward(const UnaryParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SiluForward)) return;
+  CheckUnary(p, "silu");
   const int64_t n = p.in.numel();
-  cpu::CheckF32(p.in, n, "silu: in");
-  cpu::CheckF32(p.out, n, "silu: out");
   const float* in = p.in.f32();
   float* out = p.out.f32();
 #pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
@@ -20,10 +19,8 @@ void CpuBackend::SiluForward(const UnaryParams& p) {
 void CpuBackend::SiluBackward(const UnaryBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SiluBackward)) return;
   if (p.grad_in.empty()) return;
+  CheckUnaryBackward(p, "silu backward");
   const int64_t n = p.in.numel();
-  cpu::CheckF32(p.in, n, "silu backward: in");
-  cpu::CheckF32(p.grad_out, n, "silu backward: grad_out");
-  cpu::CheckF32(p.grad_in, n, "silu backward: grad_in");
   const float* in = p.in.f32();
   const float* g = p.grad_out.f32();
   float* grad_in = p.grad_in.f32();

@@ -1,18 +1,16 @@
 // SwiGLU, fused: out = silu(gate)·up. Gradients: d/d(up) = silu(gate),
 // d/d(gate) = up·σ(gate)(1 + gate(1 − σ(gate))).
-#include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 
 void CpuBackend::SwiGluForward(const SwiGluParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SwiGluForward)) return;
+  CheckSwiGlu(p);
   const int64_t n = p.gate.numel();
-  cpu::CheckF32(p.gate, n, "swiglu: gate");
-  cpu::CheckF32(p.up, n, "swiglu: up");
-  cpu::CheckF32(p.out, n, "swiglu: out");
   const float* gate = p.gate.f32();
   const float* up = p.up.f32();
   float* out = p.out.f32();
@@ -24,14 +22,10 @@ void CpuBackend::SwiGluForward(const SwiGluParams& p) {
 
 void CpuBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SwiGluBackward)) return;
+  CheckSwiGluBackward(p);
   const int64_t n = p.gate.numel();
-  cpu::CheckF32(p.gate, n, "swiglu backward: gate");
-  cpu::CheckF32(p.up, n, "swiglu backward: up");
-  cpu::CheckF32(p.grad_out, n, "swiglu backward: grad_out");
   const bool want_gate = !p.grad_gate.empty();
   const bool want_up = !p.grad_up.empty();
-  if (want_gate) cpu::CheckF32(p.grad_gate, n, "swiglu backward: grad_gate");
-  if (want_up) cpu::CheckF32(p.grad_up, n, "swiglu backward: grad_up");
   const float* gate = p.gate.f32();
   const float* up = p.up.f32();
   const float* g = p.grad_out.f32();

@@ -27,7 +27,9 @@
 #include "engine/autograd/tape.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/data/dataset.h"
+#include "engine/forwarding_backend.h"
 #include "engine/model/model.h"
+#include "engine/op_list.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/batches.h"
 #include "gtest/gtest.h"
@@ -37,53 +39,57 @@
 namespace smallem {
 namespace {
 
+// The CpuBackend a ReplayingBackend forwards to: a base class, so that it is
+// constructed before the ForwardingBackend that refers to it.
+struct OwnedCpuBackend {
+  CpuBackend cpu{2};
+};
+
 // A CpuBackend with pretend graphs. While capturing, ops are recorded, not
 // run; LaunchGraph runs the recorded step again, eagerly.
-class ReplayingBackend final : public Backend {
+class ReplayingBackend final : private OwnedCpuBackend, public ForwardingBackend {
  public:
+  ReplayingBackend() : ForwardingBackend(cpu) {}
+
   std::string Name() const override { return "cpu (replaying)"; }
-  std::string DeviceClass() const override { return inner_.DeviceClass(); }
-  bool Supports(Op op) const override { return inner_.Supports(op); }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override {
     ++allocations_;
     if (capturing_) ADD_FAILURE() << "Allocate(" << bytes << ") inside a capture";
-    return inner_.Allocate(bytes);
+    return ForwardingBackend::Allocate(bytes);
   }
   void Free(void* ptr) override {
     if (capturing_) ADD_FAILURE() << "Free inside a capture";
-    inner_.Free(ptr);
+    ForwardingBackend::Free(ptr);
   }
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
     if (capturing_) {
       ++host_copies_captured_;
       return;
     }
-    inner_.CopyToDevice(dst, src, bytes);
+    ForwardingBackend::CopyToDevice(dst, src, bytes);
   }
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
     if (capturing_) ADD_FAILURE() << "CopyToHost inside a capture";
-    inner_.CopyToHost(dst, src, bytes);
+    ForwardingBackend::CopyToHost(dst, src, bytes);
   }
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override {
-    if (Live()) inner_.CopyOnDevice(dst, src, bytes);
+    if (Live()) ForwardingBackend::CopyOnDevice(dst, src, bytes);
   }
   void Fill(Tensor t, float value) override {
-    if (Live()) inner_.Fill(t, value);
+    if (Live()) ForwardingBackend::Fill(t, value);
   }
   void Synchronize() override {
     if (capturing_) ADD_FAILURE() << "Synchronize inside a capture";
   }
-  size_t PeakMemoryBytes() const override { return inner_.PeakMemoryBytes(); }
 
   absl::StatusOr<void*> AllocateStaging(size_t bytes) override {
     ++allocations_;
     if (capturing_) ADD_FAILURE() << "AllocateStaging inside a capture";
-    return inner_.AllocateStaging(bytes);
+    return ForwardingBackend::AllocateStaging(bytes);
   }
-  void FreeStaging(void* ptr) override { inner_.FreeStaging(ptr); }
   void UploadStaged(void* dst, const void* src, size_t bytes) override {
-    if (Live()) inner_.UploadStaged(dst, src, bytes);
+    if (Live()) ForwardingBackend::UploadStaged(dst, src, bytes);
   }
   void WaitStaged() override {
     if (capturing_) ADD_FAILURE() << "WaitStaged inside a capture";
@@ -106,57 +112,12 @@ class ReplayingBackend final : public Backend {
     graphs_.clear();
   }
 
-  void Matmul(const MatmulParams& p) override { if (Live()) inner_.Matmul(p); }
-  void Add(const BinaryParams& p) override { if (Live()) inner_.Add(p); }
-  void AddBackward(const BinaryBackwardParams& p) override { if (Live()) inner_.AddBackward(p); }
-  void Mul(const BinaryParams& p) override { if (Live()) inner_.Mul(p); }
-  void MulBackward(const BinaryBackwardParams& p) override { if (Live()) inner_.MulBackward(p); }
-  void GeluForward(const UnaryParams& p) override { if (Live()) inner_.GeluForward(p); }
-  void GeluBackward(const UnaryBackwardParams& p) override { if (Live()) inner_.GeluBackward(p); }
-  void SiluForward(const UnaryParams& p) override { if (Live()) inner_.SiluForward(p); }
-  void SiluBackward(const UnaryBackwardParams& p) override { if (Live()) inner_.SiluBackward(p); }
-  void SwiGluForward(const SwiGluParams& p) override { if (Live()) inner_.SwiGluForward(p); }
-  void SwiGluBackward(const SwiGluBackwardParams& p) override {
-    if (Live()) inner_.SwiGluBackward(p);
+#define SMALLEM_REPLAYED_OP(Method, Params, op) \
+  void Method(const Params& p) override {        \
+    if (Live()) ForwardingBackend::Method(p);    \
   }
-  void BiasAdd(const BiasAddParams& p) override { if (Live()) inner_.BiasAdd(p); }
-  void BiasBackward(const BiasBackwardParams& p) override { if (Live()) inner_.BiasBackward(p); }
-  void LayerNormForward(const NormParams& p) override { if (Live()) inner_.LayerNormForward(p); }
-  void LayerNormBackward(const NormBackwardParams& p) override {
-    if (Live()) inner_.LayerNormBackward(p);
-  }
-  void RmsNormForward(const NormParams& p) override { if (Live()) inner_.RmsNormForward(p); }
-  void RmsNormBackward(const NormBackwardParams& p) override {
-    if (Live()) inner_.RmsNormBackward(p);
-  }
-  void RopeForward(const RopeParams& p) override { if (Live()) inner_.RopeForward(p); }
-  void RopeBackward(const RopeBackwardParams& p) override { if (Live()) inner_.RopeBackward(p); }
-  void AttentionForward(const AttentionParams& p) override {
-    if (Live()) inner_.AttentionForward(p);
-  }
-  void AttentionBackward(const AttentionBackwardParams& p) override {
-    if (Live()) inner_.AttentionBackward(p);
-  }
-  void EmbeddingForward(const EmbeddingParams& p) override {
-    if (Live()) inner_.EmbeddingForward(p);
-  }
-  void EmbeddingBackward(const EmbeddingBackwardParams& p) override {
-    if (Live()) inner_.EmbeddingBackward(p);
-  }
-  void CrossEntropyForward(const CrossEntropyParams& p) override {
-    if (Live()) inner_.CrossEntropyForward(p);
-  }
-  void CrossEntropyBackward(const CrossEntropyBackwardParams& p) override {
-    if (Live()) inner_.CrossEntropyBackward(p);
-  }
-  void Sum(const ReduceParams& p) override { if (Live()) inner_.Sum(p); }
-  void SumSquares(const ReduceParams& p) override { if (Live()) inner_.SumSquares(p); }
-  void AdamW(const AdamWParams& p) override { if (Live()) inner_.AdamW(p); }
-  void RowSumSquares(const RowReduceParams& p) override { if (Live()) inner_.RowSumSquares(p); }
-  void RowScale(const RowScaleParams& p) override { if (Live()) inner_.RowScale(p); }
-  void GatherSequences(const GatherSequencesParams& p) override {
-    if (Live()) inner_.GatherSequences(p);
-  }
+  SMALLEM_BACKEND_OPS(SMALLEM_REPLAYED_OP)
+#undef SMALLEM_REPLAYED_OP
 
   int64_t allocations() const { return allocations_; }
   int64_t host_copies_captured() const { return host_copies_captured_; }
@@ -168,7 +129,6 @@ class ReplayingBackend final : public Backend {
   // Whether an op runs now (false: it is being recorded).
   bool Live() const { return !capturing_; }
 
-  CpuBackend inner_{2};
   bool capturing_ = false;
   std::vector<std::function<void()>> graphs_;
   int64_t allocations_ = 0;
