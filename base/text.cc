@@ -75,7 +75,39 @@ std::string Sanitize(std::string_view text, size_t max_bytes, bool one_line) {
   return out;
 }
 
+// Optimal-string-alignment distance (Levenshtein plus adjacent swaps).
+int EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
 }  // namespace
+
+std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  int best_distance = 3;
+  for (const std::string& c : candidates) {
+    const size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap >= static_cast<size_t>(best_distance)) continue;
+    const int d = EditDistance(word, c);
+    if (d < best_distance && d < static_cast<int>(std::max(word.size(), c.size()))) {
+      best = &c;
+      best_distance = d;
+    }
+  }
+  return best != nullptr ? *best : std::string();
+}
 
 std::string SanitizeText(std::string_view text, size_t max_bytes) {
   return Sanitize(text, max_bytes, /*one_line=*/false);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace smallem {
 
@@ -21,6 +22,13 @@ std::string SanitizeText(std::string_view text, size_t max_bytes);
 // The same on one line: newlines and tabs become spaces too. For names and
 // for text echoed into an error message.
 std::string SanitizeLine(std::string_view text, size_t max_bytes);
+
+// The candidate nearest to `word` in optimal-string-alignment distance
+// ("rsm" is one edit from "rms"), when it is at most 2 edits away and fewer
+// than the longer word's length (so "x" does not suggest "y"); "" when none
+// is. Candidates whose length differs by more than 2 are never compared, so
+// a huge word costs nothing.
+std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates);
 
 }  // namespace smallem
 

@@ -1,8 +1,11 @@
-// smallemctl: parses flags and calls the verb's Run function; nothing else.
+// smallemctl: parses flags and calls the verb's Run function; nothing else
+// (but for saying "did you mean" when a verb or a flag is mistyped).
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "base/text.h"
 #include "cli/data_command.h"
 #include "cli/service_commands.h"
 #include "cli/train_command.h"
@@ -22,6 +25,45 @@ void SpecOption(CLI::App* cmd, std::vector<std::function<void()>>* apply, nlohma
   });
 }
 
+std::vector<std::string> VerbNames(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
+}
+
+// argv[1] when it is a word that names no verb: "unknown command" with the
+// nearest verb, instead of CLI11's "A subcommand is required". 0 = fine.
+int CheckVerb(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return 0;
+  const std::string word = argv[1];
+  const std::vector<std::string> verbs = VerbNames(app);
+  for (const std::string& v : verbs) {
+    if (v == word) return 0;
+  }
+  const std::string near = smallem::ClosestWord(word, verbs);
+  std::fprintf(stderr, "smallemctl: unknown command \"%s\"%s; `smallemctl --help` lists them\n",
+               smallem::SanitizeLine(word, 80).c_str(),
+               near.empty() ? "" : (" (did you mean \"" + near + "\"?)").c_str());
+  return 2;
+}
+
+// CLI11's "The following arguments were not expected: --stpes" with the
+// nearest flag of the verb that was being parsed.
+void SuggestFlags(const CLI::App& app, const CLI::ExtrasError& error) {
+  const CLI::App* verb = &app;
+  while (!verb->get_subcommands().empty()) verb = verb->get_subcommands().front();
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : verb->get_options()) {
+    for (const std::string& name : o->get_lnames()) flags.push_back("--" + name);
+  }
+  for (const std::string& extra : verb->remaining()) {
+    if (extra.rfind("--", 0) != 0) continue;
+    const std::string flag = extra.substr(0, extra.find('='));
+    const std::string near = smallem::ClosestWord(flag, flags);
+    if (!near.empty()) std::fprintf(stderr, "%s: did you mean %s?\n", flag.c_str(), near.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -29,7 +71,10 @@ int main(int argc, char** argv) {
       "smallemctl — run small language-model experiments honestly.\n"
       "Start with `smallemctl run examples/demo.yaml`; see README.md."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "smallemctl " SMALLEM_VERSION " (commit " SMALLEM_COMMIT ")");
   int exit_code = 0;
+  CLI::App* help = app.add_subcommand("help", "Print this help (or `smallemctl VERB --help`)");
+  help->callback([&] { std::printf("%s", app.help().c_str()); });
 
   // --- local commands (data, train, eval, generate) ---
   CLI::App* data = app.add_subcommand("data", "Prepare datasets");
@@ -79,7 +124,9 @@ int main(int argc, char** argv) {
   SpecOption<int64_t>(tr, &apply, spec, "--seed", "seed", "Seed: initial weights and batch order (1)");
   tr->add_option("--spec", train.spec_file, "Run spec JSON file; flags override it");
   tr->add_option("--out", train.out, "Output directory (weights, result.json)")->capture_default_str();
-  tr->add_option("--threads", train.threads, "CPU threads, 0 = all cores")->capture_default_str();
+  tr->add_option("--threads", train.threads, "CPU threads, 0 = all cores")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   tr->add_option("--device", train.device, "cpu | cuda:N (bf16 activations and matmuls)")->capture_default_str();
   tr->add_flag("--json-progress", train.json_progress, "Progress and result as JSON lines on stdout");
   tr->add_flag("--profile", train.profile,
@@ -96,7 +143,8 @@ int main(int argc, char** argv) {
   ev->add_option("--data", eval.data, "Prepared dataset directory")->required();
   ev->add_option("--batch", eval.batch, "Rows per validation batch")->capture_default_str();
   ev->add_option("--eval-batches", eval.eval_batches, "Validation batches")->capture_default_str();
-  ev->add_option("--threads", eval.threads, "CPU threads, 0 = all cores");
+  ev->add_option("--threads", eval.threads, "CPU threads, 0 = all cores")
+      ->check(CLI::Range(0, 1024));
   ev->callback([&] { exit_code = smallem::RunEval(eval); });
 
   smallem::GenerateArgs gen;
@@ -104,10 +152,16 @@ int main(int argc, char** argv) {
                                                 "Example: smallemctl generate --weights runs/latest/weights.safetensors --prompt \"The \" --tokens 100");
   ge->add_option("--weights", gen.weights, "safetensors weights file")->required();
   ge->add_option("--prompt", gen.prompt, "Text to continue");
-  ge->add_option("--tokens", gen.tokens, "Tokens to generate")->capture_default_str();
+  ge->add_option("--tokens", gen.tokens, "Tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
   ge->add_option("--tokenizer", gen.tokenizer, "tokenizer.json (default: next to the weights)");
-  ge->add_option("--temperature", gen.temperature, "0 = greedy")->capture_default_str();
-  ge->add_option("--top-k", gen.top_k, "Sample among the k likeliest, 0 = all")->capture_default_str();
+  ge->add_option("--temperature", gen.temperature, "0 = greedy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  ge->add_option("--top-k", gen.top_k, "Sample among the k likeliest, 0 = all")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   ge->add_option("--seed", gen.seed, "Sampling seed")->capture_default_str();
   ge->callback([&] { exit_code = smallem::RunGenerate(gen); });
 
@@ -196,7 +250,10 @@ int main(int argc, char** argv) {
   rt->callback([&] { exit_code = smallem::cli::RunRetry(retry); });
 
   smallem::cli::WorkersArgs workers;
-  CLI::App* wo = app.add_subcommand("workers", "List the workers, their devices and runs.");
+  CLI::App* wo = app.add_subcommand(
+      "workers", "List the workers seen in the last 10 minutes (and any holding a run), their\n"
+                 "devices and runs. Example: smallemctl workers --all");
+  wo->add_flag("--all", workers.all, "Every registered worker, however long ago it was seen");
   coordinator_flag(wo, &workers.service);
   wo->callback([&] { exit_code = smallem::cli::RunWorkers(workers); });
 
@@ -208,14 +265,26 @@ int main(int argc, char** argv) {
   ru->add_option("grid", run.grid, "Grid file")->required();
   ru->add_option("--db", run.db, "SQLite database file")->capture_default_str();
   ru->add_option("--cache", run.cache, "Worker cache directory")->capture_default_str();
-  ru->add_option("--workers", run.workers, "Local CPU workers")->capture_default_str();
-  ru->add_option("--threads", run.threads, "CPU threads per run (0 = cores / workers)");
+  ru->add_option("--workers", run.workers, "Local CPU workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  ru->add_option("--threads", run.threads, "CPU threads per run (0 = cores / workers)")
+      ->check(CLI::Range(0, 1024));
   ru->add_option("--format", run.format, "Report format: table | markdown | csv | json")
       ->capture_default_str();
   ru->add_option("--worker-binary", run.worker_binary,
                  "smallem-worker to spawn (default: $SMALLEM_WORKER, or next to smallemctl)");
   ru->callback([&] { exit_code = smallem::cli::RunLocal(run); });
 
-  CLI11_PARSE(app, argc, argv);
+  if (int code = CheckVerb(app, argc, argv); code != 0) return code;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      SuggestFlags(app, *extras);
+    }
+    return code;
+  }
   return exit_code;
 }

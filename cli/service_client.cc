@@ -190,8 +190,9 @@ absl::StatusOr<v1::ReportResponse> ServiceClient::Report(v1::ReportRequest reque
   return Call<v1::ReportResponse>(&v1::ClientService::Stub::Report, request);
 }
 
-absl::StatusOr<v1::ListWorkersResponse> ServiceClient::ListWorkers() {
-  return Call<v1::ListWorkersResponse>(&v1::ClientService::Stub::ListWorkers, v1::ListWorkersRequest());
+absl::StatusOr<v1::ListWorkersResponse> ServiceClient::ListWorkers(
+    const v1::ListWorkersRequest& request) {
+  return Call<v1::ListWorkersResponse>(&v1::ClientService::Stub::ListWorkers, request);
 }
 
 absl::Status ServiceClient::StreamMetrics(

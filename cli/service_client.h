@@ -59,7 +59,7 @@ class ServiceClient {
   absl::StatusOr<v1::RetryResponse> Retry(const v1::RetryRequest& request);
   absl::StatusOr<v1::ReportResponse> Report(v1::ReportRequest request,
                                             const std::string& experiment);
-  absl::StatusOr<v1::ListWorkersResponse> ListWorkers();
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
   // Streams a run's metrics until it ends (it follows the run: its deadline
   // is a day, not `deadline`).
   // `on_update` returning false stops the stream.

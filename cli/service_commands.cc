@@ -158,9 +158,18 @@ int RunRetry(const RetryArgs& args) {
 
 int RunWorkers(const WorkersArgs& args) {
   ServiceClient client = Connect(args.service);
-  absl::StatusOr<v1::ListWorkersResponse> r = client.ListWorkers();
+  v1::ListWorkersRequest request;
+  if (!args.all) request.set_seen_within_ms(10 * 60 * 1000);
+  absl::StatusOr<v1::ListWorkersResponse> r = client.ListWorkers(request);
   if (!r.ok()) return Fail(r.status());
+  const auto note_omitted = [&] {
+    if (r->omitted() > 0) {
+      std::printf("(%d more not seen for 10 minutes: `smallemctl workers --all`)\n",
+                  r->omitted());
+    }
+  };
   if (r->workers().empty()) {
+    note_omitted();
     std::printf("no workers; start one with `smallem-worker --coordinator %s`\n",
                 client.address().c_str());
     return 0;
@@ -180,6 +189,7 @@ int RunWorkers(const WorkersArgs& args) {
       std::printf("  running: %s\n", runs.c_str());
     }
   }
+  note_omitted();
   return 0;
 }
 

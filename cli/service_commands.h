@@ -56,6 +56,7 @@ using RetryArgs = CancelArgs;
 
 struct WorkersArgs {
   ServiceArgs service;
+  bool all = false;  // every registered worker, not only those seen lately
 };
 
 struct RunLocalArgs {

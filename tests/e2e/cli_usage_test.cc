@@ -1,0 +1,65 @@
+// What a new user meets first: help, the version, a mistyped verb or flag,
+// and values no command can use. The real smallemctl binary, run as a
+// process.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/e2e/e2e_support.h"
+
+namespace smallem {
+namespace {
+
+using testing::RunCtl;
+
+class CliUsageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
+  }
+};
+
+TEST_F(CliUsageTest, VersionNamesTheVersionAndTheCommit) {
+  testing::CtlOutput o = RunCtl({"--version"});
+  EXPECT_EQ(o.exit.exit_code, 0);
+  EXPECT_NE(o.out.find("smallemctl 0."), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("(commit "), std::string::npos) << o.out;
+}
+
+TEST_F(CliUsageTest, HelpIsAVerbToo) {
+  testing::CtlOutput o = RunCtl({"help"});
+  EXPECT_EQ(o.exit.exit_code, 0);
+  EXPECT_NE(o.out.find("submit"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("generate"), std::string::npos) << o.out;
+}
+
+TEST_F(CliUsageTest, AMistypedVerbSuggestsTheNearestOne) {
+  testing::CtlOutput o = RunCtl({"trian", "--steps", "5"});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_NE(o.last_error.find("unknown command \"trian\" (did you mean \"train\"?)"),
+            std::string::npos)
+      << o.last_error;
+}
+
+TEST_F(CliUsageTest, AMistypedFlagSuggestsTheNearestOne) {
+  testing::CtlOutput o = RunCtl({"train", "--stpes", "5"});
+  EXPECT_NE(o.exit.exit_code, 0);
+  EXPECT_NE(o.last_error.find("--stpes: did you mean --steps?"), std::string::npos)
+      << o.last_error;
+}
+
+TEST_F(CliUsageTest, ValuesNoCommandCanUseAreRefusedBeforeAnyWork) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"generate", "--weights", "w.safetensors", "--temperature", "-1"},
+           {"generate", "--weights", "w.safetensors", "--tokens", "-5"},
+           {"generate", "--weights", "w.safetensors", "--top-k", "-3"},
+           {"train", "--threads", "-3"},
+           {"run", "grid.yaml", "--workers", "0"}}) {
+    testing::CtlOutput o = RunCtl(args);
+    // CLI11's validation error, before anything is read or trained.
+    EXPECT_NE(o.exit.exit_code, 0) << args[0] << " " << args[args.size() - 2];
+    EXPECT_EQ(o.out, "") << args[0] << " " << args[args.size() - 2];
+  }
+}
+
+}  // namespace
+}  // namespace smallem
