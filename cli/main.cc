@@ -74,7 +74,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "smallemctl " SMALLEM_VERSION " (commit " SMALLEM_COMMIT ")");
   int exit_code = 0;
   CLI::App* help = app.add_subcommand("help", "Print this help (or `smallemctl VERB --help`)");
-  help->callback([&] { std::printf("%s", app.help().c_str()); });
+  help->callback([&] {
+    // (app.help() would describe the selected verb: this one.)
+    std::printf("%s", app.get_formatter()->make_help(&app, "smallemctl",
+                                                     CLI::AppFormatMode::Normal).c_str());
+  });
 
   // --- local commands (data, train, eval, generate) ---
   CLI::App* data = app.add_subcommand("data", "Prepare datasets");
