@@ -7,8 +7,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-
 #include <memory>
 
 #include "absl/strings/ascii.h"
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/files.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
@@ -100,9 +99,9 @@ int RunChild(const ChildArgs& args) {
   // SIGTERM stops training at the next step (Cancelled) instead of killing
   // mid-write.
   signal(SIGTERM, OnTerminate);
-  std::ifstream in(args.spec_path);
-  if (!in) return Fail(kChildExitInvalid, absl::StrCat("cannot read ", args.spec_path));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> spec_text = ReadFile(args.spec_path);
+  if (!spec_text.ok()) return Fail(kChildExitInvalid, std::string(spec_text.status().message()));
+  nlohmann::json j = nlohmann::json::parse(*spec_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return Fail(kChildExitInvalid, absl::StrCat(args.spec_path, ": not JSON"));
   }
@@ -135,10 +134,11 @@ int RunChild(const ChildArgs& args) {
   };
   absl::StatusOr<nlohmann::json> result = Train(*spec, **backend, options);
   if (!result.ok()) return Fail(ChildExitCode(result.status()), std::string(result.status().message()));
-  if (!std::filesystem::exists(args.out_dir + "/result.json")) {
-    std::ofstream out(args.out_dir + "/result.json", std::ios::trunc);
-    out << result->dump(2) << "\n";
-    if (!out) return Fail(kChildExitError, absl::StrCat("cannot write ", args.out_dir, "/result.json"));
+  const std::string result_path = args.out_dir + "/result.json";
+  if (!std::filesystem::exists(result_path)) {
+    if (absl::Status s = WriteFileDurably(result_path, result->dump(2) + "\n"); !s.ok()) {
+      return Fail(kChildExitError, std::string(s.message()));
+    }
   }
   return kChildExitOk;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset.h"
@@ -31,8 +32,8 @@ bool IsHexHash(const std::string& s) {
 }  // namespace
 
 absl::Status VerifyDatasetDir(const std::string& dir, const std::string& content_hash) {
-  std::ifstream in(dir + "/meta.json");
-  nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const std::string meta_text, ReadFile(dir + "/meta.json"));
+  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object() || !meta.contains("sha256") || !meta["sha256"].is_object()) {
     return absl::DataLossError(absl::StrCat(dir, "/meta.json: missing or has no \"sha256\""));
   }

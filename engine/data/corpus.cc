@@ -3,18 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/files.h"
 #include "base/subprocess.h"
 #include "engine/data/text_cleaning.h"
 
@@ -46,19 +44,14 @@ constexpr Package kPackages[] = {
      Kind::kTranscript},
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+// A corpus file's text. A directory is bad input here (a user passed one
+// where text files were expected), not a failed read.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::error_code error;
   if (fs::is_directory(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a text file"));
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return std::move(contents).str();
+  return ReadFile(path);
 }
 
 // The last few lines of a program's output, for an error message.
@@ -159,7 +152,7 @@ absl::StatusOr<Corpus> LoadTextFiles(const std::vector<std::string>& paths) {
   Corpus corpus;
   corpus.source = absl::StrCat("files: ", absl::StrJoin(paths, ", "));
   for (const std::string& path : paths) {
-    auto raw = ReadFile(path);
+    auto raw = ReadTextFile(path);
     if (!raw.ok()) return raw.status();
     if (raw->empty()) {
       return absl::InvalidArgumentError(
@@ -209,7 +202,7 @@ absl::StatusOr<Corpus> LoadDefaultCorpus(const DefaultCorpusOptions& options,
     }
     int64_t kept = 0;
     for (const fs::path& file : files) {
-      auto raw = ReadFile(file.string());
+      auto raw = ReadTextFile(file.string());
       if (!raw.ok()) return raw.status();
       std::string text = package.kind == Kind::kBook ? CleanGutenbergText(*raw)
                                                      : CleanTranscriptText(*raw);

@@ -1,17 +1,14 @@
 #include "engine/data/dataset.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/files.h"
 #include "base/sha256.h"
 #include "engine/data/bpe_trainer.h"
 #include "engine/data/dataset_format.h"
@@ -48,46 +45,6 @@ std::vector<uint16_t> BytesToTokens(std::string_view bytes) {
                                       (static_cast<uint8_t>(bytes[2 * i + 1]) << 8));
   }
   return tokens;
-}
-
-// Writes contents to path through a temporary file and a rename.
-absl::Status WriteFileAtomically(const fs::path& path, std::string_view contents) {
-  const fs::path temporary = fs::path(path).concat(".tmp");
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          temporary.string(), ": cannot create (", std::strerror(errno), ")"));
-    }
-    file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    file.close();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      return absl::DataLossError(
-          absl::StrCat(temporary.string(), ": write failed (disk full?)"));
-    }
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", temporary.string(),
-                                                    " to ", path.string(), ": ",
-                                                    error.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const fs::path& path, const char* what) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(path.string(), ": ", what, " not found (",
-                                            std::strerror(errno), ")"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat(path.string(), ": read error"));
-  return std::move(contents).str();
 }
 
 // Encodes documents back to back, each ending with a blank line, reporting
@@ -215,7 +172,7 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
        {std::pair<const char*, const std::string*>{kTokenizerFile, &tokenizer_text},
         {kTrainFile, &train_bytes},
         {kValFile, &val_bytes}}) {
-    if (absl::Status status = WriteFileAtomically(dir / name, *contents); !status.ok()) {
+    if (absl::Status status = WriteFileDurably((dir / name).string(), *contents); !status.ok()) {
       return status;
     }
   }
@@ -243,7 +200,7 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
       {"sha256", {{kTokenizerFile, tokenizer_sha}, {kTrainFile, train_sha}, {kValFile, val_sha}}},
       {"content_hash", DatasetContentHash(tokenizer_sha, train_sha, val_sha)},
   };
-  if (absl::Status status = WriteFileAtomically(dir / kMetaFile, meta.dump(2) + "\n");
+  if (absl::Status status = WriteFileDurably((dir / kMetaFile).string(), meta.dump(2) + "\n");
       !status.ok()) {
     return status;
   }
@@ -275,7 +232,7 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
         meta_path.string(), ": not found: ", dir_name,
         " is not a complete dataset (re-run `smallemctl data prepare --out ", dir_name, "`)"));
   }
-  auto meta_text = ReadWholeFile(meta_path, "dataset metadata");
+  auto meta_text = ReadFile(meta_path.string());
   if (!meta_text.ok()) return meta_text.status();
   Dataset dataset;
   dataset.dir = dir_name;
@@ -305,7 +262,7 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
   }
 
   const fs::path tokenizer_path = dir / kTokenizerFile;
-  auto tokenizer_text = ReadWholeFile(tokenizer_path, "tokenizer");
+  auto tokenizer_text = ReadFile(tokenizer_path.string());
   if (!tokenizer_text.ok()) return tokenizer_text.status();
   if (hashes != nullptr && Sha256Hex(*tokenizer_text) != (*hashes)[kTokenizerFile]) {
     return corrupt(tokenizer_path, "SHA-256 differs from the one in meta.json");
@@ -326,7 +283,7 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
        {std::tuple{kTrainFile, "train_tokens", &dataset.train},
         std::tuple{kValFile, "val_tokens", &dataset.val}}) {
     const fs::path path = dir / name;
-    auto bytes = ReadWholeFile(path, "token file");
+    auto bytes = ReadFile(path.string());
     if (!bytes.ok()) return bytes.status();
     if (bytes->size() % 2 != 0) {
       return corrupt(path, "size ", bytes->size(),

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "engine/arena.h"
 #include "engine/data/dataset.h"
 #include "engine/model/model.h"
@@ -27,17 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out) return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, " failed"));
-  }
-  std::filesystem::rename(tmp, path);
-  return absl::OkStatus();
-}
 
 // Model FLOPs per token: 6N for the weights plus 6·L·C·T for attention.
 double FlopsPerToken(const ModelConfig& c, int64_t params) {
@@ -202,7 +191,10 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
     if (absl::Status s = SaveWeights(**model, (dir / "weights.safetensors").string()); !s.ok()) {
       return s;
     }
-    if (absl::Status s = WriteJson((dir / "result.json").string(), result); !s.ok()) return s;
+    if (absl::Status s = WriteFileDurably((dir / "result.json").string(), result.dump(2) + "\n");
+        !s.ok()) {
+      return s;
+    }
     // The directory is self-contained: generate finds its tokenizer there.
     std::error_code ec;
     std::filesystem::copy_file(std::filesystem::path(spec.data) / "tokenizer.json",
