@@ -32,23 +32,18 @@ bool IsHexHash(const std::string& s) {
 }  // namespace
 
 absl::Status VerifyDatasetDir(const std::string& dir, const std::string& content_hash) {
-  ASSIGN_OR_RETURN(const std::string meta_text, ReadFile(dir + "/meta.json"));
-  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object() || !meta.contains("sha256") || !meta["sha256"].is_object()) {
-    return absl::DataLossError(absl::StrCat(dir, "/meta.json: missing or has no \"sha256\""));
+  absl::StatusOr<std::string> meta_text = ReadFile(absl::StrCat(dir, "/", kMetaFile));
+  if (!meta_text.ok()) return absl::DataLossError(meta_text.status().message());
+  DatasetFileHashes computed;
+  for (const auto& [name, hash] : {std::pair{kTokenizerFile, &computed.tokenizer},
+                                   std::pair{kTrainFile, &computed.train},
+                                   std::pair{kValFile, &computed.val}}) {
+    ASSIGN_OR_RETURN(*hash, Sha256FileHex(absl::StrCat(dir, "/", name)));
   }
-  std::map<std::string, std::string> sha;
-  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
-    ASSIGN_OR_RETURN(sha[f], Sha256FileHex(absl::StrCat(dir, "/", f)));
-    if (meta["sha256"].value(f, "") != sha[f]) {
-      return absl::DataLossError(absl::StrCat(dir, "/", f, ": SHA-256 differs from meta.json"));
-    }
-  }
-  const std::string computed = DatasetContentHash(sha["tokenizer.json"], sha["train.bin"],
-                                                  sha["val.bin"]);
-  if (computed != content_hash) {
-    return absl::DataLossError(absl::StrCat(dir, ": content hash ", computed, ", expected ",
-                                            content_hash));
+  const nlohmann::json meta =
+      nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
+  if (absl::Status verified = VerifyDatasetHashes(meta, computed, content_hash); !verified.ok()) {
+    return absl::DataLossError(absl::StrCat(dir, ": ", verified.message()));
   }
   return absl::OkStatus();
 }

@@ -37,9 +37,10 @@ class DatasetCache {
   absl::Mutex mu_;  // held during a fetch: one fetch at a time
 };
 
-// Checks a dataset directory against its meta.json: each file's SHA-256 and
-// the content hash, which must equal `content_hash`. DataLoss naming the file
-// otherwise.
+// Checks a dataset directory against its meta.json (VerifyDatasetHashes):
+// each file's SHA-256 and the content hash, which must equal `content_hash`.
+// DataLoss naming the directory and the file at fault otherwise, or a
+// missing or unreadable meta.json; NotFound when another file is missing.
 absl::Status VerifyDatasetDir(const std::string& dir, const std::string& content_hash);
 
 }  // namespace smallem

@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "base/files.h"
 #include "base/sha256.h"
+#include "base/status_macros.h"
 #include "engine/data/bpe_trainer.h"
 #include "engine/data/dataset_format.h"
 
@@ -232,11 +233,10 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
         meta_path.string(), ": not found: ", dir_name,
         " is not a complete dataset (re-run `smallemctl data prepare --out ", dir_name, "`)"));
   }
-  auto meta_text = ReadFile(meta_path.string());
-  if (!meta_text.ok()) return meta_text.status();
+  ASSIGN_OR_RETURN(const std::string meta_text, ReadFile(meta_path.string()));
   Dataset dataset;
   dataset.dir = dir_name;
-  dataset.meta = nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
+  dataset.meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
   auto corrupt = [](const fs::path& path, const auto&... parts) {
     return absl::DataLossError(absl::StrCat(path.string(), ": ", parts...,
                                             " (corrupt dataset: re-run smallemctl data prepare)"));
@@ -248,27 +248,38 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
       return corrupt(meta_path, "field \"", field, "\" is missing or not a count");
     }
   }
-  const nlohmann::json* hashes = nullptr;
-  if (verify_hashes) {
-    if (!meta.contains("sha256") || !meta["sha256"].is_object()) {
-      return corrupt(meta_path, "field \"sha256\" is missing");
+
+  const fs::path tokenizer_path = dir / kTokenizerFile;
+  ASSIGN_OR_RETURN(const std::string tokenizer_text, ReadFile(tokenizer_path.string()));
+  std::string token_bytes[2];  // train.bin, val.bin
+  const std::tuple<const char*, const char*, std::vector<uint16_t>*> splits[2] = {
+      {kTrainFile, "train_tokens", &dataset.train}, {kValFile, "val_tokens", &dataset.val}};
+  for (int s = 0; s < 2; ++s) {
+    const auto& [name, field, tokens] = splits[s];
+    const fs::path path = dir / name;
+    ASSIGN_OR_RETURN(token_bytes[s], ReadFile(path.string()));
+    // Sizes first: a truncated file says so, rather than that its hash differs.
+    if (token_bytes[s].size() % 2 != 0) {
+      return corrupt(path, "size ", token_bytes[s].size(),
+                     " bytes is odd, but tokens are 2 bytes each (truncated?)");
     }
-    hashes = &meta["sha256"];
-    for (const char* name : {kTokenizerFile, kTrainFile, kValFile}) {
-      if (!hashes->contains(name) || !(*hashes)[name].is_string()) {
-        return corrupt(meta_path, "\"sha256\" has no hash for ", name);
-      }
+    const uint64_t expected = meta[field].get<uint64_t>();
+    if (token_bytes[s].size() / 2 != expected) {
+      return corrupt(path, "holds ", token_bytes[s].size() / 2, " tokens but meta.json says ",
+                     expected, " (truncated?)");
+    }
+  }
+  if (verify_hashes) {
+    const DatasetFileHashes computed{.tokenizer = Sha256Hex(tokenizer_text),
+                                     .train = Sha256Hex(token_bytes[0]),
+                                     .val = Sha256Hex(token_bytes[1])};
+    if (absl::Status verified = VerifyDatasetHashes(meta, computed); !verified.ok()) {
+      return corrupt(dir, verified.message());
     }
   }
 
-  const fs::path tokenizer_path = dir / kTokenizerFile;
-  auto tokenizer_text = ReadFile(tokenizer_path.string());
-  if (!tokenizer_text.ok()) return tokenizer_text.status();
-  if (hashes != nullptr && Sha256Hex(*tokenizer_text) != (*hashes)[kTokenizerFile]) {
-    return corrupt(tokenizer_path, "SHA-256 differs from the one in meta.json");
-  }
   nlohmann::json tokenizer_json =
-      nlohmann::json::parse(*tokenizer_text, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json::parse(tokenizer_text, nullptr, /*allow_exceptions=*/false);
   if (tokenizer_json.is_discarded()) return corrupt(tokenizer_path, "not valid JSON");
   auto tokenizer = Tokenizer::FromJson(tokenizer_json, tokenizer_path.string());
   if (!tokenizer.ok()) return corrupt(tokenizer_path, tokenizer.status().message());
@@ -279,38 +290,15 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
                    tokenizer_path.string(), " defines ", vocab, " ids");
   }
 
-  for (const auto& [name, field, tokens] :
-       {std::tuple{kTrainFile, "train_tokens", &dataset.train},
-        std::tuple{kValFile, "val_tokens", &dataset.val}}) {
-    const fs::path path = dir / name;
-    auto bytes = ReadFile(path.string());
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->size() % 2 != 0) {
-      return corrupt(path, "size ", bytes->size(),
-                     " bytes is odd, but tokens are 2 bytes each (truncated?)");
-    }
-    const uint64_t expected = meta[field].get<uint64_t>();
-    if (bytes->size() / 2 != expected) {
-      return corrupt(path, "holds ", bytes->size() / 2, " tokens but meta.json says ",
-                     expected, " (truncated?)");
-    }
-    if (hashes != nullptr && Sha256Hex(*bytes) != (*hashes)[name]) {
-      return corrupt(path, "SHA-256 differs from the one in meta.json");
-    }
-    *tokens = BytesToTokens(*bytes);
+  for (int s = 0; s < 2; ++s) {
+    const auto& [name, field, tokens] = splits[s];
+    *tokens = BytesToTokens(token_bytes[s]);
+    token_bytes[s] = std::string();  // the tokens hold them now
     for (size_t i = 0; i < tokens->size(); ++i) {
       if ((*tokens)[i] >= vocab) {
-        return corrupt(path, "token ", i, " is id ", (*tokens)[i],
+        return corrupt(dir / name, "token ", i, " is id ", (*tokens)[i],
                        ", outside the vocabulary of ", vocab);
       }
-    }
-  }
-  if (hashes != nullptr) {
-    const std::string content_hash = DatasetContentHash(
-        (*hashes)[kTokenizerFile].get<std::string>(), (*hashes)[kTrainFile].get<std::string>(),
-        (*hashes)[kValFile].get<std::string>());
-    if (meta.value("content_hash", "") != content_hash) {
-      return corrupt(meta_path, "\"content_hash\" does not match the file hashes");
     }
   }
   return dataset;
