@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/files.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "engine/data/text_cleaning.h"
 
@@ -152,13 +153,12 @@ absl::StatusOr<Corpus> LoadTextFiles(const std::vector<std::string>& paths) {
   Corpus corpus;
   corpus.source = absl::StrCat("files: ", absl::StrJoin(paths, ", "));
   for (const std::string& path : paths) {
-    auto raw = ReadTextFile(path);
-    if (!raw.ok()) return raw.status();
-    if (raw->empty()) {
+    ASSIGN_OR_RETURN(const std::string raw, ReadTextFile(path));
+    if (raw.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": empty file (a corpus file must hold some text)"));
     }
-    corpus.documents.push_back({path, NormalizeLineEndings(*raw)});
+    corpus.documents.push_back({path, NormalizeLineEndings(raw)});
   }
   return corpus;
 }
@@ -183,10 +183,8 @@ absl::StatusOr<Corpus> LoadDefaultCorpus(const DefaultCorpusOptions& options,
   for (size_t p = 0; p < num_packages; ++p) {
     const Package& package = kPackages[p];
     if (progress) progress("fetch", static_cast<double>(p) / num_packages);
-    auto root = FetchPackage(package, options, cache_dir);
-    if (!root.ok()) return root.status();
-
-    const fs::path dir = *root / package.subdir;
+    ASSIGN_OR_RETURN(const fs::path root, FetchPackage(package, options, cache_dir));
+    const fs::path dir = root / package.subdir;
     std::vector<fs::path> files;
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(dir, error)) {
@@ -202,10 +200,9 @@ absl::StatusOr<Corpus> LoadDefaultCorpus(const DefaultCorpusOptions& options,
     }
     int64_t kept = 0;
     for (const fs::path& file : files) {
-      auto raw = ReadTextFile(file.string());
-      if (!raw.ok()) return raw.status();
-      std::string text = package.kind == Kind::kBook ? CleanGutenbergText(*raw)
-                                                     : CleanTranscriptText(*raw);
+      ASSIGN_OR_RETURN(const std::string raw, ReadTextFile(file.string()));
+      std::string text = package.kind == Kind::kBook ? CleanGutenbergText(raw)
+                                                     : CleanTranscriptText(raw);
       if (text.empty()) continue;
       corpus.documents.push_back(
           {absl::StrCat(package.cache_name, "/", file.filename().string()), std::move(text)});

@@ -110,7 +110,7 @@ absl::Status CheckOptions(const PrepareOptions& options) {
 
 absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions& options,
                                       const ProgressFn& progress) {
-  if (absl::Status status = CheckOptions(options); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckOptions(options));
   const size_t n = corpus.documents.size();
   if (n < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -143,16 +143,15 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
     }
   }
 
-  auto tokenizer = TrainBpe(train_texts, options.vocab, progress);
-  if (!tokenizer.ok()) return tokenizer.status();
+  ASSIGN_OR_RETURN(const Tokenizer tokenizer, TrainBpe(train_texts, options.vocab, progress));
 
   const int64_t total_bytes = train_text_bytes + val_text_bytes;
   const double train_share =
       total_bytes == 0 ? 0.5 : static_cast<double>(train_text_bytes) / total_bytes;
   std::vector<int32_t> train_ids =
-      EncodeDocuments(*tokenizer, train_documents, progress, 0, train_share, train_text_bytes);
+      EncodeDocuments(tokenizer, train_documents, progress, 0, train_share, train_text_bytes);
   std::vector<int32_t> val_ids =
-      EncodeDocuments(*tokenizer, val_documents, progress, train_share, 1, val_text_bytes);
+      EncodeDocuments(tokenizer, val_documents, progress, train_share, 1, val_text_bytes);
   if (progress) progress("encode", 1.0);
 
   const fs::path dir = options.out_dir;
@@ -166,28 +165,26 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
   // complete.
   fs::remove(dir / kMetaFile, error);
   if (progress) progress("write", 0.0);
-  const std::string tokenizer_text = tokenizer->ToJson().dump() + "\n";
+  const std::string tokenizer_text = tokenizer.ToJson().dump() + "\n";
   const std::string train_bytes = TokensToBytes(train_ids);
   const std::string val_bytes = TokensToBytes(val_ids);
   for (const auto& [name, contents] :
        {std::pair<const char*, const std::string*>{kTokenizerFile, &tokenizer_text},
         {kTrainFile, &train_bytes},
         {kValFile, &val_bytes}}) {
-    if (absl::Status status = WriteFileDurably((dir / name).string(), *contents); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(WriteFileDurably((dir / name).string(), *contents));
   }
   const std::string tokenizer_sha = Sha256Hex(tokenizer_text);
   const std::string train_sha = Sha256Hex(train_bytes);
   const std::string val_sha = Sha256Hex(val_bytes);
 
-  const int64_t train_decoded = CountBytes(*tokenizer, train_ids);
-  const int64_t val_decoded = CountBytes(*tokenizer, val_ids);
+  const int64_t train_decoded = CountBytes(tokenizer, train_ids);
+  const int64_t val_decoded = CountBytes(tokenizer, val_ids);
   const int64_t tokens = static_cast<int64_t>(train_ids.size() + val_ids.size());
   nlohmann::json val_names = nlohmann::json::array();
   for (const Document* document : val_documents) val_names.push_back(document->name);
   nlohmann::json meta = {
-      {"vocab", tokenizer->vocab_size()},
+      {"vocab", tokenizer.vocab_size()},
       {"train_tokens", train_ids.size()},
       {"val_tokens", val_ids.size()},
       {"train_bytes", train_decoded},
@@ -201,22 +198,18 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
       {"sha256", {{kTokenizerFile, tokenizer_sha}, {kTrainFile, train_sha}, {kValFile, val_sha}}},
       {"content_hash", DatasetContentHash(tokenizer_sha, train_sha, val_sha)},
   };
-  if (absl::Status status = WriteFileDurably((dir / kMetaFile).string(), meta.dump(2) + "\n");
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(WriteFileDurably((dir / kMetaFile).string(), meta.dump(2) + "\n"));
   if (progress) progress("write", 1.0);
   return absl::OkStatus();
 }
 
 absl::Status PrepareDataset(const PrepareOptions& options, const ProgressFn& progress) {
   // Checked before fetching the corpus, so a typo fails at once.
-  if (absl::Status status = CheckOptions(options); !status.ok()) return status;
-  absl::StatusOr<Corpus> corpus = options.files.empty()
-                                      ? LoadDefaultCorpus(options.corpus, progress)
-                                      : LoadTextFiles(options.files);
-  if (!corpus.ok()) return corpus.status();
-  return PrepareDatasetFromCorpus(*corpus, options, progress);
+  RETURN_IF_ERROR(CheckOptions(options));
+  ASSIGN_OR_RETURN(const Corpus corpus, options.files.empty()
+                                            ? LoadDefaultCorpus(options.corpus, progress)
+                                            : LoadTextFiles(options.files));
+  return PrepareDatasetFromCorpus(corpus, options, progress);
 }
 
 absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_hashes) {
