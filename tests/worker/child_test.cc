@@ -55,12 +55,12 @@ TEST(ChildProcessTest, KillStopsAChildThatWouldRunForever) {
   EXPECT_FALSE(exit.ok());
 }
 
-TEST(ChildProcessTest, MissingProgramExitsWith127AndSaysWhy) {
-  std::vector<std::string> lines;
-  std::string err;
-  ChildExit exit = RunToEnd("/nonexistent/smallem", {}, &lines, &err);
-  EXPECT_EQ(exit.exit_code, 127);
-  EXPECT_NE(err.find("/nonexistent/smallem"), std::string::npos) << err;
+TEST(ChildProcessTest, MissingProgramIsNotFoundAndNamed) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("/nonexistent/smallem", {});
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(child.status().message().find("/nonexistent/smallem"), std::string::npos)
+      << child.status();
 }
 
 TEST(ChildProcessTest, KeepsTheTailOfStderr) {
