@@ -122,13 +122,20 @@ absl::Status WriteFileDurably(const std::string& path,
   if (!closer.Close()) return fail("close");
   if (rename(temporary.c_str(), path.c_str()) != 0) return fail("rename");
   // The rename itself is durable only once the directory is synced.
-  const std::string directory = DirectoryOf(path);
-  const int dir_fd = open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return WriteError(path, absl::StrCat("opening ", directory), errno);
-  FileCloser dir_closer(dir_fd);
-  // Some file systems cannot sync a directory (EINVAL); the rename stands.
-  if (fsync(dir_fd) != 0 && errno != EINVAL) {
-    return WriteError(path, absl::StrCat("fsync of ", directory), errno);
+  if (absl::Status synced = SyncToDisk(DirectoryOf(path)); !synced.ok()) {
+    return absl::Status(synced.code(), absl::StrCat("cannot write ", path, ": ", synced.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncToDisk(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path, " to sync it"));
+  FileCloser closer(fd);
+  // Some file systems cannot sync a directory (EINVAL); what was written
+  // stands.
+  if (fsync(fd) != 0 && errno != EINVAL) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot sync ", path));
   }
   return absl::OkStatus();
 }

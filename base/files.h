@@ -40,6 +40,14 @@ absl::Status WriteFileDurably(const std::string& path, std::string_view contents
 absl::Status WriteFileDurably(const std::string& path,
                               const std::vector<std::string_view>& pieces);
 
+// Flushes the file or directory at `path` to disk (fsync), for what was
+// written some other way and must survive a crash: a download written in
+// chunks before its directory is renamed into place, the directory holding
+// a rename. An errno-derived error naming the path otherwise (NotFound when
+// it does not exist); a file system that cannot sync a directory is not an
+// error.
+absl::Status SyncToDisk(const std::string& path);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_BASE_FILES_H_

@@ -70,10 +70,17 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
   }
   absl::Status status = Fetch(content_hash, partial, client);
   if (status.ok()) status = VerifyDatasetDir(partial, content_hash);
+  // On disk before the name that says the dataset is complete, so a crash
+  // never leaves a cached dataset with a torn file.
+  for (const char* name : kDatasetFiles) {
+    if (status.ok()) status = SyncToDisk(absl::StrCat(partial, "/", name));
+  }
+  if (status.ok()) status = SyncToDisk(partial);
   if (status.ok()) {
     fs::rename(partial, dir, ec);
     if (ec) status = absl::InternalError(absl::StrCat("rename to ", dir, ": ", ec.message()));
   }
+  if (status.ok()) status = SyncToDisk(fs::path(dir).parent_path().string());
   if (!status.ok()) {
     fs::remove_all(partial, ec);
     return status;

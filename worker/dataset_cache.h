@@ -1,8 +1,8 @@
 // DatasetCache: prepared datasets on a worker, by content hash, under
 // CACHE/datasets/<hash>/. A missing dataset is fetched from the coordinator
 // in chunks into a temporary directory, checked (each file's SHA-256 against
-// meta.json, and the content hash), then renamed into place — so a
-// directory under its hash is always complete, even after a crash.
+// meta.json, and the content hash), synced to disk, then renamed into place
+// — so a directory under its hash is always complete, even after a crash.
 //
 // Thread-safe: concurrent Ensure calls fetch a dataset once.
 #ifndef SMALLEM_WORKER_DATASET_CACHE_H_

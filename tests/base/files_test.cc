@@ -94,6 +94,15 @@ TEST_F(FilesTest, FailedRenameLeavesTheTargetAndNoTemporary) {
   EXPECT_EQ(ReadFile(Path("taken/inside")).value_or(""), "x");
 }
 
+TEST_F(FilesTest, SyncToDiskTakesFilesAndDirectories) {
+  ASSERT_TRUE(WriteFileDurably(Path("f"), "x").ok());
+  EXPECT_TRUE(SyncToDisk(Path("f")).ok());
+  EXPECT_TRUE(SyncToDisk(dir_.string()).ok());
+  const absl::Status missing = SyncToDisk(Path("missing"));
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_NE(missing.message().find(Path("missing")), std::string::npos) << missing;
+}
+
 TEST_F(FilesTest, ReadOfAMissingFileNamesIt) {
   const std::string path = Path("nothing.json");
   absl::StatusOr<std::string> read = ReadFile(path);
