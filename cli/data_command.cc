@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "base/exit_codes.h"
 #include "cli/progress.h"
 #include "engine/data/dataset.h"
 
@@ -75,13 +76,13 @@ int RunDataPrepare(const DataPrepareArgs& args) {
   line.Finish();
   if (!status.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return ExitCodeFor(status);
   }
   auto dataset = Dataset::Open(options.out_dir);
   if (!dataset.ok()) {
     std::fprintf(stderr, "error: the dataset was written but does not open: %s\n",
                  std::string(dataset.status().message()).c_str());
-    return 1;
+    return kExitError;
   }
   const nlohmann::json& meta = dataset->meta;
   const int64_t train_bytes = meta.value("train_bytes", int64_t{0});

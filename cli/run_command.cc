@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/exit_codes.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/service_commands.h"
@@ -41,9 +42,10 @@ std::atomic<bool> g_interrupted{false};
 
 void OnInterrupt(int) { g_interrupted.store(true); }
 
+// Prints the error and returns its exit code (base/exit_codes.h).
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  return ExitCodeFor(status);
 }
 
 // $SMALLEM_WORKER, then smallem-worker next to smallemctl, then the build

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/exit_codes.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/status_view.h"
@@ -22,10 +23,10 @@ ServiceClient Connect(const ServiceArgs& args) {
                        absl::Seconds(args.deadline_s), args.token_file, args.tls_ca);
 }
 
-// Prints the error and returns the exit code: 2 for bad input, 1 otherwise.
+// Prints the error and returns its exit code (base/exit_codes.h).
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  return ExitCodeFor(status);
 }
 
 // Fills the selector of a cancel/retry request from the arguments.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "base/exit_codes.h"
 #include "cli/progress.h"
 #include "engine/arena.h"
 #include "engine/cpu/cpu_backend.h"
@@ -26,13 +27,10 @@
 namespace smallem {
 namespace {
 
+// Prints the error and returns its exit code (base/exit_codes.h).
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
-  return s.code() == absl::StatusCode::kInvalidArgument ||
-                 s.code() == absl::StatusCode::kNotFound ||
-                 s.code() == absl::StatusCode::kResourceExhausted
-             ? 2
-             : 1;
+  return ExitCodeFor(s);
 }
 
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {

@@ -1,6 +1,7 @@
 #include "spec/model_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace smallem {
@@ -77,7 +78,7 @@ absl::Status ModelConfig::Validate() const {
   };
   for (auto [name, v] : {std::pair{"vocab", vocab}, {"context", context},
                          {"layers", layers}, {"heads", heads}, {"embed", embed}}) {
-    if (absl::Status s = positive(name, v); !s.ok()) return s;
+    RETURN_IF_ERROR(positive(name, v));
   }
   if (embed % heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -123,26 +124,26 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
     if (!it->is_object()) return absl::InvalidArgumentError("model config: bad architecture");
     const nlohmann::json& a = *it;
     if (a.contains("norm")) {
-      auto n = ParseNorm(a["norm"].is_string() ? a["norm"].get<std::string>() : "");
-      if (!n.ok()) return n.status();
-      c.architecture.norm = *n;
+      ASSIGN_OR_RETURN(c.architecture.norm,
+                       ParseNorm(a["norm"].is_string() ? a["norm"].get<std::string>() : ""));
     }
     if (a.contains("feed_forward")) {
-      auto f = ParseFeedForward(a["feed_forward"].is_string() ? a["feed_forward"].get<std::string>() : "");
-      if (!f.ok()) return f.status();
-      c.architecture.feed_forward = *f;
+      ASSIGN_OR_RETURN(c.architecture.feed_forward,
+                       ParseFeedForward(a["feed_forward"].is_string()
+                                            ? a["feed_forward"].get<std::string>()
+                                            : ""));
     }
     if (a.contains("positions")) {
-      auto p = ParsePositions(a["positions"].is_string() ? a["positions"].get<std::string>() : "");
-      if (!p.ok()) return p.status();
-      c.architecture.positions = *p;
+      ASSIGN_OR_RETURN(
+          c.architecture.positions,
+          ParsePositions(a["positions"].is_string() ? a["positions"].get<std::string>() : ""));
     }
     if (a.contains("bias")) {
       if (!a["bias"].is_boolean()) return absl::InvalidArgumentError("model config: bias must be true or false");
       c.architecture.bias = a["bias"].get<bool>();
     }
   }
-  if (absl::Status s = c.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(c.Validate());
   return c;
 }
 

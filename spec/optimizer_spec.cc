@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace smallem {
 namespace {
@@ -62,27 +63,26 @@ absl::StatusOr<OptimizerSpec> ParseOptimizerSpec(std::string_view text_view) {
     const bool has_value = eq != std::string::npos;
     const std::string key = option.substr(0, eq);
     const std::string value = has_value ? option.substr(eq + 1) : "";
-    absl::Status st;
     if (option.empty()) {
       return Bad("empty optimizer option in \"", text, "\" (", kExpectedOptions, ")");
     }
     if (key == "period" && has_value) {
-      if (st = once(seen_period, key); !st.ok()) return st;
+      RETURN_IF_ERROR(once(seen_period, key));
       if (!absl::SimpleAtoi(value, &spec.period) || spec.period < 1) {
         return Bad("optimizer option period=K: K must be a positive integer (got \"", value,
                    "\")");
       }
     } else if (key == "norm" && !has_value) {
-      if (st = once(seen_norm, key); !st.ok()) return st;
+      RETURN_IF_ERROR(once(seen_norm, key));
       spec.norm = true;
     } else if (key == "boost" && has_value) {
-      if (st = once(seen_boost, key); !st.ok()) return st;
+      RETURN_IF_ERROR(once(seen_boost, key));
       if (!absl::SimpleAtod(value, &spec.boost) || !std::isfinite(spec.boost) ||
           spec.boost < 1.0) {
         return Bad("optimizer option boost=G: G must be a number ≥ 1 (got \"", value, "\")");
       }
     } else if (key == "stack" && has_value) {
-      if (st = once(seen_stack, key); !st.ok()) return st;
+      RETURN_IF_ERROR(once(seen_stack, key));
       if (value == "off") spec.stack = false;
       else if (value == "on") spec.stack = true;
       else return Bad("optimizer option stack=", value, ": expected stack=off or stack=on");

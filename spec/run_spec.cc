@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "spec/optimizer_spec.h"
 
@@ -38,9 +39,7 @@ template <typename Kind>
 absl::Status ReadKind(const json& v, std::string_view key,
                       absl::StatusOr<Kind> (*parse)(const std::string&), Kind* out) {
   if (!v.is_string()) return WrongType(key, "a string");
-  absl::StatusOr<Kind> kind = parse(v.get<std::string>());
-  if (!kind.ok()) return kind.status();
-  *out = *kind;
+  ASSIGN_OR_RETURN(*out, parse(v.get<std::string>()));
   return absl::OkStatus();
 }
 
@@ -101,9 +100,7 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
   // The preset first, so per-piece keys override it whatever their order.
   if (auto it = j.find("arch"); it != j.end()) {
     if (!it->is_string()) return WrongType("arch", "a string (gpt2 or modern)");
-    absl::StatusOr<Architecture> arch = Architecture::FromPreset(it->get<std::string>());
-    if (!arch.ok()) return arch.status();
-    s.architecture = *arch;
+    ASSIGN_OR_RETURN(s.architecture, Architecture::FromPreset(it->get<std::string>()));
   }
   s.budget = Budget{};
   absl::Status st;
@@ -145,8 +142,8 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "eval_batch_size") st = ReadInt(v, k, &s.eval_batch_size);
     else if (k == "seed") st = ReadInt(v, k, &s.seed);
   }
-  if (!st.ok()) return st;
-  if (absl::Status v = s.Validate(); !v.ok()) return v;
+  RETURN_IF_ERROR(st);
+  RETURN_IF_ERROR(s.Validate());
   return s;
 }
 

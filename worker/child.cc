@@ -7,8 +7,6 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-
 #include <memory>
 
 #include "absl/strings/ascii.h"
@@ -16,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/exit_codes.h"
+#include "base/files.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
@@ -87,39 +87,30 @@ std::optional<TrainProgress> ParseProgressLine(const std::string& line) {
   return p;
 }
 
-int ChildExitCode(const absl::Status& status) {
-  if (status.ok()) return kChildExitOk;
-  if (status.code() == absl::StatusCode::kInvalidArgument ||
-      status.code() == absl::StatusCode::kResourceExhausted) {
-    return kChildExitInvalid;
-  }
-  return kChildExitError;
-}
-
 int RunChild(const ChildArgs& args) {
   // SIGTERM stops training at the next step (Cancelled) instead of killing
   // mid-write.
   signal(SIGTERM, OnTerminate);
-  std::ifstream in(args.spec_path);
-  if (!in) return Fail(kChildExitInvalid, absl::StrCat("cannot read ", args.spec_path));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> spec_text = ReadFile(args.spec_path);
+  if (!spec_text.ok()) return Fail(kExitBadInput, std::string(spec_text.status().message()));
+  nlohmann::json j = nlohmann::json::parse(*spec_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return Fail(kChildExitInvalid, absl::StrCat(args.spec_path, ": not JSON"));
+    return Fail(kExitBadInput, absl::StrCat(args.spec_path, ": not JSON"));
   }
   absl::StatusOr<RunSpec> spec = RunSpec::FromJson(j);
   if (!spec.ok()) {
-    return Fail(kChildExitInvalid, absl::StrCat("run spec: ", spec.status().message()));
+    return Fail(kExitBadInput, absl::StrCat("run spec: ", spec.status().message()));
   }
   std::error_code ec;
   std::filesystem::create_directories(args.out_dir, ec);
-  if (ec) return Fail(kChildExitError, absl::StrCat("cannot create ", args.out_dir, ": ", ec.message()));
+  if (ec) return Fail(kExitError, absl::StrCat("cannot create ", args.out_dir, ": ", ec.message()));
 
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateChildBackend(args.device, args.threads);
   if (!backend.ok()) {
     // The worker's device, not the run, is at fault: exit 1 (retried,
     // perhaps elsewhere), never 2.
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    return Fail(kChildExitError,
+    return Fail(kExitError,
                 absl::StrCat(args.device,
                              visible != nullptr ? absl::StrCat(" (CUDA_VISIBLE_DEVICES=", visible, ")")
                                                 : std::string(),
@@ -134,13 +125,16 @@ int RunChild(const ChildArgs& args) {
     std::fflush(stdout);
   };
   absl::StatusOr<nlohmann::json> result = Train(*spec, **backend, options);
-  if (!result.ok()) return Fail(ChildExitCode(result.status()), std::string(result.status().message()));
-  if (!std::filesystem::exists(args.out_dir + "/result.json")) {
-    std::ofstream out(args.out_dir + "/result.json", std::ios::trunc);
-    out << result->dump(2) << "\n";
-    if (!out) return Fail(kChildExitError, absl::StrCat("cannot write ", args.out_dir, "/result.json"));
+  if (!result.ok()) {
+    return Fail(ExitCodeFor(result.status()), std::string(result.status().message()));
   }
-  return kChildExitOk;
+  const std::string result_path = args.out_dir + "/result.json";
+  if (!std::filesystem::exists(result_path)) {
+    if (absl::Status s = WriteFileDurably(result_path, result->dump(2) + "\n"); !s.ok()) {
+      return Fail(kExitError, std::string(s.message()));
+    }
+  }
+  return kExitOk;
 }
 
 absl::StatusOr<ChildCommand> BuildChildCommand(const ChildArgs& args,
@@ -196,7 +190,7 @@ v1::FailureClass ClassifyChildFailure(const ChildExit& exit,
   if (exit.signal == 0) {
     // The child judged its own error: exit 2 is deterministic (the spec,
     // the dataset, out of memory as a Status).
-    return exit.exit_code == kChildExitInvalid ? v1::FAILURE_CLASS_INVALID_CONFIG
+    return exit.exit_code == kExitBadInput ? v1::FAILURE_CLASS_INVALID_CONFIG
                                                : v1::FAILURE_CLASS_ENGINE_ERROR;
   }
   // A crash: out of memory is still deterministic for a spec on a device

@@ -9,10 +9,11 @@
 //           {"event":"progress","step":..,"total_steps":..,"loss":..,
 //            "tokens_per_s":..,"elapsed_s":..,"eta_s":..}
 //   DIR/result.json  the Result JSON (DESIGN.md § Formats), on success
-//   exit    0 success; 2 a deterministic error (InvalidArgument or
-//           ResourceExhausted: the spec, the dataset, out of memory — not
-//           retried); 1 any other error (retried); killed by a signal:
-//           crashed (a CHECK, a sticky CUDA error) or cancelled
+//   exit    ExitCodeFor the status (base/exit_codes.h): 0 success; 2 a
+//           deterministic error (the spec, the dataset, out of memory — not
+//           retried); 1 any other error (retried), and always 1 when the
+//           device cannot be opened; killed by a signal: crashed (a CHECK, a
+//           sticky CUDA error) or cancelled
 //   stderr  its last line is the error message; after a crash its tail
 //           says what happened (ClassifyChildFailure reads it)
 #ifndef SMALLEM_WORKER_CHILD_H_
@@ -31,10 +32,6 @@
 
 namespace smallem {
 
-inline constexpr int kChildExitOk = 0;
-inline constexpr int kChildExitError = 1;
-inline constexpr int kChildExitInvalid = 2;
-
 struct ChildArgs {
   std::string spec_path;        // complete run spec JSON; "data" is a local directory
   std::string out_dir;          // result.json and weights go here
@@ -47,9 +44,6 @@ struct ChildArgs {
 // nullopt for a line that is not a progress event (it is ignored).
 std::string FormatProgressLine(const TrainProgress& progress);
 std::optional<TrainProgress> ParseProgressLine(const std::string& line);
-
-// The exit code for a Train status, per the protocol above.
-int ChildExitCode(const absl::Status& status);
 
 // Runs the child: trains, prints progress, writes the result. Returns the
 // exit code; the error message, if any, is the last line written to stderr.
@@ -80,10 +74,11 @@ bool IsOutOfMemoryMessage(const std::string& text);
 
 // How a child that did not succeed is reported. `stderr_tail` is its last
 // stderr lines, oldest first (ChildProcess::stderr_tail).
-//  * Class: INVALID_CONFIG (not retried) for exit code 2, or a crash whose
-//    tail reads as out of memory (the engine aborts when an activation
-//    allocation fails on the GPU); ENGINE_ERROR (retried) otherwise — an
-//    exit code other than 2, a sticky CUDA error, any other crash.
+//  * Class: INVALID_CONFIG (not retried) for exit code 2 (kExitBadInput), or
+//    a crash whose tail reads as out of memory (the engine aborts when an
+//    activation allocation fails on the GPU); ENGINE_ERROR (retried)
+//    otherwise — an exit code other than 2, a sticky CUDA error, any other
+//    crash.
 //  * Message: for an exit code, the last stderr line (the protocol's error
 //    message) or "the child exited with code N"; for a signal, "the child
 //    was killed by signal 6 (Aborted): " and the tail, joined by " | ".

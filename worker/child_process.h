@@ -1,9 +1,9 @@
-// ChildProcess: one spawned program with its stdout read line by line and
-// its stderr kept (the last line is the child's error message, by the
-// worker's child protocol). The child gets its own process group (a Ctrl-C
-// meant for the daemon does not reach it) and is killed by the kernel if
-// the thread that spawned it dies (PR_SET_PDEATHSIG), so a kill -9 of the
-// daemon leaves no orphan training.
+// ChildProcess: one spawned program (base/subprocess.h) with its stdout read
+// line by line and its stderr kept (the last line is the child's error
+// message, by the worker's child protocol). The child gets its own process
+// group (a Ctrl-C meant for the daemon does not reach it) and is killed by
+// the kernel if the thread that spawned it dies (PR_SET_PDEATHSIG), so a
+// kill -9 of the daemon leaves no orphan training.
 //
 // Not thread-safe: one owner thread polls, kills and waits.
 #ifndef SMALLEM_WORKER_CHILD_PROCESS_H_
@@ -11,26 +11,26 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/subprocess.h"
 
 namespace smallem {
 
-struct ChildExit {
-  int exit_code = -1;  // when the child exited normally, else -1
-  int signal = 0;      // the signal that killed it, else 0
-  bool ok() const { return exit_code == 0; }
-};
+// How a child ended: exit_code when it exited, signal when it was killed.
+using ChildExit = ProcessExit;
 
 class ChildProcess {
  public:
-  // Starts `program` with `args` (argv[1..]). Internal when fork or exec
-  // setup fails; an exec failure shows as exit code 127 with the reason on
-  // stderr.
+  // Starts `program` (a path) with `args` (argv[1..]). Subprocess::Start's
+  // error when it cannot be started: NotFound naming a program that does
+  // not exist.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::string& program,
                                                              const std::vector<std::string>& args);
   // The same with `env` ("NAME=value" entries) as the child's whole
@@ -38,7 +38,7 @@ class ChildProcess {
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::string& program,
                                                              const std::vector<std::string>& args,
                                                              const std::vector<std::string>& env);
-  ~ChildProcess();  // kills and reaps a child still running
+  ~ChildProcess() = default;  // kills and reaps a child still running
 
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -49,11 +49,12 @@ class ChildProcess {
   bool Poll(int timeout_ms, std::vector<std::string>* lines);
 
   // Sends SIGKILL (no-op once reaped).
-  void Kill();
-  // Reaps the child (blocking) and returns how it ended; idempotent.
+  void Kill() { process_->Kill(SIGKILL); }
+  // Reaps the child (blocking), reads what is left of its output, and
+  // returns how it ended; idempotent.
   ChildExit Wait();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_->pid(); }
   // The last non-empty line the child wrote to stderr ("" if none).
   const std::string& last_stderr_line() const { return last_stderr_line_; }
   // Its last kStderrTailLines non-empty stderr lines, oldest first.
@@ -63,23 +64,20 @@ class ChildProcess {
   }
 
  private:
-  ChildProcess(pid_t pid, int out_fd, int err_fd) : pid_(pid), out_fd_(out_fd), err_fd_(err_fd) {}
+  explicit ChildProcess(std::unique_ptr<Subprocess> process) : process_(std::move(process)) {}
   static absl::StatusOr<std::unique_ptr<ChildProcess>> SpawnWith(
       const std::string& program, const std::vector<std::string>& args,
-      const std::vector<std::string>* env);
+      std::optional<std::vector<std::string>> env);
   void KeepStderrLine(std::string line);
   // Splits buffered bytes into lines.
   void Drain(std::string* buffer, bool is_stdout, std::vector<std::string>* lines, bool eof);
 
-  pid_t pid_;
-  int out_fd_;
-  int err_fd_;
+  std::unique_ptr<Subprocess> process_;  // its stdout and stderr are pipes
   std::string out_buffer_;
   std::string err_buffer_;
   std::string last_stderr_line_;
   std::deque<std::string> stderr_tail_;  // at most kStderrTailLines
-  bool reaped_ = false;
-  ChildExit exit_;
+  bool waited_ = false;
 };
 
 // This process's environment ("NAME=value" entries), e.g. to derive a

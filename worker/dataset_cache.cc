@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset.h"
@@ -31,23 +32,18 @@ bool IsHexHash(const std::string& s) {
 }  // namespace
 
 absl::Status VerifyDatasetDir(const std::string& dir, const std::string& content_hash) {
-  std::ifstream in(dir + "/meta.json");
-  nlohmann::json meta = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object() || !meta.contains("sha256") || !meta["sha256"].is_object()) {
-    return absl::DataLossError(absl::StrCat(dir, "/meta.json: missing or has no \"sha256\""));
+  absl::StatusOr<std::string> meta_text = ReadFile(absl::StrCat(dir, "/", kMetaFile));
+  if (!meta_text.ok()) return absl::DataLossError(meta_text.status().message());
+  DatasetFileHashes computed;
+  for (const auto& [name, hash] : {std::pair{kTokenizerFile, &computed.tokenizer},
+                                   std::pair{kTrainFile, &computed.train},
+                                   std::pair{kValFile, &computed.val}}) {
+    ASSIGN_OR_RETURN(*hash, Sha256FileHex(absl::StrCat(dir, "/", name)));
   }
-  std::map<std::string, std::string> sha;
-  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
-    ASSIGN_OR_RETURN(sha[f], Sha256FileHex(absl::StrCat(dir, "/", f)));
-    if (meta["sha256"].value(f, "") != sha[f]) {
-      return absl::DataLossError(absl::StrCat(dir, "/", f, ": SHA-256 differs from meta.json"));
-    }
-  }
-  const std::string computed = DatasetContentHash(sha["tokenizer.json"], sha["train.bin"],
-                                                  sha["val.bin"]);
-  if (computed != content_hash) {
-    return absl::DataLossError(absl::StrCat(dir, ": content hash ", computed, ", expected ",
-                                            content_hash));
+  const nlohmann::json meta =
+      nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
+  if (absl::Status verified = VerifyDatasetHashes(meta, computed, content_hash); !verified.ok()) {
+    return absl::DataLossError(absl::StrCat(dir, ": ", verified.message()));
   }
   return absl::OkStatus();
 }
@@ -74,10 +70,17 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
   }
   absl::Status status = Fetch(content_hash, partial, client);
   if (status.ok()) status = VerifyDatasetDir(partial, content_hash);
+  // On disk before the name that says the dataset is complete, so a crash
+  // never leaves a cached dataset with a torn file.
+  for (const char* name : kDatasetFiles) {
+    if (status.ok()) status = SyncToDisk(absl::StrCat(partial, "/", name));
+  }
+  if (status.ok()) status = SyncToDisk(partial);
   if (status.ok()) {
     fs::rename(partial, dir, ec);
     if (ec) status = absl::InternalError(absl::StrCat("rename to ", dir, ": ", ec.message()));
   }
+  if (status.ok()) status = SyncToDisk(fs::path(dir).parent_path().string());
   if (!status.ok()) {
     fs::remove_all(partial, ec);
     return status;

@@ -1,8 +1,8 @@
 // DatasetCache: prepared datasets on a worker, by content hash, under
 // CACHE/datasets/<hash>/. A missing dataset is fetched from the coordinator
 // in chunks into a temporary directory, checked (each file's SHA-256 against
-// meta.json, and the content hash), then renamed into place — so a
-// directory under its hash is always complete, even after a crash.
+// meta.json, and the content hash), synced to disk, then renamed into place
+// — so a directory under its hash is always complete, even after a crash.
 //
 // Thread-safe: concurrent Ensure calls fetch a dataset once.
 #ifndef SMALLEM_WORKER_DATASET_CACHE_H_
@@ -37,9 +37,10 @@ class DatasetCache {
   absl::Mutex mu_;  // held during a fetch: one fetch at a time
 };
 
-// Checks a dataset directory against its meta.json: each file's SHA-256 and
-// the content hash, which must equal `content_hash`. DataLoss naming the file
-// otherwise.
+// Checks a dataset directory against its meta.json (VerifyDatasetHashes):
+// each file's SHA-256 and the content hash, which must equal `content_hash`.
+// DataLoss naming the directory and the file at fault otherwise, or a
+// missing or unreadable meta.json; NotFound when another file is missing.
 absl::Status VerifyDatasetDir(const std::string& dir, const std::string& content_hash);
 
 }  // namespace smallem

@@ -3,18 +3,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/files.h"
+#include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "engine/data/text_cleaning.h"
 
@@ -46,19 +45,14 @@ constexpr Package kPackages[] = {
      Kind::kTranscript},
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+// A corpus file's text. A directory is bad input here (a user passed one
+// where text files were expected), not a failed read.
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::error_code error;
   if (fs::is_directory(path, error)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a text file"));
   }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return std::move(contents).str();
+  return ReadFile(path);
 }
 
 // The last few lines of a program's output, for an error message.
@@ -159,13 +153,12 @@ absl::StatusOr<Corpus> LoadTextFiles(const std::vector<std::string>& paths) {
   Corpus corpus;
   corpus.source = absl::StrCat("files: ", absl::StrJoin(paths, ", "));
   for (const std::string& path : paths) {
-    auto raw = ReadFile(path);
-    if (!raw.ok()) return raw.status();
-    if (raw->empty()) {
+    ASSIGN_OR_RETURN(const std::string raw, ReadTextFile(path));
+    if (raw.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": empty file (a corpus file must hold some text)"));
     }
-    corpus.documents.push_back({path, NormalizeLineEndings(*raw)});
+    corpus.documents.push_back({path, NormalizeLineEndings(raw)});
   }
   return corpus;
 }
@@ -190,10 +183,8 @@ absl::StatusOr<Corpus> LoadDefaultCorpus(const DefaultCorpusOptions& options,
   for (size_t p = 0; p < num_packages; ++p) {
     const Package& package = kPackages[p];
     if (progress) progress("fetch", static_cast<double>(p) / num_packages);
-    auto root = FetchPackage(package, options, cache_dir);
-    if (!root.ok()) return root.status();
-
-    const fs::path dir = *root / package.subdir;
+    ASSIGN_OR_RETURN(const fs::path root, FetchPackage(package, options, cache_dir));
+    const fs::path dir = root / package.subdir;
     std::vector<fs::path> files;
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(dir, error)) {
@@ -209,10 +200,9 @@ absl::StatusOr<Corpus> LoadDefaultCorpus(const DefaultCorpusOptions& options,
     }
     int64_t kept = 0;
     for (const fs::path& file : files) {
-      auto raw = ReadFile(file.string());
-      if (!raw.ok()) return raw.status();
-      std::string text = package.kind == Kind::kBook ? CleanGutenbergText(*raw)
-                                                     : CleanTranscriptText(*raw);
+      ASSIGN_OR_RETURN(const std::string raw, ReadTextFile(file.string()));
+      std::string text = package.kind == Kind::kBook ? CleanGutenbergText(raw)
+                                                     : CleanTranscriptText(raw);
       if (text.empty()) continue;
       corpus.documents.push_back(
           {absl::StrCat(package.cache_name, "/", file.filename().string()), std::move(text)});

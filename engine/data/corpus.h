@@ -38,8 +38,9 @@ struct Corpus {
   int64_t bytes() const;
 };
 
-// One file per document. NotFound naming the file when one cannot be read;
-// InvalidArgument when one is empty or none is given.
+// One file per document. ReadFile's error, naming the file, when one cannot
+// be read (NotFound when it is missing); InvalidArgument when one is a
+// directory or empty, or none is given.
 absl::StatusOr<Corpus> LoadTextFiles(const std::vector<std::string>& paths);
 
 struct DefaultCorpusOptions {

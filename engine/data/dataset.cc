@@ -1,18 +1,16 @@
 #include "engine/data/dataset.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/files.h"
 #include "base/sha256.h"
+#include "base/status_macros.h"
 #include "engine/data/bpe_trainer.h"
 #include "engine/data/dataset_format.h"
 
@@ -48,46 +46,6 @@ std::vector<uint16_t> BytesToTokens(std::string_view bytes) {
                                       (static_cast<uint8_t>(bytes[2 * i + 1]) << 8));
   }
   return tokens;
-}
-
-// Writes contents to path through a temporary file and a rename.
-absl::Status WriteFileAtomically(const fs::path& path, std::string_view contents) {
-  const fs::path temporary = fs::path(path).concat(".tmp");
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          temporary.string(), ": cannot create (", std::strerror(errno), ")"));
-    }
-    file.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    file.close();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      return absl::DataLossError(
-          absl::StrCat(temporary.string(), ": write failed (disk full?)"));
-    }
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", temporary.string(),
-                                                    " to ", path.string(), ": ",
-                                                    error.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const fs::path& path, const char* what) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(path.string(), ": ", what, " not found (",
-                                            std::strerror(errno), ")"));
-  }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(absl::StrCat(path.string(), ": read error"));
-  return std::move(contents).str();
 }
 
 // Encodes documents back to back, each ending with a blank line, reporting
@@ -152,7 +110,7 @@ absl::Status CheckOptions(const PrepareOptions& options) {
 
 absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions& options,
                                       const ProgressFn& progress) {
-  if (absl::Status status = CheckOptions(options); !status.ok()) return status;
+  RETURN_IF_ERROR(CheckOptions(options));
   const size_t n = corpus.documents.size();
   if (n < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -185,16 +143,15 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
     }
   }
 
-  auto tokenizer = TrainBpe(train_texts, options.vocab, progress);
-  if (!tokenizer.ok()) return tokenizer.status();
+  ASSIGN_OR_RETURN(const Tokenizer tokenizer, TrainBpe(train_texts, options.vocab, progress));
 
   const int64_t total_bytes = train_text_bytes + val_text_bytes;
   const double train_share =
       total_bytes == 0 ? 0.5 : static_cast<double>(train_text_bytes) / total_bytes;
   std::vector<int32_t> train_ids =
-      EncodeDocuments(*tokenizer, train_documents, progress, 0, train_share, train_text_bytes);
+      EncodeDocuments(tokenizer, train_documents, progress, 0, train_share, train_text_bytes);
   std::vector<int32_t> val_ids =
-      EncodeDocuments(*tokenizer, val_documents, progress, train_share, 1, val_text_bytes);
+      EncodeDocuments(tokenizer, val_documents, progress, train_share, 1, val_text_bytes);
   if (progress) progress("encode", 1.0);
 
   const fs::path dir = options.out_dir;
@@ -208,28 +165,26 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
   // complete.
   fs::remove(dir / kMetaFile, error);
   if (progress) progress("write", 0.0);
-  const std::string tokenizer_text = tokenizer->ToJson().dump() + "\n";
+  const std::string tokenizer_text = tokenizer.ToJson().dump() + "\n";
   const std::string train_bytes = TokensToBytes(train_ids);
   const std::string val_bytes = TokensToBytes(val_ids);
   for (const auto& [name, contents] :
        {std::pair<const char*, const std::string*>{kTokenizerFile, &tokenizer_text},
         {kTrainFile, &train_bytes},
         {kValFile, &val_bytes}}) {
-    if (absl::Status status = WriteFileAtomically(dir / name, *contents); !status.ok()) {
-      return status;
-    }
+    RETURN_IF_ERROR(WriteFileDurably((dir / name).string(), *contents));
   }
   const std::string tokenizer_sha = Sha256Hex(tokenizer_text);
   const std::string train_sha = Sha256Hex(train_bytes);
   const std::string val_sha = Sha256Hex(val_bytes);
 
-  const int64_t train_decoded = CountBytes(*tokenizer, train_ids);
-  const int64_t val_decoded = CountBytes(*tokenizer, val_ids);
+  const int64_t train_decoded = CountBytes(tokenizer, train_ids);
+  const int64_t val_decoded = CountBytes(tokenizer, val_ids);
   const int64_t tokens = static_cast<int64_t>(train_ids.size() + val_ids.size());
   nlohmann::json val_names = nlohmann::json::array();
   for (const Document* document : val_documents) val_names.push_back(document->name);
   nlohmann::json meta = {
-      {"vocab", tokenizer->vocab_size()},
+      {"vocab", tokenizer.vocab_size()},
       {"train_tokens", train_ids.size()},
       {"val_tokens", val_ids.size()},
       {"train_bytes", train_decoded},
@@ -243,22 +198,18 @@ absl::Status PrepareDatasetFromCorpus(const Corpus& corpus, const PrepareOptions
       {"sha256", {{kTokenizerFile, tokenizer_sha}, {kTrainFile, train_sha}, {kValFile, val_sha}}},
       {"content_hash", DatasetContentHash(tokenizer_sha, train_sha, val_sha)},
   };
-  if (absl::Status status = WriteFileAtomically(dir / kMetaFile, meta.dump(2) + "\n");
-      !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(WriteFileDurably((dir / kMetaFile).string(), meta.dump(2) + "\n"));
   if (progress) progress("write", 1.0);
   return absl::OkStatus();
 }
 
 absl::Status PrepareDataset(const PrepareOptions& options, const ProgressFn& progress) {
   // Checked before fetching the corpus, so a typo fails at once.
-  if (absl::Status status = CheckOptions(options); !status.ok()) return status;
-  absl::StatusOr<Corpus> corpus = options.files.empty()
-                                      ? LoadDefaultCorpus(options.corpus, progress)
-                                      : LoadTextFiles(options.files);
-  if (!corpus.ok()) return corpus.status();
-  return PrepareDatasetFromCorpus(*corpus, options, progress);
+  RETURN_IF_ERROR(CheckOptions(options));
+  ASSIGN_OR_RETURN(const Corpus corpus, options.files.empty()
+                                            ? LoadDefaultCorpus(options.corpus, progress)
+                                            : LoadTextFiles(options.files));
+  return PrepareDatasetFromCorpus(corpus, options, progress);
 }
 
 absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_hashes) {
@@ -275,11 +226,10 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
         meta_path.string(), ": not found: ", dir_name,
         " is not a complete dataset (re-run `smallemctl data prepare --out ", dir_name, "`)"));
   }
-  auto meta_text = ReadWholeFile(meta_path, "dataset metadata");
-  if (!meta_text.ok()) return meta_text.status();
+  ASSIGN_OR_RETURN(const std::string meta_text, ReadFile(meta_path.string()));
   Dataset dataset;
   dataset.dir = dir_name;
-  dataset.meta = nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
+  dataset.meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
   auto corrupt = [](const fs::path& path, const auto&... parts) {
     return absl::DataLossError(absl::StrCat(path.string(), ": ", parts...,
                                             " (corrupt dataset: re-run smallemctl data prepare)"));
@@ -291,27 +241,38 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
       return corrupt(meta_path, "field \"", field, "\" is missing or not a count");
     }
   }
-  const nlohmann::json* hashes = nullptr;
-  if (verify_hashes) {
-    if (!meta.contains("sha256") || !meta["sha256"].is_object()) {
-      return corrupt(meta_path, "field \"sha256\" is missing");
+
+  const fs::path tokenizer_path = dir / kTokenizerFile;
+  ASSIGN_OR_RETURN(const std::string tokenizer_text, ReadFile(tokenizer_path.string()));
+  std::string token_bytes[2];  // train.bin, val.bin
+  const std::tuple<const char*, const char*, std::vector<uint16_t>*> splits[2] = {
+      {kTrainFile, "train_tokens", &dataset.train}, {kValFile, "val_tokens", &dataset.val}};
+  for (int s = 0; s < 2; ++s) {
+    const auto& [name, field, tokens] = splits[s];
+    const fs::path path = dir / name;
+    ASSIGN_OR_RETURN(token_bytes[s], ReadFile(path.string()));
+    // Sizes first: a truncated file says so, rather than that its hash differs.
+    if (token_bytes[s].size() % 2 != 0) {
+      return corrupt(path, "size ", token_bytes[s].size(),
+                     " bytes is odd, but tokens are 2 bytes each (truncated?)");
     }
-    hashes = &meta["sha256"];
-    for (const char* name : {kTokenizerFile, kTrainFile, kValFile}) {
-      if (!hashes->contains(name) || !(*hashes)[name].is_string()) {
-        return corrupt(meta_path, "\"sha256\" has no hash for ", name);
-      }
+    const uint64_t expected = meta[field].get<uint64_t>();
+    if (token_bytes[s].size() / 2 != expected) {
+      return corrupt(path, "holds ", token_bytes[s].size() / 2, " tokens but meta.json says ",
+                     expected, " (truncated?)");
+    }
+  }
+  if (verify_hashes) {
+    const DatasetFileHashes computed{.tokenizer = Sha256Hex(tokenizer_text),
+                                     .train = Sha256Hex(token_bytes[0]),
+                                     .val = Sha256Hex(token_bytes[1])};
+    if (absl::Status verified = VerifyDatasetHashes(meta, computed); !verified.ok()) {
+      return corrupt(dir, verified.message());
     }
   }
 
-  const fs::path tokenizer_path = dir / kTokenizerFile;
-  auto tokenizer_text = ReadWholeFile(tokenizer_path, "tokenizer");
-  if (!tokenizer_text.ok()) return tokenizer_text.status();
-  if (hashes != nullptr && Sha256Hex(*tokenizer_text) != (*hashes)[kTokenizerFile]) {
-    return corrupt(tokenizer_path, "SHA-256 differs from the one in meta.json");
-  }
   nlohmann::json tokenizer_json =
-      nlohmann::json::parse(*tokenizer_text, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json::parse(tokenizer_text, nullptr, /*allow_exceptions=*/false);
   if (tokenizer_json.is_discarded()) return corrupt(tokenizer_path, "not valid JSON");
   auto tokenizer = Tokenizer::FromJson(tokenizer_json, tokenizer_path.string());
   if (!tokenizer.ok()) return corrupt(tokenizer_path, tokenizer.status().message());
@@ -322,38 +283,15 @@ absl::StatusOr<Dataset> Dataset::Open(const std::string& dir_name, bool verify_h
                    tokenizer_path.string(), " defines ", vocab, " ids");
   }
 
-  for (const auto& [name, field, tokens] :
-       {std::tuple{kTrainFile, "train_tokens", &dataset.train},
-        std::tuple{kValFile, "val_tokens", &dataset.val}}) {
-    const fs::path path = dir / name;
-    auto bytes = ReadWholeFile(path, "token file");
-    if (!bytes.ok()) return bytes.status();
-    if (bytes->size() % 2 != 0) {
-      return corrupt(path, "size ", bytes->size(),
-                     " bytes is odd, but tokens are 2 bytes each (truncated?)");
-    }
-    const uint64_t expected = meta[field].get<uint64_t>();
-    if (bytes->size() / 2 != expected) {
-      return corrupt(path, "holds ", bytes->size() / 2, " tokens but meta.json says ",
-                     expected, " (truncated?)");
-    }
-    if (hashes != nullptr && Sha256Hex(*bytes) != (*hashes)[name]) {
-      return corrupt(path, "SHA-256 differs from the one in meta.json");
-    }
-    *tokens = BytesToTokens(*bytes);
+  for (int s = 0; s < 2; ++s) {
+    const auto& [name, field, tokens] = splits[s];
+    *tokens = BytesToTokens(token_bytes[s]);
+    token_bytes[s] = std::string();  // the tokens hold them now
     for (size_t i = 0; i < tokens->size(); ++i) {
       if ((*tokens)[i] >= vocab) {
-        return corrupt(path, "token ", i, " is id ", (*tokens)[i],
+        return corrupt(dir / name, "token ", i, " is id ", (*tokens)[i],
                        ", outside the vocabulary of ", vocab);
       }
-    }
-  }
-  if (hashes != nullptr) {
-    const std::string content_hash = DatasetContentHash(
-        (*hashes)[kTokenizerFile].get<std::string>(), (*hashes)[kTrainFile].get<std::string>(),
-        (*hashes)[kValFile].get<std::string>());
-    if (meta.value("content_hash", "") != content_hash) {
-      return corrupt(meta_path, "\"content_hash\" does not match the file hashes");
     }
   }
   return dataset;

@@ -8,6 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+
 namespace smallem {
 
 inline constexpr char kTokenizerFile[] = "tokenizer.json";
@@ -25,6 +28,29 @@ bool IsDatasetFileName(std::string_view name);
 // prints: "<hex>  tokenizer.json\n<hex>  train.bin\n<hex>  val.bin\n".
 std::string DatasetContentHash(std::string_view tokenizer_sha256,
                                std::string_view train_sha256, std::string_view val_sha256);
+
+// The SHA-256 (hex) of each content file of a dataset, computed from its
+// bytes.
+struct DatasetFileHashes {
+  std::string tokenizer;  // of tokenizer.json
+  std::string train;      // of train.bin
+  std::string val;        // of val.bin
+};
+
+// Checks a dataset's meta.json against the hashes computed from its files:
+// meta["sha256"] must hold each file's hash, meta["content_hash"] must be
+// the DatasetContentHash of them and, when `expected_content_hash` is not
+// empty, equal it. The one check of a dataset's integrity, wherever one
+// arrives: the data library opening a directory, the coordinator receiving
+// an upload, a worker's cache receiving a download.
+//
+// OK when everything matches. DataLoss otherwise, its message beginning with
+// the file at fault and giving the hashes compared, e.g. "val.bin: SHA-256
+// differs from the one in meta.json (the file's is 3f0c..., meta.json's
+// 9a41...)"; the caller prefixes where the dataset is. `meta` may be
+// anything parsed (a discarded or non-object value is DataLoss too).
+absl::Status VerifyDatasetHashes(const nlohmann::json& meta, const DatasetFileHashes& computed,
+                                 std::string_view expected_content_hash = "");
 
 }  // namespace smallem
 

@@ -1,13 +1,9 @@
 #include "engine/data/tokenizer.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/files.h"
+#include "base/status_macros.h"
 #include "engine/data/pretokenizer.h"
 
 namespace smallem {
@@ -263,15 +259,8 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(const nlohmann::json& json,
 }
 
 absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open tokenizer (", std::strerror(errno), ")"));
-  }
-  std::stringstream contents;
-  contents << file.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(contents.str(), nullptr,
-                                              /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const std::string contents, ReadFile(path));
+  nlohmann::json json = nlohmann::json::parse(contents, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not valid JSON (corrupt or truncated tokenizer file)"));
@@ -280,25 +269,7 @@ absl::StatusOr<Tokenizer> Tokenizer::Load(const std::string& path) {
 }
 
 absl::Status Tokenizer::Save(const std::string& path) const {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(temporary, ": cannot create (", std::strerror(errno), ")"));
-    }
-    file << ToJson().dump() << "\n";
-    file.close();
-    if (!file) {
-      std::remove(temporary.c_str());
-      return absl::DataLossError(absl::StrCat(temporary, ": write failed (disk full?)"));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot rename ", temporary, " to ", path, " (", std::strerror(errno), ")"));
-  }
-  return absl::OkStatus();
+  return WriteFileDurably(path, ToJson().dump() + "\n");
 }
 
 }  // namespace smallem

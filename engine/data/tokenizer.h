@@ -37,8 +37,8 @@ class Tokenizer {
   // A tokenizer with no merges: one token per byte.
   Tokenizer();
 
-  // Reads a tokenizer.json. NotFound when the file cannot be opened;
-  // InvalidArgument, naming the file and the faulty entry, when it is not a
+  // Reads a tokenizer.json. ReadFile's error when the file cannot be read
+  // (NotFound when it is missing); InvalidArgument, naming the file and the faulty entry, when it is not a
   // valid byte_bpe tokenizer.
   static absl::StatusOr<Tokenizer> Load(const std::string& path);
 
@@ -46,8 +46,8 @@ class Tokenizer {
   static absl::StatusOr<Tokenizer> FromJson(const nlohmann::json& json,
                                             const std::string& origin);
 
-  // Writes tokenizer.json (through a temporary file and a rename, so a reader
-  // never sees half a file).
+  // Writes tokenizer.json durably (WriteFileDurably: a reader never sees
+  // half a file); its error otherwise.
   absl::Status Save(const std::string& path) const;
   nlohmann::json ToJson() const;
 

@@ -1,10 +1,11 @@
 #include "engine/io/safetensors.h"
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace smallem {
@@ -46,32 +47,15 @@ absl::Status WriteSafetensors(const std::string& path, const SafetensorsFile& fi
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t n = text.size();
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
-    char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    out.write(len, 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const HostTensor& t : file.tensors) {
-      out.write(t.data.data(), static_cast<std::streamsize>(t.data.size()));
-    }
-    out.flush();
-    if (!out) return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, " failed (disk full?)"));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  std::vector<std::string_view> pieces = {std::string_view(len, 8), text};
+  for (const HostTensor& t : file.tensors) pieces.emplace_back(t.data.data(), t.data.size());
+  return WriteFileDurably(path, pieces);
 }
 
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": no such weights file"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
   if (bytes.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);

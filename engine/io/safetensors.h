@@ -29,10 +29,12 @@ struct SafetensorsFile {
   const HostTensor* Find(const std::string& name) const;
 };
 
-// Writes atomically (temp file + rename): a reader never sees half a file.
+// Writes durably and atomically (WriteFileDurably): a reader never sees half
+// a file. WriteFileDurably's error otherwise.
 absl::Status WriteSafetensors(const std::string& path, const SafetensorsFile& file);
-// Every malformed case (missing file, truncated header or data, bad JSON,
-// offsets out of range or overlapping, unknown dtype, size mismatch) is an
+// A file that cannot be read is ReadFile's error (NotFound when it is
+// missing). Every malformed case (truncated header or data, bad JSON, offsets
+// out of range or overlapping, unknown dtype, size mismatch) is an
 // InvalidArgument naming the path and the problem.
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path);
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "engine/random.h"
 
 namespace smallem {
@@ -24,9 +25,9 @@ struct Slot {
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
                                                      Backend& backend) {
-  if (absl::Status s = config.Validate(); !s.ok()) return s;
+  RETURN_IF_ERROR(config.Validate());
   std::unique_ptr<Model> model(new Model(config, backend));
-  if (absl::Status s = model->Allocate(); !s.ok()) return s;
+  RETURN_IF_ERROR(model->Allocate());
   return model;
 }
 
@@ -92,12 +93,8 @@ absl::Status Model::Allocate() {
   CHECK_EQ(total, c.ParameterCount()) << "parameter layout disagrees with ModelConfig";
 
   const size_t bytes = static_cast<size_t>(total) * sizeof(float);
-  absl::StatusOr<void*> values = backend_.Allocate(bytes);
-  if (!values.ok()) return values.status();
-  value_buffer_ = *values;
-  absl::StatusOr<void*> grads = backend_.Allocate(bytes);
-  if (!grads.ok()) return grads.status();
-  grad_buffer_ = *grads;
+  ASSIGN_OR_RETURN(value_buffer_, backend_.Allocate(bytes));
+  ASSIGN_OR_RETURN(grad_buffer_, backend_.Allocate(bytes));
   values_ = Tensor{.data = value_buffer_, .shape = {total}};
   grads_ = Tensor{.data = grad_buffer_, .shape = {total}};
 
@@ -148,9 +145,7 @@ absl::Status Model::Allocate() {
         table[(c.context + m) * half + i] = static_cast<float>(std::sin(angle));
       }
     }
-    absl::StatusOr<void*> t = backend_.Allocate(table.size() * sizeof(float));
-    if (!t.ok()) return t.status();
-    table_buffer_ = *t;
+    ASSIGN_OR_RETURN(table_buffer_, backend_.Allocate(table.size() * sizeof(float)));
     backend_.CopyToDevice(table_buffer_, table.data(), table.size() * sizeof(float));
     rope_.cos = Tensor{.data = table_buffer_, .shape = {c.context, half}};
     rope_.sin = Tensor{.data = static_cast<float*>(table_buffer_) + c.context * half,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "engine/io/safetensors.h"
 #include "nlohmann/json.hpp"
 
@@ -27,10 +28,9 @@ absl::Status SaveWeights(const Model& model, const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadWeights(const std::string& path, Backend& backend) {
-  absl::StatusOr<SafetensorsFile> file = ReadSafetensors(path);
-  if (!file.ok()) return file.status();
-  auto it = file->metadata.find("config");
-  if (it == file->metadata.end()) {
+  ASSIGN_OR_RETURN(const SafetensorsFile file, ReadSafetensors(path));
+  auto it = file.metadata.find("config");
+  if (it == file.metadata.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": no model config in __metadata__ (not a smallem weights file?)"));
   }
@@ -40,14 +40,13 @@ absl::StatusOr<std::unique_ptr<Model>> LoadWeights(const std::string& path, Back
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", config.status().message()));
   // Files written before biases were configurable say nothing: the tensors do.
   if (!j.contains("architecture") || !j["architecture"].contains("bias")) {
-    config->architecture.bias = file->Find("blocks.0.attn.query.bias") != nullptr;
+    config->architecture.bias = file.Find("blocks.0.attn.query.bias") != nullptr;
   }
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(*config, backend);
-  if (!model.ok()) return model.status();
-  std::vector<char> host((*model)->values().bytes());
-  const float* base = (*model)->values().f32();
-  for (const Model::Parameter& p : (*model)->parameters()) {
-    const HostTensor* t = file->Find(p.name);
+  ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(*config, backend));
+  std::vector<char> host(model->values().bytes());
+  const float* base = model->values().f32();
+  for (const Model::Parameter& p : model->parameters()) {
+    const HostTensor* t = file.Find(p.name);
     if (!t) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", p.name, " missing"));
     std::vector<int64_t> want;
     for (int i = 0; i < p.value.shape.rank(); ++i) want.push_back(p.value.shape[i]);
@@ -58,7 +57,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadWeights(const std::string& path, Back
     }
     std::memcpy(host.data() + (p.value.f32() - base) * sizeof(float), t->data.data(), t->data.size());
   }
-  (*model)->backend().CopyToDevice((*model)->values().data, host.data(), host.size());
+  model->backend().CopyToDevice(model->values().data, host.data(), host.size());
   return model;
 }
 

@@ -1,5 +1,7 @@
 #include "engine/optim/adamw.h"
 
+#include "base/status_macros.h"
+
 namespace smallem {
 
 absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
@@ -14,10 +16,8 @@ absl::StatusOr<std::unique_ptr<AdamWOptimizer>> AdamWOptimizer::Create(
   }
   // m and v, then the norm (padded to keep 64-byte alignment) and Step's
   // scalars.
-  absl::StatusOr<void*> buffer = model.backend().Allocate((2 * n + 16) * sizeof(float));
-  if (!buffer.ok()) return buffer.status();
-  opt->buffer_ = *buffer;
-  float* base = static_cast<float*>(*buffer);
+  ASSIGN_OR_RETURN(opt->buffer_, model.backend().Allocate((2 * n + 16) * sizeof(float)));
+  float* base = static_cast<float*>(opt->buffer_);
   opt->m_ = Tensor{.data = base, .shape = {n}};
   opt->v_ = Tensor{.data = base + n, .shape = {n}};
   opt->norm_sq_ = Tensor{.data = base + 2 * n, .shape = {1}};

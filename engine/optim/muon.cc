@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 
 namespace smallem {
 namespace {
@@ -70,12 +71,8 @@ absl::StatusOr<std::unique_ptr<Muon>> Muon::Create(Backend& backend,
   }
   state_floats += Padded(muon->ScalarCount());
   if (!muon->stacks_.empty()) {
-    absl::StatusOr<void*> state = backend.Allocate(state_floats * sizeof(float));
-    if (!state.ok()) return state.status();
-    muon->state_ = *state;
-    absl::StatusOr<void*> scratch = backend.Allocate(work_floats * sizeof(float));
-    if (!scratch.ok()) return scratch.status();
-    muon->scratch_ = *scratch;
+    ASSIGN_OR_RETURN(muon->state_, backend.Allocate(state_floats * sizeof(float)));
+    ASSIGN_OR_RETURN(muon->scratch_, backend.Allocate(work_floats * sizeof(float)));
   }
   float* base = static_cast<float*>(muon->state_);
   for (Stack& s : muon->stacks_) {
@@ -274,15 +271,13 @@ absl::StatusOr<std::unique_ptr<MuonOptimizer>> MuonOptimizer::Create(
   for (const Model::Parameter& p : model.parameters()) {
     if (IsMuonParameter(p)) matrices.push_back(MuonMatrix{p.name, p.value, p.grad});
   }
-  absl::StatusOr<std::unique_ptr<Muon>> muon =
-      Muon::Create(model.backend(), std::move(matrices), muon_options);
-  if (!muon.ok()) return muon.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<Muon> muon,
+                   Muon::Create(model.backend(), std::move(matrices), muon_options));
   AdamWOptions rest = adamw_options;
   rest.include = [](const Model::Parameter& p) { return !IsMuonParameter(p); };
-  absl::StatusOr<std::unique_ptr<AdamWOptimizer>> adamw = AdamWOptimizer::Create(model, rest);
-  if (!adamw.ok()) return adamw.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<AdamWOptimizer> adamw, AdamWOptimizer::Create(model, rest));
   return std::unique_ptr<MuonOptimizer>(new MuonOptimizer(
-      model.backend(), std::move(*muon), std::move(*adamw), muon_lr, adamw_lr));
+      model.backend(), std::move(muon), std::move(adamw), muon_lr, adamw_lr));
 }
 
 void MuonOptimizer::Prepare(float lr_scale, float* scalars) {

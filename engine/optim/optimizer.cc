@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "engine/optim/adamw.h"
 #include "engine/optim/muon.h"
 #include "engine/profiler.h"
@@ -68,33 +69,32 @@ class ProfiledOptimizer final : public Optimizer {
 };
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateUnprofiled(const RunSpec& spec, Model& model) {
-  absl::StatusOr<OptimizerSpec> parsed = ParseOptimizerSpec(spec.optimizer);
-  if (!parsed.ok()) return parsed.status();
+  ASSIGN_OR_RETURN(const OptimizerSpec parsed, ParseOptimizerSpec(spec.optimizer));
   const AdamWOptions adamw{.beta1 = static_cast<float>(spec.beta1),
                            .beta2 = static_cast<float>(spec.beta2),
                            .weight_decay = static_cast<float>(spec.weight_decay),
                            .max_grad_norm = static_cast<float>(spec.grad_clip)};
-  if (parsed->kind == OptimizerSpec::Kind::kAdamW) {
-    absl::StatusOr<std::unique_ptr<AdamWOptimizer>> created = AdamWOptimizer::Create(model, adamw);
-    if (!created.ok()) return created.status();
-    return std::make_unique<AdamWAdapter>(model.backend(), std::move(*created),
+  if (parsed.kind == OptimizerSpec::Kind::kAdamW) {
+    ASSIGN_OR_RETURN(std::unique_ptr<AdamWOptimizer> created,
+                     AdamWOptimizer::Create(model, adamw));
+    return std::make_unique<AdamWAdapter>(model.backend(), std::move(created),
                                           static_cast<float>(spec.lr));
   }
-  absl::StatusOr<std::unique_ptr<MuonOptimizer>> muon = MuonOptimizer::Create(
-      model, MuonOptions{.spec = *parsed, .weight_decay = static_cast<float>(spec.weight_decay)},
-      adamw, static_cast<float>(spec.muon_lr), static_cast<float>(spec.lr));
-  if (!muon.ok()) return muon.status();
-  return std::unique_ptr<Optimizer>(std::move(*muon));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<MuonOptimizer> muon,
+      MuonOptimizer::Create(
+          model, MuonOptions{.spec = parsed, .weight_decay = static_cast<float>(spec.weight_decay)},
+          adamw, static_cast<float>(spec.muon_lr), static_cast<float>(spec.lr)));
+  return std::unique_ptr<Optimizer>(std::move(muon));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const RunSpec& spec, Model& model) {
-  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = CreateUnprofiled(spec, model);
-  if (!optimizer.ok()) return optimizer.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateUnprofiled(spec, model));
   if (auto* profiler = dynamic_cast<ProfilingBackend*>(&model.backend())) {
     return std::unique_ptr<Optimizer>(
-        std::make_unique<ProfiledOptimizer>(std::move(*optimizer), *profiler));
+        std::make_unique<ProfiledOptimizer>(std::move(optimizer), *profiler));
   }
   return optimizer;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/status_macros.h"
 #include "engine/autograd/ops.h"
 
 namespace smallem {
@@ -17,7 +18,7 @@ absl::StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(Model& model, Opt
   CHECK(options.batch > 0 && options.time > 0)
       << "StepRunner: batch " << options.batch << " and time " << options.time;
   std::unique_ptr<StepRunner> runner(new StepRunner(model, optimizer, arena, tape, options));
-  if (absl::Status s = runner->AllocateInputs(split); !s.ok()) return s;
+  RETURN_IF_ERROR(runner->AllocateInputs(split));
   return runner;
 }
 
@@ -42,9 +43,8 @@ StepRunner::~StepRunner() {
 absl::Status StepRunner::AllocateInputs(std::span<const uint16_t> split) {
   const auto count = static_cast<int64_t>(split.size());
   CHECK_GT(count, options_.time + 1) << "StepRunner: the split holds no sequence";
-  absl::StatusOr<void*> tokens = backend_.Allocate(static_cast<size_t>(count) * sizeof(int32_t));
-  if (!tokens.ok()) return tokens.status();
-  tokens_ = Tensor{.data = *tokens, .shape = {count}, .dtype = DType::kI32};
+  ASSIGN_OR_RETURN(void* tokens, backend_.Allocate(static_cast<size_t>(count) * sizeof(int32_t)));
+  tokens_ = Tensor{.data = tokens, .shape = {count}, .dtype = DType::kI32};
   // The split as i32, converted a chunk at a time.
   std::vector<int32_t> chunk(static_cast<size_t>(std::min<int64_t>(count, int64_t{1} << 20)));
   for (int64_t begin = 0; begin < count; begin += static_cast<int64_t>(chunk.size())) {
@@ -59,12 +59,8 @@ absl::Status StepRunner::AllocateInputs(std::span<const uint16_t> split) {
   const int64_t batch = options_.batch, scalars = optimizer_.ScalarCount();
   const int64_t starts_words = (batch + 15) / 16 * 16;
   inputs_bytes_ = static_cast<size_t>(starts_words + std::max<int64_t>(scalars, 1)) * 4;
-  absl::StatusOr<void*> device = backend_.Allocate(inputs_bytes_);
-  if (!device.ok()) return device.status();
-  inputs_device_ = *device;
-  absl::StatusOr<void*> staging = backend_.AllocateStaging(inputs_bytes_);
-  if (!staging.ok()) return staging.status();
-  inputs_staging_ = *staging;
+  ASSIGN_OR_RETURN(inputs_device_, backend_.Allocate(inputs_bytes_));
+  ASSIGN_OR_RETURN(inputs_staging_, backend_.AllocateStaging(inputs_bytes_));
   starts_ = Tensor{.data = inputs_device_, .shape = {batch}, .dtype = DType::kI32};
   scalars_ = Tensor{.data = static_cast<int32_t*>(inputs_device_) + starts_words,
                     .shape = {scalars}};
@@ -108,9 +104,8 @@ absl::Status StepRunner::Run(int64_t step, std::span<const int64_t> starts,
     auto graph = graphs_.find(variant);
     if (graph == graphs_.end()) {
       const Clock::time_point capture_start = Clock::now();
-      absl::StatusOr<int> captured = backend_.CaptureGraph([this] { RecordStep(); });
-      if (!captured.ok()) return captured.status();
-      graph = graphs_.emplace(variant, *captured).first;
+      ASSIGN_OR_RETURN(const int captured, backend_.CaptureGraph([this] { RecordStep(); }));
+      graph = graphs_.emplace(variant, captured).first;
       last_capture_s_ = std::chrono::duration<double>(Clock::now() - capture_start).count();
     }
     backend_.LaunchGraph(graph->second);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -12,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "base/files.h"
 
 namespace smallem {
 namespace {
@@ -419,19 +418,7 @@ absl::Status CheckPlotPath(const std::string& path) {
 
 absl::Status WritePlot(const PlotData& data, const std::string& path) {
   if (absl::Status st = CheckPlotPath(path); !st.ok()) return st;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot open ", tmp, " to write"));
-    out << RenderPlotSvg(data);
-    if (!out.flush()) {
-      return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, " failed"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileDurably(path, RenderPlotSvg(data));
 }
 
 }  // namespace smallem

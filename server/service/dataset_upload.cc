@@ -116,7 +116,7 @@ absl::StatusOr<UploadSummary> DatasetUpload::Verify() {
       ASSIGN_OR_RETURN(std::string data,
                        store_->ReadDatasetChunk(content_hash_, file, chunks[i].offset));
       hasher.Update(data);
-      if (file == "meta.json") meta_text += data;
+      if (file == kMetaFile) meta_text += data;
       offset += chunks[i].length;
     }
     if (offset != size) {
@@ -132,22 +132,13 @@ absl::StatusOr<UploadSummary> DatasetUpload::Verify() {
       return absl::DataLossError(absl::StrCat("dataset ", content_hash_, ": ", f, " is missing"));
     }
   }
-  nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object() || !meta.contains("sha256") || !meta["sha256"].is_object()) {
-    return absl::DataLossError(absl::StrCat("dataset ", content_hash_,
-                                            ": meta.json has no \"sha256\" object"));
-  }
-  for (const char* f : {"tokenizer.json", "train.bin", "val.bin"}) {
-    if (meta["sha256"].value(f, "") != sha256[f]) {
-      return absl::DataLossError(absl::StrCat("dataset ", content_hash_, ": ", f,
-                                              " does not match the SHA-256 in meta.json"));
-    }
-  }
-  const std::string computed =
-      DatasetContentHash(sha256["tokenizer.json"], sha256["train.bin"], sha256["val.bin"]);
-  if (computed != content_hash_ || meta.value("content_hash", "") != content_hash_) {
-    return absl::DataLossError(absl::StrCat("dataset uploaded as ", content_hash_,
-                                            " has content hash ", computed));
+  const nlohmann::json meta =
+      nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
+  const DatasetFileHashes computed{.tokenizer = sha256[kTokenizerFile],
+                                   .train = sha256[kTrainFile],
+                                   .val = sha256[kValFile]};
+  if (absl::Status verified = VerifyDatasetHashes(meta, computed, content_hash_); !verified.ok()) {
+    return absl::DataLossError(absl::StrCat("dataset ", content_hash_, ": ", verified.message()));
   }
   return summary;
 }

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "base/exit_codes.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/server/test_support.h"
@@ -54,12 +55,12 @@ TEST(ChildProcessTest, KillStopsAChildThatWouldRunForever) {
   EXPECT_FALSE(exit.ok());
 }
 
-TEST(ChildProcessTest, MissingProgramExitsWith127AndSaysWhy) {
-  std::vector<std::string> lines;
-  std::string err;
-  ChildExit exit = RunToEnd("/nonexistent/smallem", {}, &lines, &err);
-  EXPECT_EQ(exit.exit_code, 127);
-  EXPECT_NE(err.find("/nonexistent/smallem"), std::string::npos) << err;
+TEST(ChildProcessTest, MissingProgramIsNotFoundAndNamed) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Spawn("/nonexistent/smallem", {});
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(child.status().message().find("/nonexistent/smallem"), std::string::npos)
+      << child.status();
 }
 
 TEST(ChildProcessTest, KeepsTheTailOfStderr) {
@@ -99,14 +100,6 @@ TEST(ChildProtocolTest, ProgressLineRoundTrips) {
   EXPECT_DOUBLE_EQ(back->eta_s, 2.5);
   EXPECT_FALSE(ParseProgressLine("hello").has_value());
   EXPECT_FALSE(ParseProgressLine(R"({"event":"other"})").has_value());
-}
-
-TEST(ChildProtocolTest, DeterministicErrorsExitWith2) {
-  EXPECT_EQ(ChildExitCode(absl::OkStatus()), 0);
-  EXPECT_EQ(ChildExitCode(absl::InvalidArgumentError("x")), 2);
-  EXPECT_EQ(ChildExitCode(absl::ResourceExhaustedError("x")), 2);
-  EXPECT_EQ(ChildExitCode(absl::InternalError("x")), 1);
-  EXPECT_EQ(ChildExitCode(absl::CancelledError("x")), 1);
 }
 
 // The entries of `env` named `name` ("NAME=value").
@@ -279,7 +272,7 @@ TEST_F(ChildTest, InvalidSpecExitsWith2AndNamesTheProblem) {
   std::string err;
   ChildExit exit = RunToEnd(testing::WorkerBinary(),
                             {"child", "--spec", spec, "--out", dir_.Join("out")}, &lines, &err);
-  EXPECT_EQ(exit.exit_code, kChildExitInvalid) << err;
+  EXPECT_EQ(exit.exit_code, kExitBadInput) << err;
   EXPECT_NE(err.find("heads"), std::string::npos) << err;
 }
 
@@ -290,7 +283,7 @@ TEST_F(ChildTest, MissingDatasetIsADeterministicError) {
   std::string err;
   ChildExit exit = RunToEnd(testing::WorkerBinary(),
                             {"child", "--spec", spec, "--out", dir_.Join("out")}, &lines, &err);
-  EXPECT_EQ(exit.exit_code, kChildExitInvalid) << err;
+  EXPECT_EQ(exit.exit_code, kExitBadInput) << err;
 }
 
 TEST_F(ChildTest, CudaDeviceTrainsOnTheGpuOrFailsSayingWhy) {
@@ -306,7 +299,7 @@ TEST_F(ChildTest, CudaDeviceTrainsOnTheGpuOrFailsSayingWhy) {
   if (!gpus.ok()) {
     // No GPU here (or no CUDA in the build): the worker's device is at
     // fault, not the run, so the failure is retried (exit 1) and says why.
-    EXPECT_EQ(exit.exit_code, kChildExitError) << err;
+    EXPECT_EQ(exit.exit_code, kExitError) << err;
     EXPECT_EQ(err.rfind("cuda:0", 0), 0u) << err;
     if (!WorkerBuiltWithCuda()) EXPECT_NE(err.find("built without CUDA"), std::string::npos);
     return;
