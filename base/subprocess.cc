@@ -197,14 +197,28 @@ void Subprocess::Kill(int signal) {
 }
 
 ProcessExit Subprocess::Wait() {
-  if (reaped_) return exit_;
-  int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  while (!Reap(/*block=*/true)) {
   }
+  return exit_;
+}
+
+std::optional<ProcessExit> Subprocess::Poll() {
+  if (!Reap(/*block=*/false)) return std::nullopt;
+  return exit_;
+}
+
+bool Subprocess::Reap(bool block) {
+  if (reaped_) return true;
+  int status = 0;
+  pid_t got = 0;
+  do {
+    got = waitpid(pid_, &status, block ? 0 : WNOHANG);
+  } while (got < 0 && errno == EINTR);
+  if (got != pid_) return false;
   reaped_ = true;
   if (WIFEXITED(status)) exit_.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) exit_.signal = WTERMSIG(status);
-  return exit_;
+  return true;
 }
 
 absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv,

@@ -98,8 +98,15 @@ class Subprocess {
   // pipes stay open: what the program wrote before it ended can still be
   // read.
   ProcessExit Wait();
+  // How the program ended, reaping it, when it has; nullopt while it runs.
+  // Never blocks.
+  std::optional<ProcessExit> Poll();
 
  private:
+  // Reaps the program when it has ended (or, with `block`, once it does);
+  // true once reaped.
+  bool Reap(bool block);
+
   Subprocess(pid_t pid, int stdout_fd, int stderr_fd)
       : pid_(pid), stdout_fd_(stdout_fd), stderr_fd_(stderr_fd) {}
 

@@ -3,8 +3,6 @@
 // workers (smallem-worker processes, which spawn their own training
 // children), progress while it runs, the report at the end.
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/service_commands.h"
@@ -83,8 +83,8 @@ class LocalWorkers {
   LocalWorkers(const LocalWorkers&) = delete;
   LocalWorkers& operator=(const LocalWorkers&) = delete;
 
-  // Starts `binary` with `args` (argv[1..]). Internal, naming the binary,
-  // when it cannot be started.
+  // Starts `binary` with `args` (argv[1..]). Subprocess::Start's errors,
+  // naming the binary, when it cannot be started.
   absl::Status Start(const std::string& binary, const std::vector<std::string>& args);
 
   // Stops every worker still running: the runs they hold are given back at
@@ -99,69 +99,49 @@ class LocalWorkers {
  private:
   static constexpr std::chrono::seconds kStopGrace{30};
 
-  std::vector<pid_t> running_;  // started, not yet reaped
+  std::vector<std::unique_ptr<Subprocess>> running_;  // started, not yet reaped
 };
 
-// How a wait status ended a process.
-std::string DescribeExit(int status) {
-  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
-  return absl::StrCat("exit code ", WEXITSTATUS(status));
+// How a process ended, for people.
+std::string DescribeExit(const ProcessExit& exit) {
+  if (exit.signal != 0) return absl::StrCat("killed by signal ", exit.signal);
+  return absl::StrCat("exit code ", exit.exit_code);
 }
 
 absl::Status LocalWorkers::Start(const std::string& binary,
                                  const std::vector<std::string>& args) {
-  std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
-  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
+  SubprocessOptions options;
+  options.argv = {binary};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.own_process_group = true;
   // This environment, less what points at a remote coordinator: the embedded
   // one is plaintext and open (docs/security.md).
   const std::string token_entry = absl::StrCat(kWorkerTokenEnv, "=");
   const std::string tls_ca_entry = absl::StrCat(kTlsCaEnv, "=");
-  std::vector<char*> envp;
+  options.env.emplace();
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     const std::string_view e(*entry);
     if (e.starts_with(token_entry) || e.starts_with(tls_ca_entry)) continue;
-    envp.push_back(*entry);
+    options.env->emplace_back(e);
   }
-  envp.push_back(nullptr);
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigset_t defaults;  // the signals the worker acts on
-  sigemptyset(&defaults);
-  for (int signal : {SIGINT, SIGTERM, SIGPIPE}) sigaddset(&defaults, signal);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  pid_t pid = 0;
-  const int error = posix_spawn(&pid, binary.c_str(), nullptr, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  if (error != 0) {
-    return absl::InternalError(absl::StrCat("cannot start ", binary, ": ", std::strerror(error)));
-  }
-  running_.push_back(pid);
+  ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> worker, Subprocess::Start(options));
+  running_.push_back(std::move(worker));
   return absl::OkStatus();
 }
 
 void LocalWorkers::Stop() {
-  for (pid_t pid : running_) {
-    kill(pid, SIGTERM);
-    kill(pid, SIGINT);
+  for (const auto& worker : running_) {
+    worker->Kill(SIGTERM);
+    worker->Kill(SIGINT);
   }
   const auto give_up = std::chrono::steady_clock::now() + kStopGrace;
-  for (pid_t pid : running_) {
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
+  for (const auto& worker : running_) {
+    while (!worker->Poll()) {
       if (std::chrono::steady_clock::now() > give_up) {
-        std::fprintf(stderr, "smallem-worker %d did not stop within %llds; killing it\n", pid,
-                     static_cast<long long>(kStopGrace.count()));
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
+        std::fprintf(stderr, "smallem-worker %d did not stop within %llds; killing it\n",
+                     worker->pid(), static_cast<long long>(kStopGrace.count()));
+        worker->Kill(SIGKILL);
+        worker->Wait();
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -172,9 +152,8 @@ void LocalWorkers::Stop() {
 
 bool LocalWorkers::AllExited(std::string* how) {
   for (auto it = running_.begin(); it != running_.end();) {
-    int status = 0;
-    if (waitpid(*it, &status, WNOHANG) == *it) {
-      *how = DescribeExit(status);
+    if (std::optional<ProcessExit> exit = (*it)->Poll()) {
+      *how = DescribeExit(*exit);
       it = running_.erase(it);
     } else {
       ++it;

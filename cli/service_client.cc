@@ -1,10 +1,10 @@
 #include "cli/service_client.h"
 
 #include <cstdlib>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset_format.h"
 #include "grpcpp/grpcpp.h"
@@ -15,12 +15,6 @@
 
 namespace smallem {
 namespace {
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The client token from `token_file` (else the environment) and the TLS
 // root from `tls_ca_file` (else the environment). When either cannot be
@@ -102,7 +96,7 @@ absl::StatusOr<Response> ServiceClient::Call(Method method, const Request& reque
 }
 
 absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string meta_text, ReadWholeFile(dir + "/meta.json"));
+  ASSIGN_OR_RETURN(std::string meta_text, ReadFile(dir + "/meta.json"));
   nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, false);
   const std::string hash = meta.is_object() ? meta.value("content_hash", "") : "";
   if (hash.empty()) {
@@ -122,7 +116,7 @@ absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir)
   v1::UploadDatasetResponse response;
   auto writer = stub_->UploadDataset(context.get(), &response);
   for (const char* name : kDatasetFiles) {
-    ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(absl::StrCat(dir, "/", name)));
+    ASSIGN_OR_RETURN(std::string bytes, ReadFile(absl::StrCat(dir, "/", name)));
     for (size_t offset = 0; offset == 0 || offset < bytes.size(); offset += kDatasetChunkBytes) {
       v1::DatasetChunk chunk;
       chunk.set_content_hash(hash);
@@ -142,7 +136,7 @@ absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir)
 
 absl::StatusOr<v1::SubmitResponse> ServiceClient::SubmitGridFile(const std::string& path,
                                                                  int retry_budget) {
-  ASSIGN_OR_RETURN(std::string yaml, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string yaml, ReadFile(path));
   // Parsed here first: a malformed grid is reported before any upload, and
   // the dataset directory is the grid's.
   ASSIGN_OR_RETURN(Grid grid, ParseGrid(yaml, path));

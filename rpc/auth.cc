@@ -2,13 +2,13 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <span>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "grpc/grpc.h"
@@ -22,13 +22,13 @@
 namespace smallem {
 namespace {
 
+// ReadFile's result, its message saying what the file was for.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read ", what, " ", path, ": ", std::strerror(errno)));
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(what, ": ", text.status().message()));
   }
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return text;
 }
 
 // gRPC refuses header values outside printable ASCII; a space inside a

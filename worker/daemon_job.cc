@@ -1,11 +1,11 @@
 // WorkerDaemon::RunJob: one leased run, from dataset to reported outcome, in
 // steps: the dataset, the job's directory and spec, the child, its
 // supervision (progress relayed in heartbeats), the outcome reported.
-#include <fstream>
 #include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "worker/child.h"
@@ -30,12 +30,6 @@ void AddPoint(const TrainProgress& p, google::protobuf::RepeatedPtrField<v1::Pro
   point->set_tokens_per_s(p.tokens_per_s);
   point->set_elapsed_s(p.elapsed_s);
   point->set_eta_s(p.eta_s);
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // The result as the coordinator records it: "device" names the worker's
@@ -158,12 +152,9 @@ bool WorkerDaemon::WriteJobSpec(const std::string& spec_json, const std::string&
   }
   job->dir = *created;
   job->spec_path = job->dir + "/spec.json";
-  std::ofstream out(job->spec_path, std::ios::trunc);
-  out << spec.dump(2) << "\n";
-  out.close();
-  if (!out) {
-    ReportFailure(*job, v1::FAILURE_CLASS_ENGINE_ERROR,
-                  absl::StrCat("cannot write ", job->spec_path));
+  if (absl::Status written = WriteFileDurably(job->spec_path, spec.dump(2) + "\n");
+      !written.ok()) {
+    ReportFailure(*job, v1::FAILURE_CLASS_ENGINE_ERROR, std::string(written.message()));
     KeepJobDir(*job);
     return false;
   }
