@@ -81,45 +81,39 @@ TEST_F(CoordinatorTest, ASubmissionLargerThanOneWriteBatchQueuesEveryCellOnce) {
   EXPECT_EQ(again.runs_unchanged(), 1200);
 }
 
-TEST_F(CoordinatorTest, AFailMessageCutInsideACharacterStaysReadable) {
-  v1::SubmitResponse submitted;
-  UploadAndSubmit(1, 1, &submitted);
-  v1::LeaseResponse lease = Lease();
-  v1::FailRequest fail;
-  fail.set_worker_id("w1");
-  fail.set_run_id(lease.run_id());
-  fail.set_attempt(lease.attempt());
-  fail.set_failure_class(v1::FAILURE_CLASS_ENGINE_ERROR);
-  // 4,095 bytes then a two-byte character, then a forged log line.
-  fail.set_message(std::string(4095, 'x') + "é\n\x1b[2K[info] all runs succeeded");
-  v1::FailResponse failed;
-  ASSERT_TRUE(worker_->Fail(Context().get(), fail, &failed).ok());
+class FailMessageTest : public CoordinatorTest {
+ protected:
+  // Fails this experiment's one run with `message`; the run as GetRun sends it.
+  v1::Run FailWith(const std::string& message) {
+    v1::SubmitResponse submitted;
+    UploadAndSubmit(1, 1, &submitted);
+    v1::LeaseResponse lease = Lease();
+    v1::FailRequest fail;
+    fail.set_worker_id("w1");
+    fail.set_run_id(lease.run_id());
+    fail.set_attempt(lease.attempt());
+    fail.set_failure_class(v1::FAILURE_CLASS_ENGINE_ERROR);
+    fail.set_message(message);
+    v1::FailResponse failed;
+    EXPECT_TRUE(worker_->Fail(Context().get(), fail, &failed).ok());
+    v1::GetRunRequest get;
+    get.set_run_id(lease.run_id());
+    v1::GetRunResponse run;
+    grpc::Status status = client_->GetRun(Context().get(), get, &run);
+    EXPECT_TRUE(status.ok()) << status.error_message();  // a dangling byte fails the parse
+    return run.run();
+  }
+};
 
-  v1::GetRunRequest get;
-  get.set_run_id(lease.run_id());
-  v1::GetRunResponse run;
-  grpc::Status status = client_->GetRun(Context().get(), get, &run);
-  ASSERT_TRUE(status.ok()) << status.error_message();  // a dangling byte fails the parse
-  EXPECT_EQ(run.run().last_error(), std::string(4095, 'x'));
+TEST_F(FailMessageTest, AMessageCutInsideACharacterStaysReadable) {
+  // 4,095 bytes then a two-byte character, then a forged log line.
+  const v1::Run run = FailWith(std::string(4095, 'x') + "é\n\x1b[2K[info] all runs succeeded");
+  EXPECT_EQ(run.last_error(), std::string(4095, 'x'));
 }
 
-TEST_F(CoordinatorTest, ControlSequencesInAFailMessageAreNotStored) {
-  v1::SubmitResponse submitted;
-  UploadAndSubmit(1, 1, &submitted);
-  v1::LeaseResponse lease = Lease();
-  v1::FailRequest fail;
-  fail.set_worker_id("w1");
-  fail.set_run_id(lease.run_id());
-  fail.set_attempt(lease.attempt());
-  fail.set_failure_class(v1::FAILURE_CLASS_ENGINE_ERROR);
-  fail.set_message("out of memory\n\x1b[2Kforged");
-  v1::FailResponse failed;
-  ASSERT_TRUE(worker_->Fail(Context().get(), fail, &failed).ok());
-  v1::GetRunRequest get;
-  get.set_run_id(lease.run_id());
-  v1::GetRunResponse run;
-  ASSERT_TRUE(client_->GetRun(Context().get(), get, &run).ok());
-  EXPECT_EQ(run.run().last_error(), "out of memory\n\xEF\xBF\xBD[2Kforged");
+TEST_F(FailMessageTest, ControlSequencesAreNotStored) {
+  const v1::Run run = FailWith("out of memory\n\x1b[2Kforged");
+  EXPECT_EQ(run.last_error(), "out of memory\n\xEF\xBF\xBD[2Kforged");
 }
 
 TEST_F(CoordinatorTest, AHugeWorkerIdIsRefusedWithoutBeingEchoed) {
