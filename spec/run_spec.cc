@@ -159,7 +159,10 @@ absl::Status RunSpec::Validate() const {
   if (!(lr > 0)) return bad("\"lr\": must be positive (got ", lr, ")");
   if (warmup < 0 || warmup >= 1) return bad("\"warmup\": a fraction of the budget in [0, 1)");
   if (min_lr_ratio < 0 || min_lr_ratio > 1) return bad("\"min_lr_ratio\": must be in [0, 1]");
-  if (eval_batches <= 0) return bad("\"eval_batches\": must be positive");
+  if (eval_batches <= 0) return bad("\"eval_batches\": must be positive (got ", eval_batches, ")");
+  if (eval_batch_size <= 0) {
+    return bad("\"eval_batch_size\": must be positive (got ", eval_batch_size, ")");
+  }
   if (!(muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", muon_lr, ")");
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());

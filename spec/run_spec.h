@@ -42,8 +42,12 @@ struct RunSpec {
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95;
   double grad_clip = 1.0;      // max global gradient norm, 0 = off
-  int64_t eval_batches = 200;  // fixed validation batches (DESIGN.md § Formats)
-  int64_t eval_batch_size = 0; // rows per validation batch, 0 = batch
+  // The validation text is K = eval_batches batches of 16 spans of 64 target
+  // tokens, whatever the batch and context (docs/validation.md).
+  int64_t eval_batches = 200;
+  // Windows per evaluation forward pass: memory and speed only; the scored
+  // targets do not depend on it, the loss only up to float rounding.
+  int64_t eval_batch_size = 16;
   int64_t seed = 1;
 
   ModelConfig ModelFor(int64_t vocab) const;

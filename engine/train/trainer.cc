@@ -20,6 +20,7 @@
 #include "engine/train/evaluate.h"
 #include "engine/train/schedule.h"
 #include "engine/train/step_runner.h"
+#include "engine/train/validation_text.h"
 
 namespace smallem {
 namespace {
@@ -70,14 +71,16 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
         spec.data, ": training split has ", data->train.size(),
         " tokens; the engine addresses at most 2^31 − 1 (split the corpus)"));
   }
-  const int64_t eval_rows = spec.eval_batch_size > 0 ? spec.eval_batch_size : B;
-  absl::StatusOr<ValidationPlan> plan =
-      PlanValidation(static_cast<int64_t>(data->val.size()), eval_rows, T, spec.eval_batches);
-  if (!plan.ok()) return plan.status();
-  if (plan->batches < spec.eval_batches && options.on_warning) {
-    options.on_warning(absl::StrCat("validation split holds only ", plan->batches, " of the ",
-                                    spec.eval_batches, " requested batches; using ",
-                                    plan->batches));
+  absl::StatusOr<ValidationText> text =
+      PlanValidationText(static_cast<int64_t>(data->val.size()), spec.eval_batches);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.data, ": ", text.status().message()));
+  }
+  if (text->spans < spec.eval_batches * kValidationSpansPerBatch && options.on_warning) {
+    options.on_warning(absl::StrCat("validation split holds only ", text->spans, " of the ",
+                                    spec.eval_batches * kValidationSpansPerBatch,
+                                    " requested spans (", spec.eval_batches,
+                                    " batches); using ", text->spans));
   }
   if (!options.out_dir.empty()) {
     std::error_code ec;
@@ -165,7 +168,9 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       budget_steps ? static_cast<double>(step) / budget_steps : train_s / budget_s;
   const double final_lr = schedule.At(end_fraction) * spec.lr;
 
-  const EvalResult eval = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *plan);
+  const EvalResult eval = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *text,
+                                   spec.eval_batch_size);
+  const std::string dataset_hash = data->meta.value("content_hash", "");
   const int64_t params = (*model)->ParameterCount();
   const int64_t tokens = step * B * T;
   const double tokens_per_s = train_s > 0 ? tokens / train_s : 0;
@@ -177,6 +182,10 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       {"val_nats_per_token", eval.nats_per_token},
       {"val_bits_per_byte", eval.bits_per_byte},
       {"eval_batches", eval.batches},
+      {"eval_spans", eval.spans},
+      {"eval_tokens", eval.tokens},
+      // The scored targets: equal fingerprints, equal validation text.
+      {"eval_fingerprint", ValidationFingerprint(*text, dataset_hash)},
       {"steps", step},
       {"tokens", tokens},
       {"epochs", batches.epochs()},
@@ -195,7 +204,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
       {"device_class", backend.DeviceClass()},
       {"config", spec_json},
       {"model", config.ToJson()},
-      {"dataset", data->meta.value("content_hash", "")},
+      {"dataset", dataset_hash},
       {"seed", spec.seed}};
   if (!options.out_dir.empty()) {
     const std::filesystem::path dir(options.out_dir);
