@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   SpecOption<double>(tr, &apply, spec, "--lr", "lr",
                      "Peak learning rate (default 0.003; AdamW's, also under Muon)");
   SpecOption<double>(tr, &apply, spec, "--muon-lr", "muon_lr",
-                     "Muon's peak rate for the hidden matrices (default 0.02)");
+                     "Muon's peak rate for the hidden matrices (default: --lr; docs/muon.md)");
   SpecOption<double>(tr, &apply, spec, "--warmup", "warmup", "Warmup fraction of the budget (0.05)");
   SpecOption<double>(tr, &apply, spec, "--weight-decay", "weight_decay", "Decoupled weight decay (0.1)");
   SpecOption<double>(tr, &apply, spec, "--grad-clip", "grad_clip", "Max gradient norm, 0 = off (1.0)");

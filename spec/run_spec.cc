@@ -72,7 +72,6 @@ json RunSpec::ToJson() const {
             {"batch", batch},
             {"optimizer", optimizer},
             {"lr", lr},
-            {"muon_lr", muon_lr},
             {"min_lr_ratio", min_lr_ratio},
             {"warmup", warmup},
             {"weight_decay", weight_decay},
@@ -84,6 +83,7 @@ json RunSpec::ToJson() const {
             {"seed", seed}};
   if (budget.steps) j["steps"] = *budget.steps;
   if (budget.minutes) j["minutes"] = *budget.minutes;
+  if (muon_lr) j["muon_lr"] = *muon_lr;
   return j;
 }
 
@@ -134,7 +134,11 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     }
     else if (k == "optimizer") st = ReadString(v, k, &s.optimizer);
     else if (k == "lr") st = ReadDouble(v, k, &s.lr);
-    else if (k == "muon_lr") st = ReadDouble(v, k, &s.muon_lr);
+    else if (k == "muon_lr") {
+      double rate = 0;
+      st = ReadDouble(v, k, &rate);
+      s.muon_lr = rate;
+    }
     else if (k == "min_lr_ratio") st = ReadDouble(v, k, &s.min_lr_ratio);
     else if (k == "warmup") st = ReadDouble(v, k, &s.warmup);
     else if (k == "weight_decay") st = ReadDouble(v, k, &s.weight_decay);
@@ -163,7 +167,7 @@ absl::Status RunSpec::Validate() const {
   if (eval_batch_size <= 0) {
     return bad("\"eval_batch_size\": must be positive (got ", eval_batch_size, ")");
   }
-  if (!(muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", muon_lr, ")");
+  if (muon_lr && !(*muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", *muon_lr, ")");
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());
   }
