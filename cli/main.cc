@@ -120,11 +120,14 @@ int main(int argc, char** argv) {
   SpecOption<double>(tr, &apply, spec, "--lr", "lr",
                      "Peak learning rate (default 0.003; AdamW's, also under Muon)");
   SpecOption<double>(tr, &apply, spec, "--muon-lr", "muon_lr",
-                     "Muon's peak rate for the hidden matrices (default 0.02)");
+                     "Muon's peak rate for the hidden matrices (default: --lr; docs/muon.md)");
   SpecOption<double>(tr, &apply, spec, "--warmup", "warmup", "Warmup fraction of the budget (0.05)");
   SpecOption<double>(tr, &apply, spec, "--weight-decay", "weight_decay", "Decoupled weight decay (0.1)");
   SpecOption<double>(tr, &apply, spec, "--grad-clip", "grad_clip", "Max gradient norm, 0 = off (1.0)");
-  SpecOption<int64_t>(tr, &apply, spec, "--eval-batches", "eval_batches", "Validation batches (200)");
+  SpecOption<int64_t>(tr, &apply, spec, "--eval-batches", "eval_batches",
+                      "Validation batches of 16 spans of 64 target tokens (200; docs/validation.md)");
+  SpecOption<int64_t>(tr, &apply, spec, "--eval-batch-size", "eval_batch_size",
+                      "Validation windows per forward pass (16): memory, not the scored text");
   SpecOption<int64_t>(tr, &apply, spec, "--seed", "seed", "Seed: initial weights and batch order (1)");
   tr->add_option("--spec", train.spec_file, "Run spec JSON file; flags override it");
   tr->add_option("--out", train.out, "Output directory (weights, result.json)")->capture_default_str();
@@ -141,12 +144,17 @@ int main(int argc, char** argv) {
   });
 
   smallem::EvalArgs eval;
-  CLI::App* ev = app.add_subcommand("eval", "Recompute the validation loss of a weights file.\n"
-                                            "Example: smallemctl eval --weights runs/latest/weights.safetensors --data data/default");
+  CLI::App* ev = app.add_subcommand(
+      "eval",
+      "Recompute the validation loss of a weights file, with the evaluation\n"
+      "settings of the run that wrote it (its result.json).\n"
+      "Example: smallemctl eval --weights runs/latest/weights.safetensors --data data/default");
   ev->add_option("--weights", eval.weights, "safetensors weights file")->required();
   ev->add_option("--data", eval.data, "Prepared dataset directory")->required();
-  ev->add_option("--batch", eval.batch, "Rows per validation batch")->capture_default_str();
-  ev->add_option("--eval-batches", eval.eval_batches, "Validation batches")->capture_default_str();
+  ev->add_option("--eval-batches", eval.eval_batches,
+                 "Validation batches (default: the run's, from result.json beside the weights)");
+  ev->add_option("--eval-batch-size", eval.eval_batch_size,
+                 "Validation windows per forward pass (default: the run's)");
   ev->add_option("--threads", eval.threads, "CPU threads, 0 = all cores")
       ->check(CLI::Range(0, 1024));
   ev->callback([&] { exit_code = smallem::RunEval(eval); });

@@ -1,5 +1,6 @@
 #include "cli/train_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,9 +18,9 @@
 #include "engine/model/generator.h"
 #include "engine/model/weights.h"
 #include "engine/profiler.h"
-#include "engine/train/batches.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/trainer.h"
+#include "engine/train/validation_text.h"
 #ifdef SMALLEM_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #endif
@@ -125,9 +126,11 @@ int RunTrain(const TrainArgs& args) {
     return 0;
   }
   const nlohmann::json& r = *result;
-  std::printf("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d batches)\n",
-              r["val_nats_per_byte"].get<double>(), r["val_nats_per_token"].get<double>(),
-              r["val_bits_per_byte"].get<double>(), r["eval_batches"].get<int64_t>());
+  absl::PrintF("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d spans × %d "
+               "target tokens)\n",
+               r["val_nats_per_byte"].get<double>(), r["val_nats_per_token"].get<double>(),
+               r["val_bits_per_byte"].get<double>(), r["eval_spans"].get<int64_t>(),
+               kValidationSpanTokens);
   std::printf("trained %d steps, %d tokens in %.1f s (%.0f tokens/s), %d parameters\n",
               r["steps"].get<int64_t>(), r["tokens"].get<int64_t>(),
               r["train_seconds"].get<double>(), r["tokens_per_s"].get<double>(),
@@ -141,6 +144,40 @@ int RunTrain(const TrainArgs& args) {
 }
 
 int RunEval(const EvalArgs& args) {
+  // The settings of the run that wrote the weights, where its result is
+  // beside them; flags override them.
+  RunSpec defaults;
+  int64_t eval_batches = defaults.eval_batches, eval_batch_size = defaults.eval_batch_size;
+  const std::string result_path =
+      (std::filesystem::path(args.weights).parent_path() / "result.json").string();
+  nlohmann::json recorded;
+  std::string source = "defaults";
+  if (std::filesystem::exists(result_path)) {
+    absl::StatusOr<nlohmann::json> file = ReadJsonFile(result_path);
+    if (!file.ok()) return Fail(file.status());
+    recorded = *file;
+    const nlohmann::json config = recorded.value("config", nlohmann::json::object());
+    if (!config.is_object() ||
+        !config.value("eval_batches", nlohmann::json()).is_number_integer()) {
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "%s has no config.eval_batches: pass --eval-batches and --eval-batch-size",
+          result_path)));
+    }
+    eval_batches = config["eval_batches"].get<int64_t>();
+    // Results from before docs/validation.md stored 0 ("the training
+    // batch"); the pass size does not change the scored text.
+    eval_batch_size = std::max<int64_t>(config.value("eval_batch_size", int64_t{0}), 0);
+    if (eval_batch_size == 0) eval_batch_size = defaults.eval_batch_size;
+    source = result_path;
+  }
+  if (args.eval_batches) eval_batches = *args.eval_batches;
+  if (args.eval_batch_size) eval_batch_size = *args.eval_batch_size;
+  if (eval_batches <= 0 || eval_batch_size <= 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--eval-batches %d --eval-batch-size %d: both must be positive (settings from %s)",
+        eval_batches, eval_batch_size, source)));
+  }
+
   CpuBackend backend(args.threads);
   absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
   if (!model.ok()) return Fail(model.status());
@@ -151,14 +188,33 @@ int RunEval(const EvalArgs& args) {
         "%s has vocab %d but the weights were trained with vocab %d", args.data, data->vocab(),
         (*model)->config().vocab)));
   }
-  const int64_t T = (*model)->config().context;
-  absl::StatusOr<ValidationPlan> plan =
-      PlanValidation(static_cast<int64_t>(data->val.size()), args.batch, T, args.eval_batches);
-  if (!plan.ok()) return Fail(plan.status());
+  absl::StatusOr<ValidationText> text =
+      PlanValidationText(static_cast<int64_t>(data->val.size()), eval_batches);
+  if (!text.ok()) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s", args.data, text.status().message())));
+  }
   Arena arena(backend);
-  const EvalResult r = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *plan);
-  std::printf("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d batches of %d x %d)\n",
-              r.nats_per_byte, r.nats_per_token, r.bits_per_byte, r.batches, args.batch, T);
+  const EvalResult r = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *text,
+                                eval_batch_size);
+  const std::string fingerprint =
+      ValidationFingerprint(*text, data->meta.value("content_hash", ""));
+  absl::PrintF("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d spans × %d "
+               "target tokens)\n",
+               r.nats_per_byte, r.nats_per_token, r.bits_per_byte, r.spans, kValidationSpanTokens);
+  absl::PrintF("eval_fingerprint %s (settings from %s: eval_batches %d, eval_batch_size %d)\n",
+               fingerprint, source, eval_batches, eval_batch_size);
+  if (recorded.contains("val_nats_per_byte") && recorded["val_nats_per_byte"].is_number()) {
+    if (recorded.value("eval_fingerprint", "") == fingerprint) {
+      std::printf("the run recorded %.4f nats/byte on the same validation text (%s)\n",
+                  recorded["val_nats_per_byte"].get<double>(),
+                  recorded.value("device", "its device").c_str());
+    } else {
+      std::printf("the run recorded %.4f nats/byte on other validation text (another dataset, "
+                  "eval_batches or validation format)\n",
+                  recorded["val_nats_per_byte"].get<double>());
+    }
+  }
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #define SMALLEM_CLI_TRAIN_COMMAND_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -26,11 +27,15 @@ struct TrainArgs {
 };
 int RunTrain(const TrainArgs& args);
 
+// Evaluation settings not given here come from the result.json next to the
+// weights (the run that wrote them), else from RunSpec's defaults, so that
+// `eval --weights W --data D` scores what `train` scored and reproduces its
+// loss.
 struct EvalArgs {
   std::string weights;
   std::string data;
-  int64_t batch = 16;
-  int64_t eval_batches = 200;
+  std::optional<int64_t> eval_batches;     // validation batches K
+  std::optional<int64_t> eval_batch_size;  // windows per forward pass
   int threads = 0;
 };
 int RunEval(const EvalArgs& args);

@@ -71,7 +71,6 @@ json RunSpec::ToJson() const {
             {"batch", batch},
             {"optimizer", optimizer},
             {"lr", lr},
-            {"muon_lr", muon_lr},
             {"min_lr_ratio", min_lr_ratio},
             {"warmup", warmup},
             {"weight_decay", weight_decay},
@@ -83,6 +82,7 @@ json RunSpec::ToJson() const {
             {"seed", seed}};
   if (budget.steps) j["steps"] = *budget.steps;
   if (budget.minutes) j["minutes"] = *budget.minutes;
+  if (muon_lr) j["muon_lr"] = *muon_lr;
   return j;
 }
 
@@ -131,7 +131,11 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     }
     else if (k == "optimizer") st = ReadString(v, k, &s.optimizer);
     else if (k == "lr") st = ReadDouble(v, k, &s.lr);
-    else if (k == "muon_lr") st = ReadDouble(v, k, &s.muon_lr);
+    else if (k == "muon_lr") {
+      double rate = 0;
+      st = ReadDouble(v, k, &rate);
+      s.muon_lr = rate;
+    }
     else if (k == "min_lr_ratio") st = ReadDouble(v, k, &s.min_lr_ratio);
     else if (k == "warmup") st = ReadDouble(v, k, &s.warmup);
     else if (k == "weight_decay") st = ReadDouble(v, k, &s.weight_decay);
@@ -156,8 +160,11 @@ absl::Status RunSpec::Validate() const {
   if (!(lr > 0)) return bad("\"lr\": must be positive (got ", lr, ")");
   if (warmup < 0 || warmup >= 1) return bad("\"warmup\": a fraction of the budget in [0, 1)");
   if (min_lr_ratio < 0 || min_lr_ratio > 1) return bad("\"min_lr_ratio\": must be in [0, 1]");
-  if (eval_batches <= 0) return bad("\"eval_batches\": must be positive");
-  if (!(muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", muon_lr, ")");
+  if (eval_batches <= 0) return bad("\"eval_batches\": must be positive (got ", eval_batches, ")");
+  if (eval_batch_size <= 0) {
+    return bad("\"eval_batch_size\": must be positive (got ", eval_batch_size, ")");
+  }
+  if (muon_lr && !(*muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", *muon_lr, ")");
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());
   }

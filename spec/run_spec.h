@@ -35,23 +35,33 @@ struct RunSpec {
   // "adamw" or "muon[:short][,period=K][,norm][,boost=G][,stack=off]"
   // (spec/optimizer_spec.h).
   std::string optimizer = "adamw";
-  double lr = 3e-3;            // AdamW's rate (with Muon: for the non-matrix parameters)
-  double muon_lr = 0.02;       // Muon's rate for the hidden matrices
+  double lr = 3e-3;            // peak rate: AdamW's, and by default Muon's
+  // Muon's peak rate for the hidden matrices; unset = lr. Muon scales its
+  // orthogonalized update by 0.18·√max(rows, cols) to RMS 0.18, about
+  // AdamW's, precisely so that it can reuse AdamW's rate (docs/muon.md).
+  std::optional<double> muon_lr;
   double min_lr_ratio = 0.1;   // the schedule decays to lr · min_lr_ratio
   double warmup = 0.05;        // fraction of the budget spent warming up
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95;
   double grad_clip = 1.0;      // max global gradient norm, 0 = off
-  int64_t eval_batches = 200;  // fixed validation batches (DESIGN.md § Formats)
-  int64_t eval_batch_size = 0; // rows per validation batch, 0 = batch
+  // The validation text is K = eval_batches batches of 16 spans of 64 target
+  // tokens, whatever the batch and context (docs/validation.md).
+  int64_t eval_batches = 200;
+  // Windows per evaluation forward pass: memory and speed only; the scored
+  // targets do not depend on it, the loss only up to float rounding.
+  int64_t eval_batch_size = 16;
   int64_t seed = 1;
 
   ModelConfig ModelFor(int64_t vocab) const;
+  // Muon's peak rate: muon_lr when set, else lr.
+  double MuonLr() const { return muon_lr.value_or(lr); }
   // Every constraint that does not need the dataset; errors name the key.
   absl::Status Validate() const;
 
   // Canonical JSON: every key, fixed order and formatting, so equal specs
-  // hash equally. Keys: see the file comment.
+  // hash equally. Keys: see the file comment; `steps`, `minutes` and
+  // `muon_lr` only when set.
   nlohmann::json ToJson() const;
   // Accepts "arch" (a preset) plus per-piece overrides; unknown keys and
   // wrong types are errors naming the key.

@@ -92,14 +92,26 @@ const NewtonSchulzSchedule& StandardNewtonSchulzSchedule() {
 const NewtonSchulzSchedule& ShortNewtonSchulzSchedule() {
   // DeriveMinimaxSchedule(0.02, 4), rounded to 10 significant digits
   // (tests/engine/newton_schulz_test.cc re-derives it). Each row is one
-  // iteration, with the interval it is optimal on:
-  static const NewtonSchulzSchedule schedule = {
-      {7.710969246, -22.11375479, 16.24874302},   // [0.02, 1]
-      {3.215275987, -2.411172010, 0.5013000136},  // [0.1540, 1.8460]
-      {2.218307752, -1.593989623, 0.4107478875},  // [0.4865, 1.5135]
-      {1.884209319, -1.260194949, 0.3760209487},  // [0.9069, 1.0931]
-  };
+  // iteration, with the interval it is optimal on (of σ/(1.01·‖X‖_F)):
+  static const NewtonSchulzSchedule schedule = WithNormMargin(
+      {
+          {7.710969246, -22.11375479, 16.24874302},   // [0.02, 1]
+          {3.215275987, -2.411172010, 0.5013000136},  // [0.1540, 1.8460]
+          {2.218307752, -1.593989623, 0.4107478875},  // [0.4865, 1.5135]
+          {1.884209319, -1.260194949, 0.3760209487},  // [0.9069, 1.0931]
+      },
+      kShortNormMargin);
   return schedule;
+}
+
+NewtonSchulzSchedule WithNormMargin(const NewtonSchulzSchedule& schedule, double margin) {
+  CHECK(margin > 0 && !schedule.empty()) << "norm margin " << margin << " on "
+                                         << schedule.size() << " steps";
+  NewtonSchulzSchedule out = schedule;
+  const double m2 = margin * margin;
+  out[0] = NewtonSchulzStep{schedule[0].a / margin, schedule[0].b / (margin * m2),
+                            schedule[0].c / (margin * m2 * m2)};
+  return out;
 }
 
 double ApplySchedule(const NewtonSchulzSchedule& schedule, double x) {

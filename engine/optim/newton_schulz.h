@@ -33,15 +33,28 @@ using NewtonSchulzSchedule = std::vector<NewtonSchulzStep>;
 const NewtonSchulzSchedule& StandardNewtonSchulzSchedule();
 
 // `muon:short`: the 4-iteration table DeriveMinimaxSchedule(0.02, 4) yields
-// (docs/muon.md): every singular value in [0.02, 1] of the normalized matrix
-// ends in [kShortBandLow, kShortBandHigh] = 1 ± 5.1e-4 (exact arithmetic; f32
-// rounding adds about 2e-7 on a 32 × 48 matrix).
+// (docs/muon.md), applied with a norm margin of kShortNormMargin: to
+// X/(1.01·‖X‖_F) rather than X/‖X‖_F (WithNormMargin folds the 1/1.01 into
+// the first step). The table is tuned so tightly to [0.02, 1] that a
+// singular value rounded just above the norm would blow up (1 + 1e-3 ends
+// at 2.77, 1 + 5e-3 at 1e7); with the margin every singular value with
+// σ/‖X‖_F in [kShortScheduleLower, 1]·kShortNormMargin = [0.0202, 1.01]
+// ends in [kShortBandLow, kShortBandHigh] = 1 ± 5.1e-4 (exact arithmetic;
+// f32 rounding adds about 2e-7 on a 32 × 48 matrix).
 const NewtonSchulzSchedule& ShortNewtonSchulzSchedule();
 inline constexpr double kShortScheduleLower = 0.02;
+inline constexpr double kShortNormMargin = 1.01;
 inline constexpr double kShortBandLow = 0.99949;
 inline constexpr double kShortBandHigh = 1.00051;
 
-// The scalar composite: what the schedule does to one singular value.
+// `schedule` applied to X/margin instead of X: the first step's
+// coefficients become (a/m, b/m³, c/m⁵), so that
+// ApplySchedule(WithNormMargin(s, m), x) = ApplySchedule(s, x/m) without an
+// extra pass over the matrix. REQUIRES: margin > 0, schedule not empty.
+NewtonSchulzSchedule WithNormMargin(const NewtonSchulzSchedule& schedule, double margin);
+
+// The scalar composite: what the schedule does to one singular value of the
+// Frobenius-normalized matrix (σ/‖X‖_F).
 double ApplySchedule(const NewtonSchulzSchedule& schedule, double x);
 
 // A Polar-Express-style greedy minimax schedule: starting from [lower, 1],

@@ -84,7 +84,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateUnprofiled(const RunSpec& spec,
       std::unique_ptr<MuonOptimizer> muon,
       MuonOptimizer::Create(
           model, MuonOptions{.spec = parsed, .weight_decay = static_cast<float>(spec.weight_decay)},
-          adamw, static_cast<float>(spec.muon_lr), static_cast<float>(spec.lr)));
+          adamw, static_cast<float>(spec.MuonLr()), static_cast<float>(spec.lr)));
   return std::unique_ptr<Optimizer>(std::move(muon));
 }
 

@@ -64,8 +64,9 @@ class Optimizer {
 };
 
 // The optimizer `spec.optimizer` names (spec/optimizer_spec.h), with
-// the spec's hyper-parameters: AdamW at spec.lr, or Muon at spec.muon_lr on
-// the hidden matrices with AdamW at spec.lr on the rest. When the model's
+// the spec's hyper-parameters: AdamW at spec.lr, or Muon at spec.MuonLr()
+// (muon_lr, by default lr) on the hidden matrices with AdamW at spec.lr on
+// the rest. When the model's
 // backend is a ProfilingBackend (engine/profiler.h) each update is marked on
 // it.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const RunSpec& spec, Model& model);

@@ -1,6 +1,5 @@
 #include "engine/train/batches.h"
 
-#include "absl/strings/str_cat.h"
 #include "base/check.h"
 
 namespace smallem {
@@ -44,24 +43,6 @@ void TrainBatches::Next(int32_t* inputs, int32_t* targets) {
 
 double TrainBatches::epochs() const {
   return static_cast<double>(consumed_) / static_cast<double>(order_.size());
-}
-
-absl::StatusOr<ValidationPlan> PlanValidation(int64_t val_tokens, int64_t rows, int64_t time,
-                                              int64_t requested_batches) {
-  const int64_t span = val_tokens - time - 1;
-  if (span < rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "validation split has ", val_tokens, " tokens: too few for one batch of ", rows,
-        " rows of ", time + 1, " tokens (prepare a larger corpus or lower --context/--batch)"));
-  }
-  ValidationPlan plan{.batches = requested_batches, .rows = rows, .time = time};
-  plan.stride = span / (requested_batches * rows);
-  if (plan.stride == 0) {
-    // Fewer batches, each row one token apart at least.
-    plan.batches = span / rows;
-    plan.stride = 1;
-  }
-  return plan;
 }
 
 }  // namespace smallem

@@ -7,9 +7,7 @@
 // takes only the starts (NextStarts) and gathers the tokens on the device
 // (Backend::GatherSequences); Next builds the same batch on the host.
 //
-// ValidationBatches: the fixed positions of DESIGN.md § Formats — row r of
-// batch k starts at (k·B + r)·stride, stride = ⌊(N − T − 1)/(K·B)⌋ — the
-// same whatever the seed; fewer batches when the split is too small.
+// The validation text is not cut from B and T: engine/train/validation_text.h.
 #ifndef SMALLEM_ENGINE_TRAIN_BATCHES_H_
 #define SMALLEM_ENGINE_TRAIN_BATCHES_H_
 
@@ -17,7 +15,6 @@
 #include <span>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "engine/random.h"
 
 namespace smallem {
@@ -51,19 +48,6 @@ class TrainBatches {
 inline uint64_t TrainBatchSeed(int64_t run_seed) {
   return static_cast<uint64_t>(run_seed) * 0x9e3779b9ULL + 1;
 }
-
-struct ValidationPlan {
-  int64_t batches = 0;  // K actually used (≤ requested)
-  int64_t stride = 0;
-  int64_t rows = 0;     // B
-  int64_t time = 0;     // T
-  // Start of row r of batch k.
-  int64_t Start(int64_t k, int64_t r) const { return (k * rows + r) * stride; }
-};
-
-// InvalidArgument when the split cannot hold even one batch of `rows`.
-absl::StatusOr<ValidationPlan> PlanValidation(int64_t val_tokens, int64_t rows, int64_t time,
-                                              int64_t requested_batches);
 
 }  // namespace smallem
 

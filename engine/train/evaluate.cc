@@ -2,23 +2,41 @@
 
 #include <cmath>
 
+#include "base/check.h"
 #include "engine/autograd/tape.h"
 
 namespace smallem {
 
 EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> val,
-                    const std::vector<int32_t>& token_bytes, const ValidationPlan& plan) {
+                    const std::vector<int32_t>& token_bytes, const ValidationText& text,
+                    int64_t rows_per_pass) {
+  CHECK_GT(rows_per_pass, 0) << "evaluation rows per pass must be positive";
+  CHECK_EQ(static_cast<int64_t>(val.size()), text.val_tokens)
+      << "validation text planned for another split";
   Backend& be = model.backend();
-  const int64_t rows = plan.rows, time = plan.time, n = rows * time;
-  std::vector<int32_t> inputs(n), targets(n);
-  std::vector<float> losses(n);
+  const std::vector<ValidationWindow> windows =
+      ValidationWindows(text, model.config().context);
+  std::vector<int32_t> inputs, targets;
+  std::vector<float> losses;
   double total_loss = 0;
-  EvalResult result{.batches = plan.batches};
+  EvalResult result{.batches = text.batches(), .spans = text.spans};
   Tape tape(be, arena);
   tape.set_grad_enabled(false);
-  for (int64_t k = 0; k < plan.batches; ++k) {
+  for (size_t first = 0; first < windows.size();) {
+    // A pass: consecutive windows of one length (all but the split's first
+    // few have the full context).
+    const int64_t time = windows[first].length;
+    size_t last = first + 1;
+    while (last < windows.size() && windows[last].length == time &&
+           static_cast<int64_t>(last - first) < rows_per_pass) {
+      ++last;
+    }
+    const int64_t rows = static_cast<int64_t>(last - first), n = rows * time;
+    inputs.resize(static_cast<size_t>(n));
+    targets.resize(static_cast<size_t>(n));
+    losses.resize(static_cast<size_t>(n));
     for (int64_t r = 0; r < rows; ++r) {
-      const uint16_t* seq = val.data() + plan.Start(k, r);
+      const uint16_t* seq = val.data() + windows[first + r].start;
       for (int64_t t = 0; t < time; ++t) {
         inputs[r * time + t] = seq[t];
         targets[r * time + t] = seq[t + 1];
@@ -32,13 +50,19 @@ EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> 
     be.CopyToDevice(tg.data, targets.data(), tg.bytes());
     Var loss = model.Losses(tape, in, tg, rows, time);
     be.CopyToHost(losses.data(), tape.value(loss).data, n * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) {
-      total_loss += losses[i];
-      result.bytes += token_bytes[targets[i]];
+    for (int64_t r = 0; r < rows; ++r) {
+      // Only the window's last `scored` targets are the span's; the others
+      // were context.
+      for (int64_t t = time - windows[first + r].scored; t < time; ++t) {
+        total_loss += losses[r * time + t];
+        result.bytes += token_bytes[targets[r * time + t]];
+        ++result.tokens;
+      }
     }
-    result.tokens += n;
+    first = last;
   }
   arena.Reset();
+  CHECK_EQ(result.tokens, text.targets()) << "windows do not cover the spans";
   result.nats_per_token = total_loss / static_cast<double>(result.tokens);
   result.nats_per_byte = total_loss / static_cast<double>(result.bytes);
   result.bits_per_byte = result.nats_per_byte / std::log(2.0);

@@ -1,6 +1,7 @@
-// Evaluate: the validation loss of a model on the fixed validation batches,
-// in nats per byte (Σ target-token losses / Σ UTF-8 bytes of the target
-// tokens), nats per token and bits per byte.
+// Evaluate: the validation loss of a model on the fixed validation text
+// (engine/train/validation_text.h, docs/validation.md), in nats per byte
+// (Σ target-token losses / Σ UTF-8 bytes of the target tokens), nats per
+// token and bits per byte.
 #ifndef SMALLEM_ENGINE_TRAIN_EVALUATE_H_
 #define SMALLEM_ENGINE_TRAIN_EVALUATE_H_
 
@@ -8,10 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "engine/arena.h"
 #include "engine/model/model.h"
-#include "engine/train/batches.h"
+#include "engine/train/validation_text.h"
 
 namespace smallem {
 
@@ -19,15 +19,21 @@ struct EvalResult {
   double nats_per_byte = 0;
   double nats_per_token = 0;
   double bits_per_byte = 0;
-  int64_t batches = 0;
-  int64_t tokens = 0;  // targets scored
-  int64_t bytes = 0;   // their bytes
+  int64_t batches = 0;  // validation batches: ⌈spans / 16⌉
+  int64_t spans = 0;    // spans scored
+  int64_t tokens = 0;   // targets scored: spans · 64
+  int64_t bytes = 0;    // their bytes
 };
 
-// token_bytes[id] is the byte length of token id (0 for specials).
-// `arena` is reset before each batch.
+// Scores every target of `text` with `model`, reading the windows
+// ValidationWindows(text, model's context) in forward passes of up to
+// `rows_per_pass` (> 0) windows of one length. The targets, and so the loss
+// up to float rounding, do not depend on rows_per_pass; the losses are summed
+// in double, in span order. token_bytes[id] is the byte length of token id
+// (0 for specials). `arena` is reset before each pass and left reset.
 EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> val,
-                    const std::vector<int32_t>& token_bytes, const ValidationPlan& plan);
+                    const std::vector<int32_t>& token_bytes, const ValidationText& text,
+                    int64_t rows_per_pass);
 
 }  // namespace smallem
 

@@ -21,6 +21,7 @@
 #include "engine/train/evaluate.h"
 #include "engine/train/schedule.h"
 #include "engine/train/step_runner.h"
+#include "engine/train/validation_text.h"
 
 namespace smallem {
 namespace {
@@ -57,12 +58,12 @@ struct TrainingBudget {
 struct TrainInputs {
   Dataset data;
   ModelConfig config;
-  ValidationPlan plan;
+  ValidationText text;  // the targets scored, whatever the batch and context
 };
 
 // Setup: checks the spec, opens the dataset (any failure is InvalidArgument:
 // the run cannot succeed), derives the model's config and plans the
-// validation batches; creates options.out_dir.
+// validation text; creates options.out_dir.
 absl::StatusOr<TrainInputs> OpenInputs(const RunSpec& spec, const TrainOptions& options) {
   RETURN_IF_ERROR(spec.Validate());
   absl::StatusOr<Dataset> data = Dataset::Open(spec.data);
@@ -80,21 +81,23 @@ absl::StatusOr<TrainInputs> OpenInputs(const RunSpec& spec, const TrainOptions& 
         spec.data, ": training split has ", data->train.size(),
         " tokens; the engine addresses at most 2^31 − 1 (split the corpus)"));
   }
-  const int64_t eval_rows = spec.eval_batch_size > 0 ? spec.eval_batch_size : spec.batch;
-  ASSIGN_OR_RETURN(
-      const ValidationPlan plan,
-      PlanValidation(static_cast<int64_t>(data->val.size()), eval_rows, T, spec.eval_batches));
-  if (plan.batches < spec.eval_batches && options.on_warning) {
-    options.on_warning(absl::StrCat("validation split holds only ", plan.batches, " of the ",
-                                    spec.eval_batches, " requested batches; using ",
-                                    plan.batches));
+  absl::StatusOr<ValidationText> text =
+      PlanValidationText(static_cast<int64_t>(data->val.size()), spec.eval_batches);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.data, ": ", text.status().message()));
+  }
+  if (text->spans < spec.eval_batches * kValidationSpansPerBatch && options.on_warning) {
+    options.on_warning(absl::StrCat("validation split holds only ", text->spans, " of the ",
+                                    spec.eval_batches * kValidationSpansPerBatch,
+                                    " requested spans (", spec.eval_batches,
+                                    " batches); using ", text->spans));
   }
   if (!options.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.out_dir, ec);
     if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", options.out_dir));
   }
-  return TrainInputs{.data = *std::move(data), .config = config, .plan = plan};
+  return TrainInputs{.data = *std::move(data), .config = config, .text = *text};
 }
 
 // How the step loop ended.
@@ -172,6 +175,11 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"val_nats_per_token", eval.nats_per_token},
           {"val_bits_per_byte", eval.bits_per_byte},
           {"eval_batches", eval.batches},
+          {"eval_spans", eval.spans},
+          {"eval_tokens", eval.tokens},
+          // The scored targets: equal fingerprints, equal validation text.
+          {"eval_fingerprint",
+           ValidationFingerprint(inputs.text, inputs.data.meta.value("content_hash", ""))},
           {"steps", done.steps},
           {"tokens", tokens},
           {"epochs", epochs},
@@ -249,7 +257,8 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   // it began, less than one step earlier.
   const double final_lr = schedule.At(budget.Fraction(done.steps, done.train_s)) * spec.lr;
   const EvalResult eval = Evaluate(*model, arena, inputs.data.val,
-                                   inputs.data.tokenizer.token_bytes(), inputs.plan);
+                                   inputs.data.tokenizer.token_bytes(), inputs.text,
+                                   spec.eval_batch_size);
   nlohmann::json result = ResultJson(spec, inputs, done, final_lr, eval, *model, backend,
                                      batches.epochs(), runner->graphs_used());
   if (!options.out_dir.empty()) {

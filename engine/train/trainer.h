@@ -1,5 +1,5 @@
 // Train: one complete training run — build the model for a RunSpec, train it
-// to its budget, evaluate it on the fixed validation batches, write its
+// to its budget, evaluate it on the fixed validation text, write its
 // weights and result JSON.
 //
 // Error classes (what the coordinator's retry policy reads):
@@ -45,7 +45,8 @@ struct TrainOptions {
 };
 
 // Runs the whole job on `backend`. Returns the result JSON (DESIGN.md
-// § Formats: val_nats_per_byte, ..., config, seed, and `cuda_graphs`:
+// § Formats: val_nats_per_byte, ..., config, seed; `eval_fingerprint`, the
+// scored validation targets (docs/validation.md); and `cuda_graphs`:
 // whether steps were replayed from graphs), also written to
 // out_dir/result.json when out_dir is set.
 //

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/data/dataset.h"
 #include "gtest/gtest.h"
 #include "server/store/sqlite_store.h"
 #include "tests/e2e/e2e_support.h"
@@ -108,6 +109,49 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
   ASSERT_EQ(again.exit.exit_code, 0) << again.out << "\n" << again.last_error;
   EXPECT_NE(again.out.find("4 runs (0 new, 0 reissued, 4 already done"), std::string::npos)
       << again.out;
+}
+
+// The line of `out` that starts with `prefix`, or "".
+std::string LineStartingWith(const std::string& out, const std::string& prefix) {
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, prefix)) return std::string(line);
+  }
+  return "";
+}
+
+// `eval` takes the evaluation settings of the run that wrote the weights
+// (its result.json), so it prints the loss `train` printed — here with a
+// training batch and evaluation settings that all differ from the defaults.
+TEST_F(CliTest, EvalReproducesTheLossTrainPrinted) {
+  PrepareOptions options;
+  options.files = testing::WriteTinyCorpus(dir_.Join("corpus"), /*documents=*/40);
+  options.vocab = 300;
+  options.out_dir = dir_.Join("data");
+  options.val_fraction = 0.34;
+  ASSERT_TRUE(PrepareDataset(options).ok());
+  const std::string run = dir_.Join("run");
+  Output train = RunCtl({"train", "--data", options.out_dir, "--layers", "1", "--heads", "2",
+                         "--embed", "32", "--context", "32", "--batch", "4", "--steps", "10",
+                         "--eval-batches", "1", "--eval-batch-size", "3", "--threads", "2",
+                         "--out", run});
+  ASSERT_EQ(train.exit.exit_code, 0) << train.out << "\n" << train.last_error;
+  const std::string trained = LineStartingWith(train.out, "validation:");
+  ASSERT_NE(trained, "") << train.out;
+  EXPECT_NE(trained.find("(16 spans × 64 target tokens)"), std::string::npos) << trained;
+
+  Output eval = RunCtl({"eval", "--weights", run + "/weights.safetensors", "--data",
+                        options.out_dir, "--threads", "2"});
+  ASSERT_EQ(eval.exit.exit_code, 0) << eval.out << "\n" << eval.last_error;
+  EXPECT_EQ(LineStartingWith(eval.out, "validation:"), trained) << eval.out;
+  EXPECT_NE(eval.out.find("on the same validation text"), std::string::npos) << eval.out;
+
+  // The default settings would score other text: 200 batches, as many
+  // spans as the split holds.
+  Output other = RunCtl({"eval", "--weights", run + "/weights.safetensors", "--data",
+                         options.out_dir, "--threads", "2", "--eval-batches", "200"});
+  ASSERT_EQ(other.exit.exit_code, 0) << other.out << "\n" << other.last_error;
+  EXPECT_NE(LineStartingWith(other.out, "validation:"), trained) << other.out;
+  EXPECT_NE(other.out.find("on other validation text"), std::string::npos) << other.out;
 }
 
 TEST_F(CliTest, MalformedGridExitsWith2AndNamesFileLineAndKey) {

@@ -96,7 +96,9 @@ TEST(NewtonSchulzScheduleTest, StandardScheduleIsEightThenTwo) {
 
 TEST(NewtonSchulzScheduleTest, MinimaxDerivationReproducesTheShortTable) {
   const MinimaxSchedule derived = DeriveMinimaxSchedule(kShortScheduleLower, 4);
-  const NewtonSchulzSchedule& table = ShortNewtonSchulzSchedule();
+  // The table as derived, before its norm margin is folded into step 1.
+  const NewtonSchulzSchedule table =
+      WithNormMargin(ShortNewtonSchulzSchedule(), 1 / kShortNormMargin);
   ASSERT_EQ(derived.steps.size(), table.size());
   for (size_t i = 0; i < table.size(); ++i) {
     EXPECT_NEAR(derived.steps[i].a, table[i].a, 1e-8 * std::abs(table[i].a)) << "iteration " << i;
@@ -110,25 +112,52 @@ TEST(NewtonSchulzScheduleTest, MinimaxDerivationReproducesTheShortTable) {
   EXPECT_GT(derived.band_high, kShortBandHigh - 1e-5);
 }
 
-TEST(NewtonSchulzScheduleTest, ShortScheduleHoldsItsBandOnEveryValueFromTwoPercent) {
+TEST(NewtonSchulzScheduleTest, ShortScheduleHoldsItsBandFromTwoPercentToTheMargin) {
   const NewtonSchulzSchedule& s = ShortNewtonSchulzSchedule();
+  // σ/‖X‖_F from 2 % of the normalization (1.01·‖X‖_F) up to 1.01.
+  const double low = kShortScheduleLower * kShortNormMargin, high = kShortNormMargin;
   double lo = 2, hi = 0;
   for (int i = 0; i <= 200000; ++i) {
-    const double x = kShortScheduleLower + (1 - kShortScheduleLower) * i / 200000.0;
+    const double x = low + (high - low) * i / 200000.0;
     lo = std::min(lo, ApplySchedule(s, x));
     hi = std::max(hi, ApplySchedule(s, x));
   }
   EXPECT_GE(lo, kShortBandLow);
   EXPECT_LE(hi, kShortBandHigh);
-  // Below 2 % the composite rises monotonically from 0: small directions
+  // Below that the composite rises monotonically from 0: small directions
   // grow but never overshoot.
   double previous = 0;
   for (int i = 1; i <= 2000; ++i) {
-    const double y = ApplySchedule(s, kShortScheduleLower * i / 2000.0);
+    const double y = ApplySchedule(s, low * i / 2000.0);
     EXPECT_GE(y, previous);
     EXPECT_LE(y, kShortBandHigh);
     previous = y;
   }
+}
+
+// Frobenius normalization puts σ ≤ 1 in exact arithmetic, but a rounded norm
+// (f32 sums, bf16 products) can leave the top singular value just above it.
+// Without a margin the short table, tuned to [0.02, 1], sends 1 + 1e-3 to
+// 2.77 and 1 + 5e-3 to 1e7; with it both stay in the band.
+TEST(NewtonSchulzScheduleTest, ShortScheduleSurvivesASingularValueJustAboveTheNorm) {
+  const NewtonSchulzSchedule bare =
+      WithNormMargin(ShortNewtonSchulzSchedule(), 1 / kShortNormMargin);
+  EXPECT_GT(ApplySchedule(bare, 1 + 1e-3), 2.0);
+  EXPECT_GT(ApplySchedule(bare, 1 + 5e-3), 1e6);
+  for (double sigma : {1.0, 1 + 1e-3, 1 + 5e-3, 1 + 1e-2}) {
+    const double y = ApplySchedule(ShortNewtonSchulzSchedule(), sigma);
+    EXPECT_GE(y, kShortBandLow) << sigma;
+    EXPECT_LE(y, kShortBandHigh) << sigma;
+  }
+}
+
+TEST(NewtonSchulzScheduleTest, NormMarginScalesTheFirstStepOnly) {
+  const NewtonSchulzSchedule& s = StandardNewtonSchulzSchedule();
+  const NewtonSchulzSchedule m = WithNormMargin(s, 1.25);
+  for (double x : {0.01, 0.3, 0.9, 1.2}) {
+    EXPECT_NEAR(ApplySchedule(m, x), ApplySchedule(s, x / 1.25), 1e-12) << x;
+  }
+  for (size_t i = 1; i < s.size(); ++i) EXPECT_EQ(m[i].a, s[i].a);
 }
 
 TEST(NewtonSchulzScheduleTest, DerivationIsDeterministic) {
@@ -174,12 +203,14 @@ TEST_F(NewtonSchulzTest, ShortScheduleBringsEverySingularValueFromTwoPercentInto
   std::mt19937_64 rng(7);
   const Matrix u = RandomOrthogonal(rows, rng), v = RandomOrthogonal(cols, rng);
   // 32 singular values whose share of the Frobenius norm runs from exactly
-  // 2 % (two of them) through 10 % up to one dominant value near 96 %.
+  // 2 % of the normalization 1.01·‖X‖_F (two of them) through 10 % up to
+  // one dominant value near 96 %.
+  const double low = kShortScheduleLower * kShortNormMargin;
   std::vector<double> s(rows);
   double rest = 0;
-  s[0] = 0.02;
+  s[0] = low;
   for (int64_t i = 1; i < rows - 1; ++i) {
-    s[i] = 0.02 * std::pow(5.0, static_cast<double>(i - 1) / (rows - 3));
+    s[i] = low * std::pow(5.0, static_cast<double>(i - 1) / (rows - 3));
   }
   for (int64_t i = 0; i < rows - 1; ++i) rest += s[i] * s[i];
   s[rows - 1] = std::sqrt(1 - rest);

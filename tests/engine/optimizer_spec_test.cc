@@ -113,11 +113,18 @@ TEST(OptimizerSpecTest, RunSpecValidatesTheOptimizerAndMuonRate) {
   EXPECT_EQ(spec.Validate().message(), "\"muon_lr\": must be positive (got 0)");
 }
 
-TEST(OptimizerSpecTest, RunSpecJsonCarriesMuonRate) {
+TEST(OptimizerSpecTest, MuonTakesTheRunsRateUnlessMuonLrIsSet) {
   RunSpec spec;
-  EXPECT_EQ(spec.muon_lr, 0.02);
-  EXPECT_EQ(spec.ToJson()["muon_lr"], 0.02);
-  nlohmann::json j = spec.ToJson();
+  spec.lr = 0.004;
+  EXPECT_FALSE(spec.muon_lr.has_value());
+  EXPECT_EQ(spec.MuonLr(), 0.004);
+  EXPECT_FALSE(spec.ToJson().contains("muon_lr"));
+  spec.muon_lr = 0.02;
+  EXPECT_EQ(spec.MuonLr(), 0.02);
+}
+
+TEST(OptimizerSpecTest, RunSpecJsonCarriesMuonRate) {
+  nlohmann::json j = RunSpec().ToJson();
   j["muon_lr"] = 0.05;
   j["optimizer"] = "muon:short,norm";
   absl::StatusOr<RunSpec> back = RunSpec::FromJson(j);

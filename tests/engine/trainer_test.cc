@@ -9,6 +9,7 @@
 #include "engine/model/weights.h"
 #include "engine/train/batches.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/validation_text.h"
 #include "gtest/gtest.h"
 #include "tests/engine/dataset_fixture.h"
 
@@ -36,14 +37,23 @@ TEST(TrainerTest, ResultHasEveryDocumentedKey) {
   auto result = Train(TinySpec(), be, TrainOptions{.out_dir = out});
   ASSERT_TRUE(result.ok()) << result.status();
   for (const char* key :
-       {"val_nats_per_byte", "val_nats_per_token", "val_bits_per_byte", "eval_batches", "steps",
-        "tokens", "epochs", "train_seconds", "tokens_per_s", "mfu", "params", "peak_memory_bytes",
+       {"val_nats_per_byte", "val_nats_per_token", "val_bits_per_byte", "eval_batches",
+        "eval_spans", "eval_tokens", "eval_fingerprint", "steps", "tokens", "epochs", "train_seconds", "tokens_per_s", "mfu", "params", "peak_memory_bytes",
         "kv_cache_bytes_per_token", "device", "device_class", "config", "seed", "activations"}) {
     EXPECT_TRUE(result->contains(key)) << key;
   }
   EXPECT_EQ((*result)["steps"], 30);
   EXPECT_EQ((*result)["tokens"], 30 * 4 * 32);
-  EXPECT_EQ((*result)["eval_batches"], 8);
+  // The tiny split holds fewer than the 8·16 spans asked for.
+  auto data = Dataset::Open(TinySpec().data);
+  ASSERT_TRUE(data.ok());
+  auto text = PlanValidationText(static_cast<int64_t>(data->val.size()), 8);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ((*result)["eval_batches"], text->batches());
+  EXPECT_EQ((*result)["eval_spans"], text->spans);
+  EXPECT_EQ((*result)["eval_tokens"], text->spans * kValidationSpanTokens);
+  EXPECT_EQ((*result)["eval_fingerprint"],
+            ValidationFingerprint(*text, data->meta["content_hash"].get<std::string>()));
   EXPECT_TRUE((*result)["mfu"].is_null());
   EXPECT_EQ((*result)["activations"], "f32");
   const double npb = (*result)["val_nats_per_byte"];
@@ -86,11 +96,11 @@ TEST(TrainerTest, SaveLoadGivesTheIdenticalLoss) {
     EXPECT_EQ((*model)->config().architecture, spec.architecture);
     auto data = Dataset::Open(spec.data);
     ASSERT_TRUE(data.ok());
-    auto plan = PlanValidation(static_cast<int64_t>(data->val.size()), spec.batch, spec.context,
-                               spec.eval_batches);
-    ASSERT_TRUE(plan.ok());
+    auto text = PlanValidationText(static_cast<int64_t>(data->val.size()), spec.eval_batches);
+    ASSERT_TRUE(text.ok());
     Arena arena(be);
-    const EvalResult again = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *plan);
+    const EvalResult again = Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(),
+                                      *text, spec.eval_batch_size);
     EXPECT_EQ(again.nats_per_byte, (*result)["val_nats_per_byte"].get<double>()) << arch;
   }
 }
@@ -147,17 +157,64 @@ TEST(TrainerTest, CorruptDatasetIsAClearError) {
   EXPECT_NE(result.status().message().find("train.bin"), std::string::npos) << result.status();
 }
 
-TEST(ValidationPlanTest, PositionsFollowTheFormulaAndShrinkWhenTheSplitIsSmall) {
-  auto plan = PlanValidation(100'000, 4, 32, 200);
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->batches, 200);
-  EXPECT_EQ(plan->stride, (100'000 - 33) / (200 * 4));
-  EXPECT_EQ(plan->Start(3, 2), (3 * 4 + 2) * plan->stride);
-  auto small = PlanValidation(500, 4, 32, 200);
-  ASSERT_TRUE(small.ok());
-  EXPECT_LT(small->batches, 200);
-  EXPECT_LE(small->Start(small->batches - 1, 3) + 33, 500);
-  EXPECT_FALSE(PlanValidation(20, 4, 32, 200).ok());
+// The validation text does not depend on the training batch or context:
+// a variant changing both is scored on the same target tokens.
+TEST(TrainerTest, VariantChangingBatchAndContextIsScoredOnTheSameTargets) {
+  CpuBackend be(2);
+  RunSpec base = TinySpec();
+  base.budget.steps = 5;
+  RunSpec variant = base;
+  variant.batch = 8;
+  variant.context = 64;
+  auto a = Train(base, be, TrainOptions{});
+  auto b = Train(variant, be, TrainOptions{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)["eval_fingerprint"], (*b)["eval_fingerprint"]);
+  EXPECT_EQ((*a)["eval_tokens"], (*b)["eval_tokens"]);
+  EXPECT_NE((*a)["val_nats_per_byte"], (*b)["val_nats_per_byte"]);
+
+  // The same target tokens, read by windows of each context.
+  auto data = Dataset::Open(base.data);
+  ASSERT_TRUE(data.ok());
+  auto text = PlanValidationText(static_cast<int64_t>(data->val.size()), base.eval_batches);
+  ASSERT_TRUE(text.ok());
+  auto targets = [&](int64_t context) {
+    std::vector<uint16_t> tokens;
+    for (const ValidationWindow& w : ValidationWindows(*text, context)) {
+      for (int64_t p = w.first_target(); p <= w.start + w.length; ++p) {
+        tokens.push_back(data->val[p]);
+      }
+    }
+    return tokens;
+  };
+  EXPECT_EQ(targets(base.context), targets(variant.context));
+  EXPECT_EQ(static_cast<int64_t>(targets(base.context).size()), (*a)["eval_tokens"].get<int64_t>());
+}
+
+TEST(TrainerTest, ScoredLossDoesNotDependOnEvalBatchSize) {
+  CpuBackend be(2);
+  for (int64_t context : {24, 96}) {  // several windows per span, and one
+    RunSpec spec = TinySpec();
+    spec.context = context;
+    spec.budget.steps = 5;
+    const std::string out = TempDir("eval-batch-" + std::to_string(context));
+    auto result = Train(spec, be, TrainOptions{.out_dir = out});
+    ASSERT_TRUE(result.ok()) << result.status();
+    auto model = LoadWeights(out + "/weights.safetensors", be);
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto data = Dataset::Open(spec.data);
+    ASSERT_TRUE(data.ok());
+    auto text = PlanValidationText(static_cast<int64_t>(data->val.size()), spec.eval_batches);
+    ASSERT_TRUE(text.ok());
+    Arena arena(be);
+    const double trained = (*result)["val_nats_per_byte"];
+    for (int64_t rows : {1, 3, 16, 1000}) {
+      const EvalResult r =
+          Evaluate(**model, arena, data->val, data->tokenizer.token_bytes(), *text, rows);
+      EXPECT_EQ(r.tokens, text->targets());
+      EXPECT_NEAR(r.nats_per_byte, trained, 1e-6 * trained) << rows << " rows per pass";
+    }
+  }
 }
 
 TEST(TrainBatchesTest, SeedsChangeOrderOnlyAndTheStreamWraps) {
