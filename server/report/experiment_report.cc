@@ -40,6 +40,9 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
   }
   c.device_class = j.value("device_class", run.lease_device_class);
   if (j.contains("steps") && j["steps"].is_number_integer()) c.steps = j["steps"].get<int64_t>();
+  if (j.contains("eval_fingerprint") && j["eval_fingerprint"].is_string()) {
+    c.eval_fingerprint = j["eval_fingerprint"].get<std::string>();
+  }
   return c;
 }
 

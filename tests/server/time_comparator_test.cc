@@ -85,8 +85,7 @@ TEST(TimeComparatorTest, HandComputedFixture) {
   absl::StatusOr<TimeReport> report = CompareAtEqualTime(Plan(), Fixture());
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->device_class, "cpu");
-  ASSERT_TRUE(report->steps.tau.has_value());
-  EXPECT_DOUBLE_EQ(*report->steps.tau, 0.002);
+  ASSERT_TRUE(report->steps.noise.sigma.has_value());
   ASSERT_EQ(report->curve.size(), 4u);
   EXPECT_DOUBLE_EQ(report->curve[2].seconds, 402);
   EXPECT_DOUBLE_EQ(report->curve[2].loss, 0.9505);
