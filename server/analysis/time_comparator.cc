@@ -157,6 +157,11 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     }
   }
 
+  double reference_seed_df = 0;
+  for (const CurvePoint& p : ref.points) {
+    const double df = static_cast<double>(p.seed_losses.size()) - 1;
+    reference_seed_df = reference_seed_df == 0 ? df : std::min(reference_seed_df, df);
+  }
   std::vector<std::string> extrapolation_notes;
   for (const ReportRow& steps_row : report.steps.rows) {
     TimeRow row;
@@ -195,8 +200,9 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         }
         row.se_variant = terms.empty() ? std::nullopt : std::optional(std::sqrt(terms[0].variance));
         row.se_reference = report.bootstrap->Se(*row.mean_seconds);
-        terms.push_back({*row.se_reference * *row.se_reference,
-                         static_cast<double>(report.choice->sigma_df)});
+        // SE_R(t) rests mostly on the few seeds of the budgets nearest t:
+        // its degrees of freedom are those of one budget, not the pool's.
+        terms.push_back({*row.se_reference * *row.se_reference, reference_seed_df});
         row.se_seconds = row.seconds.size() >= 2 ? std::sqrt(SampleVariance(row.seconds) / n) : 0.0;
         const double slope_term = r.slope * *row.se_seconds;
         terms.push_back({slope_term * slope_term, n - 1});

@@ -18,7 +18,8 @@
 //      SE_V = s_V/√n_V with ≥ 3 seeds, else σ/√n_V (σ pooled), df n_V − 1 or σ's;
 //      SE_t = s_t/√n_V, s_t the sample sd of its training seconds (0 with one seed);
 //      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)²), df by Welch–Satterthwaite
-//           over the three terms (SE_R with the reference σ's df, SE_t with n_V − 1);
+//           over the three terms (SE_R with the df of one reference budget's seeds,
+//           n_ref − 1: it rests on the few seeds nearest t; SE_t with n_V − 1);
 //      τ_time = max(floor, t₀.₉₇₅(df)·SE); 95 % interval Δt ± t₀.₉₇₅·SE;
 //    verdict `better`/`worse` when |Δt| > τ_time, stated as a multiple of
 //    it, else `within noise` (server/analysis/verdict.h). With no noise

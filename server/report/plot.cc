@@ -218,8 +218,8 @@ void TimePanel(const PlotData& d, std::string& svg) {
       }
       ys.push_back(p.y);
     }
-    if (below.size() < 2) below.clear();
-    if (above.size() < 2) above.clear();
+    if (!(tmin < t0)) below.clear();
+    if (!(tmax > t1)) above.clear();
     for (const PlotPoint& p : upper) ys.push_back(p.y);
     for (const PlotPoint& p : lower) ys.push_back(p.y);
   }
