@@ -14,6 +14,9 @@
 namespace smallem {
 namespace {
 
+// |rᵢ|/(σ/√nᵢ) below which a fit with no spare degree of freedom is exact.
+constexpr double kExactFitTolerance = 0.1;
+
 // σ pooled over the seeds of every point with two or more.
 void PoolPoints(const std::vector<CurvePoint>& points, std::optional<double>* sigma, int* df) {
   double sum = 0;
@@ -42,8 +45,10 @@ bool WithinNoise(const TimeCurve& curve, const CurveChoice& c, std::optional<dou
     *misfit = chi2 / dof;
     return *misfit <= FQuantile(1 - kResidualTestLevel, dof, c.sigma_df);
   }
+  // As many parameters as points: a form that fits passes through them; one
+  // that cannot (its bounds) would bias R at the very points it was given.
   misfit->reset();
-  return worst <= StudentTQuantile(1 - kResidualTestLevel / 2, c.sigma_df);
+  return worst <= kExactFitTolerance;
 }
 
 double WorstMiss(const std::vector<LeftOut>& misses) {

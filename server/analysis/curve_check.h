@@ -13,8 +13,10 @@
 //    The residual test: point i has variance σ²/nᵢ (σ pooled over the
 //    reference seeds, else the comparison's σ); χ² = Σ rᵢ²·nᵢ/σ² with
 //    k − p degrees of freedom; rejected when χ²/(k − p) exceeds the 0.99
-//    quantile of F(k − p, df_σ), or, with k = p, when some |rᵢ|/(σ/√nᵢ)
-//    exceeds t₀.₉₉₅(df_σ). Without any σ the fit is accepted untested.
+//    quantile of F(k − p, df_σ), or, with k = p, unless it passes through
+//    the points (every |rᵢ|/(σ/√nᵢ) ≤ 0.1: a form held off a point by its
+//    bounds would bias R at the very point it was given). Without any σ the
+//    fit is accepted untested.
 //  * Leave-one-out: for each interior budget, the same model refitted to
 //    the others (the chord where the others are too few for the form)
 //    predicts it; miss = measured − predicted.
