@@ -127,6 +127,12 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
                        absl::StrJoin(ref.pending, "; "), "); R(t) uses the finished ones."));
     }
     for (const std::string& note : report.choice->notes) report.notes.push_back(note);
+    if (report.bootstrap->resamples() == 0) {
+      report.notes.push_back(
+          "The reference budgets have one seed each, so R(t)'s own noise is not measured "
+          "(SE_R = 0, no band in the figure): τ time understates the uncertainty. Give the "
+          "reference two or more seeds.");
+    }
     // Each left-out miss against the τ of a variant measured there.
     std::vector<std::string> over;
     for (LeftOut& m : report.choice->left_out) {
