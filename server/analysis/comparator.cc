@@ -15,18 +15,12 @@
 namespace smallem {
 namespace {
 
-std::optional<double> WelchT(const std::vector<double>& v, const std::vector<double>& b) {
-  if (v.size() < 3 || b.size() < 3) return std::nullopt;
-  const std::optional<WelchResult> welch = Welch(v, b);
-  if (!welch) return std::nullopt;
-  return welch->t;
-}
-
 // What the runs of one variant amount to on the compared device class.
 struct Arm {
   std::vector<double> losses;   // finished on the class, in plan seed order
   std::vector<double> seconds;
   std::optional<int64_t> params;
+  std::set<std::string> fingerprints;  // the non-empty eval_fingerprints of its results
   int failed = 0;
   int elsewhere = 0;            // finished on another class
 };
@@ -70,6 +64,24 @@ std::string ChooseDeviceClass(const ComparisonPlan& plan,
     if (best_count > 0) return best;
   }
   return "";
+}
+
+// Why `v` and `b` were not scored on one validation text; "" when they were
+// or when either arm's results predate fingerprints.
+std::string FingerprintConflict(const std::string& name, const Arm& v, const Arm& b) {
+  if (v.fingerprints.size() > 1) {
+    return absl::StrCat("its seeds were scored on different validation texts (eval_fingerprint ",
+                        absl::StrJoin(v.fingerprints, ", "), ")");
+  }
+  if (b.fingerprints.size() > 1) {
+    return absl::StrCat("the baseline's seeds were scored on different validation texts "
+                        "(eval_fingerprint ", absl::StrJoin(b.fingerprints, ", "), ")");
+  }
+  if (v.fingerprints.empty() || b.fingerprints.empty() || v.fingerprints == b.fingerprints) {
+    return "";
+  }
+  return absl::StrCat("scored on another validation text than the baseline (eval_fingerprint ",
+                      *v.fingerprints.begin(), " vs ", *b.fingerprints.begin(), ")");
 }
 
 std::string PendingReason(const Arm& arm, size_t expected) {
@@ -153,32 +165,39 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       arm.losses.push_back(r->val_nats_per_byte);
       arm.seconds.push_back(r->train_seconds);
       if (!arm.params) arm.params = r->params;
+      if (!r->eval_fingerprint.empty()) arm.fingerprints.insert(r->eval_fingerprint);
     }
   }
 
   const size_t expected = plan.seeds.size();
   const Arm& base = arms[plan.baseline];
   const bool baseline_complete = base.losses.size() == expected;
-  double base_mean = 0;
-  if (baseline_complete) {
-    base_mean = Mean(base.losses);
-    const auto [lo, hi] = std::minmax_element(base.losses.begin(), base.losses.end());
-    report.baseline_spread = *hi - *lo;
-    report.tau = std::max(plan.noise_floor, *report.baseline_spread);
-    if (expected == 1) {
-      report.notes.push_back(
-          "The baseline has one seed, so the noise was not measured: τ is the floor alone. "
-          "Add seeds to measure it.");
-    }
-  }
 
   // The baseline's row first, then the others in plan order.
   std::vector<std::string> order = {plan.baseline};
   for (const std::string& v : plan.variants) {
     if (v != plan.baseline) order.push_back(v);
   }
+  std::vector<std::vector<double>> all_losses;
+  for (const std::string& name : order) all_losses.push_back(arms[name].losses);
+  report.noise = PoolNoise(order, all_losses);
+  if (baseline_complete && !report.noise.sigma) {
+    report.notes.push_back(
+        "No arm has two seeds, so the noise was not measured: τ is the floor alone. "
+        "Add seeds to measure it.");
+  }
+  for (const ArmNoise& arm : report.noise.arms) {
+    if (!arm.departs) continue;
+    report.notes.push_back(absl::StrFormat(
+        "%s: its seed-to-seed s = %.4f departs from the other arms' pooled noise (F = %.2f at "
+        "(%d, %d) df, p = %.4f < %.2f): its seeds vary %s than the others'.",
+        arm.name, *arm.stddev, *arm.f_ratio, arm.seeds - 1, *arm.f_df_rest, *arm.f_p,
+        kVarianceTestLevel, *arm.f_ratio > 1 ? "more" : "less"));
+  }
+
   for (const std::string& name : order) {
     const Arm& arm = arms[name];
+    const std::string conflict = name == plan.baseline ? "" : FingerprintConflict(name, arm, base);
     ReportRow row;
     row.variant = name;
     row.seeds_expected = static_cast<int>(expected);
@@ -202,12 +221,31 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       row.pending_reason = PendingReason(arm, expected);
     } else if (!baseline_complete) {
       row.pending_reason = "waiting for the baseline";
+    } else if (!conflict.empty()) {
+      row.verdict = Verdict::kRefused;
+      row.pending_reason = conflict;
+      report.notes.push_back(absl::StrCat(
+          name, " is not compared: ", conflict,
+          ". Its loss is on other targets; rerun the older arm with the current engine."));
     } else {
-      row.delta = *row.mean_loss - base_mean;
-      const Judgement judgement = JudgeDelta(*row.delta, *report.tau);
+      const Difference d = CompareMeans(arm.losses, base.losses, report.noise, plan.noise_floor);
+      row.delta = d.delta;
+      row.se_method = d.method;
+      row.se = d.se;
+      row.df = d.df;
+      row.t_quantile = d.t;
+      row.ci_low = d.ci_low;
+      row.ci_high = d.ci_high;
+      row.tau = d.tau;
+      const Judgement judgement = JudgeDelta(d.delta, d.tau);
       row.verdict = judgement.verdict;
       row.delta_over_tau = judgement.delta_over_tau;
-      row.welch_t = WelchT(arm.losses, base.losses);
+      if (arm.losses.size() >= 3 && base.losses.size() >= 3) {
+        if (const std::optional<WelchResult> welch = Welch(arm.losses, base.losses)) {
+          row.welch_t = welch->t;
+          row.welch_df = welch->df;
+        }
+      }
     }
     if (row.params_warning) {
       report.notes.push_back(absl::StrFormat(

@@ -13,16 +13,22 @@
 //    that class; otherwise its row is pending and says why (seeds left,
 //    failures, runs on another class). Nothing is compared until the
 //    baseline itself is complete.
-//  * Noise threshold τ = max(noise_floor, spread), where spread is the
-//    max − min of the baseline's per-seed losses (its replicates' range; 0
-//    with a single seed, which leaves τ at the floor and adds a note).
-//  * Δ = mean(V) − mean(B) in val nats per byte; lower is better. |Δ| > τ
-//    gives `better` (Δ < 0) or `worse`, stated as a multiple of τ
-//    ("better (5.0τ)"); otherwise `within noise` (server/analysis/verdict.h).
+//  * Noise: σ pooled over every arm with ≥ 2 finished seeds on the class,
+//    with an F test per arm (server/analysis/noise_model.h). With one seed
+//    everywhere the noise is not measured: τ is the floor and a note says so.
+//  * Per row: Δ = mean(V) − mean(B) in val nats per byte, lower is better;
+//    its standard error (Welch's with ≥ 3 seeds in both arms, else the
+//    pooled σ·√(1/n_V + 1/n_B)), the 95 % interval Δ ± t·SE and the row's
+//    threshold τ = max(noise_floor, t·SE), t = t₀.₉₇₅ at the SE's degrees of
+//    freedom. |Δ| > τ gives `better` (Δ < 0) or `worse`, stated as a
+//    multiple of τ ("better (5.00τ)"); otherwise `within noise`
+//    (server/analysis/verdict.h).
+//  * One validation text: when both arms' results carry an eval_fingerprint
+//    and they differ (or an arm's seeds disagree), the row is refused
+//    (Verdict::kRefused) with a note; results without one compare as before.
 //  * Parameter counts are shown side by side; a change of more than
 //    params_warning_fraction (2 %) of the baseline's count raises a warning:
 //    the comparison is then not at equal size.
-//  * With three or more seeds in both arms, Welch's t statistic is given.
 //
 // Thread-safety: free functions on values; nothing shared.
 #ifndef SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
@@ -34,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/analysis/noise_model.h"
 #include "server/analysis/verdict.h"
 #include "spec/run_spec.h"
 
@@ -64,6 +71,9 @@ struct ComparedRun {
   // Optimizer steps done (the result's "steps"); unset: the budget's steps.
   // Only plots read it (loss against steps for a minutes budget).
   std::optional<int64_t> steps;
+  // The result's "eval_fingerprint": which validation targets were scored
+  // (dataset content hash + positions). "" = not recorded (older results).
+  std::string eval_fingerprint;
 };
 
 // The equal-time reference curve a plan compares against (Grid::reference;
@@ -106,16 +116,25 @@ struct ReportRow {
   std::optional<double> mean_train_seconds;
   // Set on compared rows (not the baseline's, not pending ones).
   std::optional<double> delta;           // mean(V) − mean(B), nats/byte
+  SeMethod se_method = SeMethod::kNone;  // how SE was obtained
+  std::optional<double> se;              // standard error of Δ
+  std::optional<double> df;              // its degrees of freedom
+  std::optional<double> t_quantile;      // t₀.₉₇₅(df)
+  std::optional<double> ci_low;          // Δ − t·SE
+  std::optional<double> ci_high;         // Δ + t·SE
+  std::optional<double> tau;             // max(floor, t·SE)
   std::optional<double> delta_over_tau;  // |Δ| / τ
   std::optional<double> welch_t;         // ≥ 3 seeds in both arms and some variance
+  std::optional<double> welch_df;
   // From the first finished run of the row, when there is one.
   std::optional<int64_t> params;
   std::optional<double> params_change;   // (params − baseline's) / baseline's
   bool params_warning = false;           // |params_change| > params_warning_fraction
-  std::string pending_reason;            // set on pending rows: "1 of 2 seeds finished"
+  // Set on pending rows ("1 of 2 seeds finished") and refused ones (why).
+  std::string pending_reason;
 
-  // "baseline", "better (5.0τ)", "worse (1.3τ)", "within noise",
-  // "pending: 1 of 2 seeds finished".
+  // "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
+  // "pending: 1 of 2 seeds finished", "not compared: …".
   std::string VerdictText() const;
 };
 
@@ -133,8 +152,9 @@ struct Report {
   Budget budget;
   std::string device_class;  // the class compared; "" while the baseline has no result
   double noise_floor = 0.002;
-  std::optional<double> baseline_spread;  // max − min; set when the baseline is complete
-  std::optional<double> tau;              // set when the baseline is complete
+  // Pooled over the rows' finished seeds, in row order (NoiseModel::arms
+  // parallel to rows).
+  NoiseModel noise;
   std::vector<ReportRow> rows;            // the baseline's first, then the plan's order
   std::vector<LeftOutRun> left_out;
   std::vector<std::string> notes;         // sentences for people, in order of importance

@@ -26,65 +26,6 @@ bool IsReferenceRun(const ReferencePlan& plan, const ComparedRun& r) {
 
 }  // namespace
 
-absl::StatusOr<TimeCurve> TimeCurve::Create(std::vector<CurvePoint> points) {
-  if (points.size() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a reference curve needs at least two points (got ", points.size(), ")"));
-  }
-  for (const CurvePoint& p : points) {
-    if (!(p.seconds > 0) || !std::isfinite(p.seconds)) {
-      return absl::InvalidArgumentError(absl::StrCat("reference point at ", BudgetLabel(p.budget),
-                                                     " has training time ", p.seconds,
-                                                     " s; times must be positive"));
-    }
-    if (!std::isfinite(p.loss)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("reference point at ", BudgetLabel(p.budget), " has a non-finite loss"));
-    }
-  }
-  std::sort(points.begin(), points.end(),
-            [](const CurvePoint& a, const CurvePoint& b) { return a.seconds < b.seconds; });
-  for (size_t i = 1; i < points.size(); ++i) {
-    if (points[i].seconds == points[i - 1].seconds) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("reference points at ", BudgetLabel(points[i - 1].budget), " and ",
-                       BudgetLabel(points[i].budget), " took the same training time (",
-                       points[i].seconds, " s): the curve cannot be interpolated there"));
-    }
-  }
-  return TimeCurve(std::move(points));
-}
-
-Interpolated TimeCurve::Interpolate(double seconds) const {
-  CHECK(seconds > 0 && std::isfinite(seconds)) << "training time " << seconds;
-  Interpolated out;
-  // The segment [i, i + 1] that holds `seconds`, or the nearest end segment.
-  size_t i = 0;
-  if (seconds < first_seconds()) {
-    out.extrapolated = true;
-    out.span_ratio = seconds / first_seconds();
-  } else if (seconds > last_seconds()) {
-    out.extrapolated = true;
-    out.span_ratio = seconds / last_seconds();
-    i = points_.size() - 2;
-  } else {
-    while (i + 2 < points_.size() && points_[i + 1].seconds <= seconds) ++i;
-    // Exact at the points, without rounding through the formula.
-    if (seconds == points_[i].seconds) return {points_[i].loss, false, 1};
-    if (seconds == points_[i + 1].seconds) return {points_[i + 1].loss, false, 1};
-  }
-  const CurvePoint& a = points_[i];
-  const CurvePoint& b = points_[i + 1];
-  const double u =
-      (std::log(seconds) - std::log(a.seconds)) / (std::log(b.seconds) - std::log(a.seconds));
-  out.value = a.loss + u * (b.loss - a.loss);
-  if (!out.extrapolated) {
-    // Rounding must not step outside the segment: monotone between points.
-    out.value = std::clamp(out.value, std::min(a.loss, b.loss), std::max(a.loss, b.loss));
-  }
-  return out;
-}
-
 std::string ReferenceDeviceClass(const ReferencePlan& plan, const std::vector<ComparedRun>& runs) {
   std::map<std::string, int> counts;  // ordered: ties go to the smallest name
   for (const ComparedRun& r : runs) {

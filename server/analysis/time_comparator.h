@@ -4,23 +4,36 @@
 //
 // The rules, for a plan with a reference curve:
 //  * The runs of the plan's variants are gathered exactly as at equal steps
-//    (CompareAtEqualSteps: one device class, complete arms, τ from the
-//    baseline's replicates); TimeReport::steps holds that comparison.
+//    (CompareAtEqualSteps: one device class, complete arms, the noise
+//    model); TimeReport::steps holds that comparison.
 //  * Training times are compared only within one device class: the curve is
 //    built from the reference runs on the class the variants are compared
 //    on. When reference runs have finished only on other classes, the
 //    comparison is refused (FailedPrecondition naming both classes).
+//  * The curve's model, its leave-one-out check and its bootstrap SE_R(t)
+//    come from server/analysis/curve_check.h (the comparison's pooled σ
+//    stands in for the reference's when its budgets have one seed each).
 //  * Per variant: t = mean training seconds of its seeds; R(t) from the
-//    curve (server/analysis/reference_curve.h); Δt = mean loss − R(t) in nats per
-//    byte, lower is better; verdict `better`/`worse` when |Δt| > τ (the same
-//    τ as at equal steps), stated as a multiple of τ, else `within noise`
-//    (server/analysis/verdict.h).
-//    Every row is compared with the curve, the baseline's included.
-//  * Outside the curve's measured span R(t) is extrapolated along the
-//    nearest segment; the row is flagged and a note says how far.
-//  * A row stays pending while its seeds are unfinished, while τ is unknown
-//    (baseline incomplete) or while fewer than two reference budgets have
-//    all their seeds finished on the class.
+//    curve; Δt = mean loss − R(t) in nats per byte, lower is better;
+//      SE_V = s_V/√n_V with ≥ 3 seeds, else σ/√n_V (σ pooled), df n_V − 1 or σ's;
+//      SE_t = s_t/√n_V, s_t the sample sd of its training seconds (0 with one seed);
+//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)²), df by Welch–Satterthwaite
+//           over the three terms (SE_R with the df of one reference budget's seeds,
+//           n_ref − 1: it rests on the few seeds nearest t; SE_t with n_V − 1);
+//      τ_time = max(floor, t₀.₉₇₅(df)·SE); 95 % interval Δt ± t₀.₉₇₅·SE;
+//    verdict `better`/`worse` when |Δt| > τ_time, stated as a multiple of
+//    it, else `within noise` (server/analysis/verdict.h). With no noise
+//    measured anywhere τ_time is the floor. Every row is compared with the
+//    curve, the baseline's included; a row refused at equal steps
+//    (different validation texts) is refused here too.
+//  * Outside the curve's measured span R(t) is extrapolated; the row is
+//    flagged and a note says how far.
+//  * Each leave-one-out miss is judged against the τ of a variant measured
+//    there with the budget's own seeds: max(floor, t₀.₉₇₅·√(σ²/n + SE_R²));
+//    a note names the budgets whose miss exceeds it.
+//  * A row stays pending while its seeds are unfinished, while the baseline
+//    is incomplete or while fewer than two reference budgets have all their
+//    seeds finished on the class.
 //
 // Thread-safety: free functions on values.
 #ifndef SMALLEM_SERVER_ANALYSIS_TIME_COMPARATOR_H_
@@ -32,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/analysis/comparator.h"
+#include "server/analysis/curve_check.h"
 #include "server/analysis/reference_curve.h"
 
 namespace smallem {
@@ -50,12 +64,22 @@ struct TimeRow {
   std::optional<double> mean_loss;
   std::optional<double> reference_loss;  // R(t)
   std::optional<double> delta;           // mean loss − R(t), nats/byte
+  std::optional<double> slope;           // R′(t), nats/byte per second
+  std::optional<double> se_variant;      // SE_V
+  std::optional<double> se_reference;    // SE_R(t), bootstrap
+  std::optional<double> se_seconds;      // SE_t
+  std::optional<double> se;              // the combined SE (unset: no noise measured)
+  std::optional<double> df;
+  std::optional<double> t_quantile;
+  std::optional<double> ci_low, ci_high;
+  std::optional<double> tau;             // τ_time
   std::optional<double> delta_over_tau;  // |Δt| / τ
   bool extrapolated = false;
   double span_ratio = 1;       // Interpolated::span_ratio
-  std::string pending_reason;  // set on pending rows
+  std::string pending_reason;  // set on pending and refused rows
 
-  // "better (2.5τ)", "worse (1.3τ)", "within noise", "pending: …".
+  // "better (2.50τ)", "worse (1.30τ)", "within noise", "pending: …",
+  // "not compared: …".
   std::string VerdictText() const;
 };
 
@@ -64,6 +88,10 @@ struct TimeReport {
   std::string device_class;        // the class compared (steps.device_class, or the curve's)
   std::vector<CurvePoint> curve;   // the complete reference budgets on that class, by budget
   int curve_budgets = 0;           // budgets the reference plan asks for
+  // The model through them (≥ 2 budgets), its leave-one-out misses (with
+  // their τ) and its bootstrap.
+  std::optional<CurveChoice> choice;
+  std::optional<CurveBootstrap> bootstrap;
   std::vector<TimeRow> rows;       // parallel to steps.rows
   std::vector<std::string> notes;  // about the equal-time comparison, in order of importance
 

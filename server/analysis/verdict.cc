@@ -15,6 +15,7 @@ const char* VerdictName(Verdict verdict) {
     case Verdict::kWorse: return "worse";
     case Verdict::kWithinNoise: return "within noise";
     case Verdict::kPending: return "pending";
+    case Verdict::kRefused: return "not compared";
   }
   return "?";
 }
@@ -28,15 +29,24 @@ Judgement JudgeDelta(double delta, double tau) {
   return judgement;
 }
 
+std::string FormatTauMultiple(double delta_over_tau) {
+  // Rounding first, so that 9.996 prints "10.0τ", not "10.00τ".
+  if (std::round(delta_over_tau * 100) / 100 < 10) return absl::StrFormat("%.2fτ", delta_over_tau);
+  if (std::round(delta_over_tau * 10) / 10 < 100) return absl::StrFormat("%.1fτ", delta_over_tau);
+  return absl::StrFormat("%.0fτ", delta_over_tau);
+}
+
 std::string VerdictText(Verdict verdict, const std::optional<double>& delta_over_tau,
-                        const std::string& pending_reason) {
+                        const std::string& reason) {
   switch (verdict) {
     case Verdict::kBetter:
     case Verdict::kWorse:
       CHECK(delta_over_tau.has_value());
-      return absl::StrFormat("%s (%.1fτ)", VerdictName(verdict), *delta_over_tau);
+      return absl::StrCat(VerdictName(verdict), " (", FormatTauMultiple(*delta_over_tau), ")");
     case Verdict::kPending:
-      return absl::StrCat("pending: ", pending_reason);
+      return absl::StrCat("pending: ", reason);
+    case Verdict::kRefused:
+      return absl::StrCat("not compared: ", reason);
     default:
       return VerdictName(verdict);
   }

@@ -15,8 +15,9 @@
 
 namespace smallem {
 
-enum class Verdict { kBaseline, kBetter, kWorse, kWithinNoise, kPending };
-// "baseline", "better", "worse", "within noise", "pending".
+// kRefused: the two arms cannot be compared (their validation texts differ).
+enum class Verdict { kBaseline, kBetter, kWorse, kWithinNoise, kPending, kRefused };
+// "baseline", "better", "worse", "within noise", "pending", "not compared".
 const char* VerdictName(Verdict verdict);
 
 // Δ judged against τ.
@@ -29,11 +30,15 @@ struct Judgement {
 // REQUIRES: tau > 0 (CHECKed).
 Judgement JudgeDelta(double delta, double tau);
 
-// For people: "baseline", "better (5.0τ)", "worse (1.3τ)", "within noise" or
-// "pending: " followed by `pending_reason`. REQUIRES: `delta_over_tau` is set
-// when `verdict` is kBetter or kWorse (CHECKed).
+// |Δ|/τ for people: two decimals below 10 ("1.04τ"), one below 100
+// ("24.5τ"), none from 100 on ("184τ").
+std::string FormatTauMultiple(double delta_over_tau);
+
+// For people: "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
+// "pending: " or "not compared: " followed by `reason`. REQUIRES:
+// `delta_over_tau` is set when `verdict` is kBetter or kWorse (CHECKed).
 std::string VerdictText(Verdict verdict, const std::optional<double>& delta_over_tau,
-                        const std::string& pending_reason);
+                        const std::string& reason);
 
 }  // namespace smallem
 

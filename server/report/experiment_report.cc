@@ -44,6 +44,9 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
                        ? j["device_class"].get<std::string>()
                        : run.lease_device_class;
   if (j.contains("steps") && j["steps"].is_number_integer()) c.steps = j["steps"].get<int64_t>();
+  if (j.contains("eval_fingerprint") && j["eval_fingerprint"].is_string()) {
+    c.eval_fingerprint = j["eval_fingerprint"].get<std::string>();
+  }
   return c;
 }
 

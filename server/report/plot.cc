@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "base/files.h"
+#include "server/analysis/distributions.h"
 
 namespace smallem {
 namespace {
@@ -23,6 +24,7 @@ constexpr double kLegendTop = 455;
 constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 constexpr const char* kReferenceColor = "#222222";
+constexpr int kCurveSamples = 48;  // segments R(t) is drawn with
 
 std::string Escape(std::string_view s) {
   std::string out;
@@ -189,24 +191,36 @@ void TimePanel(const PlotData& d, std::string& svg) {
   for (const PlotSeries& s : d.variants) {
     for (const PlotPoint& p : s.time) xs.push_back(p.x), ys.push_back(p.y);
   }
-  // The interpolation over the plotted span: the points, plus the variants'
-  // times beyond them (extrapolated).
-  std::vector<PlotPoint> inside, below, above;
+  // R(t) sampled over the plotted span (the points, plus the variants' times
+  // beyond them, extrapolated), and its band R ± t·SE_R.
+  std::vector<PlotPoint> inside, below, above, upper, lower;
   if (d.curve) {
     const double t0 = d.curve->first_seconds(), t1 = d.curve->last_seconds();
     double tmin = t0, tmax = t1;
     for (double x : xs) {
       if (x > 0) tmin = std::min(tmin, x), tmax = std::max(tmax, x);
     }
-    for (const CurvePoint& p : d.curve->points()) inside.push_back({p.seconds, p.loss});
-    if (tmin < t0) below = {{tmin, d.curve->Interpolate(tmin).value}, inside.front()};
-    if (tmax > t1) above = {inside.back(), {tmax, d.curve->Interpolate(tmax).value}};
-    for (const auto* part : {&below, &above}) {
-      for (const PlotPoint& p : *part) ys.push_back(p.y);
+    std::vector<double> ts;
+    for (int i = 0; i <= kCurveSamples; ++i) {
+      ts.push_back(tmin * std::pow(tmax / tmin, static_cast<double>(i) / kCurveSamples));
     }
-    if (d.tau) {
-      for (const PlotPoint& p : inside) ys.push_back(p.y + *d.tau), ys.push_back(p.y - *d.tau);
+    for (const CurvePoint& p : d.curve->points()) ts.push_back(p.seconds);
+    std::sort(ts.begin(), ts.end());
+    for (double t : ts) {
+      const PlotPoint p{t, d.curve->Interpolate(t).value};
+      if (t <= t0) below.push_back(p);
+      if (t >= t0 && t <= t1) inside.push_back(p);
+      if (t >= t1) above.push_back(p);
+      if (d.bootstrap && d.band_t > 0) {
+        const double half = d.band_t * d.bootstrap->Se(t);
+        upper.push_back({t, p.y + half}), lower.push_back({t, p.y - half});
+      }
+      ys.push_back(p.y);
     }
+    if (!(tmin < t0)) below.clear();
+    if (!(tmax > t1)) above.clear();
+    for (const PlotPoint& p : upper) ys.push_back(p.y);
+    for (const PlotPoint& p : lower) ys.push_back(p.y);
   }
   const Axes a = MakeAxes(kPanelLeft[0], xs, ys);
   absl::StrAppend(&svg, "<g class=\"panel\" id=\"time-panel\">\n");
@@ -215,21 +229,18 @@ void TimePanel(const PlotData& d, std::string& svg) {
                   "\" text-anchor=\"middle\">loss against training time</text>\n");
   Frame(a, "training time (log scale)", true, svg);
   if (d.curve) {
-    std::vector<PlotPoint> line = below.empty() ? inside : below;
-    if (!below.empty()) line.insert(line.end(), inside.begin() + 1, inside.end());
-    if (!above.empty()) line.push_back(above.back());
-    if (d.tau) {
-      // R(t) ± τ over the whole drawn line: straight in log time between vertices.
-      std::vector<PlotPoint> band;
-      for (const PlotPoint& p : line) band.push_back({p.x, p.y + *d.tau});
-      for (auto it = line.rbegin(); it != line.rend(); ++it)
-        band.push_back({it->x, it->y - *d.tau});
-      absl::StrAppend(&svg, "<polygon class=\"tau-band\" points=\"", Points(a, band),
+    if (!upper.empty()) {
+      std::vector<PlotPoint> band = upper;
+      band.insert(band.end(), lower.rbegin(), lower.rend());
+      absl::StrAppend(&svg, "<polygon class=\"reference-band\" points=\"", Points(a, band),
                       "\" fill=\"#888\" fill-opacity=\"0.18\" stroke=\"none\"><title>",
-                      absl::StrFormat("R(t) ± τ, τ = %.4f", *d.tau), "</title></polygon>\n");
+                      absl::StrFormat("R(t) ± t·SE_R(t), t = %.3f (bootstrap, %d resamples)",
+                                      d.band_t, d.bootstrap->resamples()),
+                      "</title></polygon>\n");
     }
     absl::StrAppend(&svg, "<polyline class=\"reference-line\" points=\"", Points(a, inside),
-                    "\" fill=\"none\" stroke=\"", kReferenceColor, "\" stroke-width=\"1.5\"/>\n");
+                    "\" fill=\"none\" stroke=\"", kReferenceColor, "\" stroke-width=\"1.5\"><title>",
+                    Escape(d.curve->Describe()), "</title></polyline>\n");
     for (const auto* part : {&below, &above}) {
       if (part->empty()) continue;
       absl::StrAppend(&svg, "<polyline class=\"reference-extrapolated\" points=\"",
@@ -303,8 +314,8 @@ void Legend(const PlotData& d, std::string& svg) {
                     Escape(label), "</text>\n");
     advance(label);
   }
-  if (d.tau && d.curve) {
-    const std::string label = absl::StrFormat("R(t) ± τ (τ = %.4f)", *d.tau);
+  if (d.bootstrap && d.band_t > 0 && d.curve) {
+    const std::string label = "R(t) ± t·SE_R(t) (95 %)";
     absl::StrAppend(&svg, "<rect x=\"", Num(x), "\" y=\"", Num(y - 8),
                     "\" width=\"14\" height=\"8\" fill=\"#888\" fill-opacity=\"0.3\"/>"
                     "<text class=\"legend-label\" x=\"",
@@ -341,15 +352,17 @@ PlotData PlotDataFor(const TimeReport& report) {
                          " — validation loss by training time and by "
                          "steps",
                          report.device_class.empty() ? "" : ", device class ", report.device_class);
-  if (report.curve.size() >= 2) {
-    absl::StatusOr<TimeCurve> curve = TimeCurve::Create(report.curve);
-    if (curve.ok()) d.curve = *std::move(curve);
+  if (report.choice) {
+    d.curve = report.choice->curve;
+    if (report.bootstrap && report.choice->sigma_df > 0 && report.bootstrap->resamples() > 1) {
+      d.bootstrap = report.bootstrap;
+      d.band_t = StudentTQuantile(0.975, report.choice->sigma_df);
+    }
   }
   for (const CurvePoint& p : report.curve) {
     if (p.seconds > 0) d.reference_points.push_back({p.seconds, p.loss});
     for (const PlotPoint& s : Zip(p.seed_steps, p.seed_losses)) d.reference_steps.push_back(s);
   }
-  d.tau = report.steps.tau;
   for (const TimeRow& row : report.rows) {
     d.variants.push_back({row.variant, Zip(row.seconds, row.losses), Zip(row.steps, row.losses)});
   }
@@ -361,7 +374,6 @@ PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
   PlotData d;
   d.title = absl::StrCat(report.experiment, " — validation loss by training time and by steps",
                          report.device_class.empty() ? "" : ", device class ", report.device_class);
-  d.tau = report.tau;
   for (const ReportRow& row : report.rows) {
     PlotSeries s{.name = row.variant, .time = {}, .steps = {}};
     for (int64_t seed : plan.seeds) {

@@ -3,9 +3,10 @@
 //
 // Two panels side by side:
 //  1. validation loss (nats/byte) against training time, log-scaled x: the
-//     reference curve's points (mean of each budget's seeds), its
-//     interpolation (solid between the points, dashed where it is
-//     extrapolated to cover the variants' times), the τ band R(t) ± τ, and
+//     reference curve's points (mean of each budget's seeds), R(t) as the
+//     comparison uses it (the chosen model, server/analysis/curve_check.h;
+//     solid between the points, dashed where it is extrapolated to cover the
+//     variants' times), its band R(t) ± t₀.₉₇₅·SE_R(t) (bootstrap), and
 //     every seed of every variant as a marker, one colour per variant;
 //  2. validation loss against optimizer steps, log-scaled x: the reference
 //     seeds and every variant's seeds.
@@ -13,8 +14,8 @@
 // The SVG is meant to be read by programs too: each panel is a
 // <g class="panel" id="time-panel"|"steps-panel">; each series is a
 // <g class="series" data-series="NAME"> ("reference", "variant:NAME"); the
-// interpolation is <polyline class="reference-line"> (and
-// "reference-extrapolated"), the band <polygon class="tau-band">; every
+// curve is <polyline class="reference-line"> (and
+// "reference-extrapolated"), the band <polygon class="reference-band">; every
 // marker has a <title> with its values.
 //
 // PNG is not produced: that needs a rasterizer and fonts, which Smallem does
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "server/analysis/curve_check.h"
 #include "server/analysis/reference_curve.h"
 #include "server/analysis/time_comparator.h"
 
@@ -51,12 +53,14 @@ struct PlotData {
   std::optional<TimeCurve> curve;           // the reference curve (≥ 2 points), if any
   std::vector<PlotPoint> reference_points;  // (seconds, loss) of the curve's points
   std::vector<PlotPoint> reference_steps;   // (steps, loss) per reference seed
-  std::optional<double> tau;                // the band's half-width
+  // The band R(t) ± band_t·SE_R(t); none without a bootstrap or band_t.
+  std::optional<CurveBootstrap> bootstrap;
+  double band_t = 0;
   std::vector<PlotSeries> variants;
 };
 
-// The data of `report`: its curve when it has two points or more, τ when
-// known, every finished seed of every row.
+// The data of `report`: its chosen curve and bootstrap when it has two
+// points or more, every finished seed of every row.
 PlotData PlotDataFor(const TimeReport& report);
 // Without a reference curve: the variants of an equal-steps report (their
 // seeds' losses and mean times; per-seed steps from `runs`).

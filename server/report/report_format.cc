@@ -15,6 +15,7 @@ namespace {
 
 using nlohmann::json;
 using report_internal::Fixed;
+using report_internal::IntervalCell;
 using report_internal::ParamsCell;
 using report_internal::ParamsChangeCell;
 using report_internal::NoiseLine;
@@ -32,6 +33,8 @@ std::vector<std::string> Cells(const ReportRow& row) {
           absl::StrCat(row.seeds_finished, "/", row.seeds_expected),
           Fixed(row.mean_loss, "%.4f"),
           Fixed(row.delta, "%+.4f"),
+          IntervalCell(row.ci_low, row.ci_high),
+          Fixed(row.tau, "%.4f"),
           row.VerdictText(),
           ParamsCell(row),
           ParamsChangeCell(row),
@@ -40,11 +43,12 @@ std::vector<std::string> Cells(const ReportRow& row) {
 
 const std::vector<std::string>& Headers() {
   static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "val nats/byte", "Δ", "verdict", "params", "Δ params", "train s"};
+      "variant", "seeds", "val nats/byte", "Δ",       "95 % CI",
+      "τ",       "verdict", "params",       "Δ params", "train s"};
   return *h;
 }
 // Columns holding numbers are right-aligned.
-bool RightAligned(size_t column) { return column != 0 && column != 4; }
+bool RightAligned(size_t column) { return column != 0 && column != 6; }
 
 std::string Title(const Report& r) {
   std::string title = absl::StrCat(r.experiment, " — equal steps, ", BudgetLabel(r.budget));
@@ -100,8 +104,8 @@ std::string FormatReportMarkdown(const Report& report) {
 std::string FormatReportCsv(const Report& report) {
   std::string out =
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
-      "mean_val_nats_per_byte,delta,tau,params,params_change,params_warning,"
-      "mean_train_seconds,device_class,pending_reason\n";
+      "mean_val_nats_per_byte,delta,se_method,se,df,t_quantile,ci_low,ci_high,tau,params,"
+      "params_change,params_warning,mean_train_seconds,device_class,pending_reason\n";
   for (const ReportRow& row : report.rows) {
     std::vector<std::string> fields = {
         CsvField(report.experiment),
@@ -112,7 +116,13 @@ std::string FormatReportCsv(const Report& report) {
         absl::StrCat(row.seeds_expected),
         CsvOptional(row.mean_loss, "%.6f"),
         CsvOptional(row.delta, "%.6f"),
-        CsvOptional(report.tau, "%.6f"),
+        row.delta ? SeMethodName(row.se_method) : "",
+        CsvOptional(row.se, "%.6f"),
+        CsvOptional(row.df, "%.3f"),
+        CsvOptional(row.t_quantile, "%.5f"),
+        CsvOptional(row.ci_low, "%.6f"),
+        CsvOptional(row.ci_high, "%.6f"),
+        CsvOptional(row.tau, "%.6f"),
         CsvOptional(row.params, "%d"),
         CsvOptional(row.params_change, "%.5f"),
         row.params_warning ? "true" : "false",
@@ -123,6 +133,23 @@ std::string FormatReportCsv(const Report& report) {
   }
   return out;
 }
+json NoiseModelJson(const NoiseModel& noise) {
+  json arms = json::array();
+  for (const ArmNoise& a : noise.arms) {
+    arms.push_back({{"variant", a.name},
+                    {"seeds", a.seeds},
+                    {"stddev", JsonOptional(a.stddev)},
+                    {"f_ratio", JsonOptional(a.f_ratio)},
+                    {"f_df", a.f_ratio ? json({a.seeds - 1, *a.f_df_rest}) : json(nullptr)},
+                    {"f_p", JsonOptional(a.f_p)},
+                    {"departs", a.departs}});
+  }
+  return {{"sigma", JsonOptional(noise.sigma)},
+          {"df", noise.df},
+          {"variance_test_level", kVarianceTestLevel},
+          {"arms", arms}};
+}
+
 json ReportToJson(const Report& report) {
   json rows = json::array();
   for (const ReportRow& row : report.rows) {
@@ -134,8 +161,16 @@ json ReportToJson(const Report& report) {
                     {"losses", row.losses},
                     {"mean_val_nats_per_byte", JsonOptional(row.mean_loss)},
                     {"delta", JsonOptional(row.delta)},
+                    {"se_method", row.delta ? json(SeMethodName(row.se_method)) : json(nullptr)},
+                    {"se", JsonOptional(row.se)},
+                    {"df", JsonOptional(row.df)},
+                    {"t_quantile", JsonOptional(row.t_quantile)},
+                    {"ci_low", JsonOptional(row.ci_low)},
+                    {"ci_high", JsonOptional(row.ci_high)},
+                    {"tau", JsonOptional(row.tau)},
                     {"delta_over_tau", JsonOptional(row.delta_over_tau)},
                     {"welch_t", JsonOptional(row.welch_t)},
+                    {"welch_df", JsonOptional(row.welch_df)},
                     {"params", JsonOptional(row.params)},
                     {"params_change", JsonOptional(row.params_change)},
                     {"params_warning", row.params_warning},
@@ -154,8 +189,7 @@ json ReportToJson(const Report& report) {
           {"budget", BudgetJson(report.budget)},
           {"device_class", report.device_class},
           {"noise_floor", report.noise_floor},
-          {"baseline_spread", JsonOptional(report.baseline_spread)},
-          {"tau", JsonOptional(report.tau)},
+          {"noise_model", NoiseModelJson(report.noise)},
           {"complete", report.Complete()},
           {"rows", rows},
           {"left_out", left_out},

@@ -3,17 +3,18 @@
 //   markdown  a GitHub table, to paste into notes or an issue
 //   csv       one line per variant, full precision, RFC 4180 quoting
 //   json      the whole report, machine-readable
-// Every format carries the same facts: the noise threshold and how it was
-// obtained, each variant's mean loss, Δ, verdict and parameter counts, the
-// pending rows and the notes (warnings, runs left out).
+// Every format carries the same facts: the pooled noise, each variant's mean
+// loss, Δ, its 95 % interval, the row's threshold τ and how it was obtained,
+// the verdict and parameter counts, the pending rows and the notes
+// (warnings, runs left out).
 //
 // Three reports share these formats (docs/equal-time.md):
 //   FormatReport          equal steps: Δ = mean(V) − mean(B)
 //   FormatTimeReport      equal time: t, R(t), Δt = mean(V) − R(t)
 //   FormatCombinedReport  both side by side (a variant can win per step and
 //                         lose per minute)
-// and the noise section (FormatNoise): replicate spread per variant, the τ
-// used, Welch's t and the seeds that would resolve τ.
+// and the noise section (FormatNoise): pooled σ, per-arm s and its F test,
+// Welch's t and the seeds that would resolve the floor.
 //
 // Pure functions of their arguments.
 #ifndef SMALLEM_SERVER_REPORT_REPORT_FORMAT_H_
@@ -43,13 +44,17 @@ std::string FormatReportTable(const Report& report);
 std::string FormatReportMarkdown(const Report& report);
 std::string FormatReportCsv(const Report& report);
 // Keys: experiment, comparison ("equal_steps"), baseline, budget ({"steps":
-// N} or {"minutes": M}), device_class, noise_floor, baseline_spread, tau
-// (null until the baseline is complete), complete, rows[] (variant, verdict,
-// verdict_text, seeds_finished, seeds_expected, losses, mean_val_nats_per_byte,
-// delta, delta_over_tau, welch_t, params, params_change, params_warning,
+// N} or {"minutes": M}), device_class, noise_floor, noise_model
+// (NoiseModelJson), complete, rows[] (variant, verdict, verdict_text,
+// seeds_finished, seeds_expected, losses, mean_val_nats_per_byte, delta,
+// se_method, se, df, t_quantile, ci_low, ci_high, tau, delta_over_tau,
+// welch_t, welch_df, params, params_change, params_warning,
 // mean_train_seconds, pending_reason), left_out[] (variant, seed,
 // device_class), notes[]. Absent values are null.
 nlohmann::json ReportToJson(const Report& report);
+// sigma, df, variance_test_level, arms[] (variant, seeds, stddev, f_ratio,
+// f_df [arm, rest], f_p, departs).
+nlohmann::json NoiseModelJson(const NoiseModel& noise);
 
 // Equal time only. Table/markdown: title, τ line, the reference curve's
 // points, one row per variant (seeds, val nats/byte, train s, R(t) —
@@ -73,14 +78,17 @@ std::string FormatCombinedReport(const TimeReport& report, ReportFormat format);
 // span_ratio, pending_reason), complete, notes[].
 nlohmann::json TimeReportToJson(const TimeReport& report, bool combined = false);
 
-// The noise section. Table/markdown: the τ line, one row per variant (seeds,
-// spread, std, Welch t, df, seeds to resolve τ), notes. CSV columns:
-// experiment, variant, seeds, spread, stddev, welch_t, welch_df,
-// seeds_to_resolve (">1000" past the search), tau, device_class.
+// The noise section. Table/markdown: the pooled σ line, one row per variant
+// (seeds, spread, s, F against the other arms and its p — " !" when it
+// departs —, Welch t, df, seeds to resolve the floor), notes. CSV columns:
+// experiment, variant, seeds, spread, stddev, f_ratio, f_p, departs,
+// welch_t, welch_df, seeds_to_resolve (">1000" past the search),
+// pooled_sigma, pooled_df, device_class.
 std::string FormatNoise(const NoiseReport& noise, ReportFormat format);
-// Keys: experiment, baseline, device_class, noise_floor, baseline_spread, tau,
-// rows[] (variant, seeds, spread, stddev, welch_t, welch_df,
-// seeds_to_resolve, more_than_max_seeds), notes[].
+// Keys: experiment, baseline, device_class, noise_floor, pooled_sigma,
+// pooled_df, rows[] (variant, seeds, spread, stddev, f_ratio, f_df_rest, f_p,
+// departs, welch_t, welch_df, seeds_to_resolve, more_than_max_seeds),
+// notes[].
 nlohmann::json NoiseToJson(const NoiseReport& noise);
 
 }  // namespace smallem

@@ -24,7 +24,8 @@ using report_internal::JsonOptional;
 
 const std::vector<std::string>& NoiseHeaders() {
   static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "spread", "std", "Welch t", "df", "seeds to resolve τ"};
+      "variant", "seeds", "spread", "s", "F vs rest", "p (F)", "Welch t", "df",
+      "seeds to resolve floor"};
   return *h;
 }
 
@@ -39,6 +40,8 @@ std::vector<std::string> NoiseCells(const NoiseRow& row) {
           absl::StrCat(row.seeds),
           Fixed(row.spread, "%.4f"),
           Fixed(row.stddev, "%.4f"),
+          Fixed(row.f_ratio, "%.2f"),
+          row.f_p ? absl::StrFormat("%.3f%s", *row.f_p, row.departs ? " !" : "") : kNone,
           Fixed(row.welch_t, "%+.2f"),
           Fixed(row.welch_df, "%.1f"),
           seeds.empty() ? std::string(kNone) : seeds};
@@ -50,15 +53,16 @@ std::string NoiseTitle(const NoiseReport& n) {
   return title;
 }
 
-std::string NoiseTauLine(const NoiseReport& n) {
-  if (!n.tau) {
-    return absl::StrFormat("τ used: not known until every baseline seed has finished (floor %.4f)",
-                           n.noise_floor);
+std::string NoiseSigmaLine(const NoiseReport& n) {
+  if (!n.sigma) {
+    return absl::StrFormat(
+        "pooled σ: not measured (no arm has two finished seeds); every τ is the floor %.4f",
+        n.noise_floor);
   }
   return absl::StrFormat(
-      "τ used: %.4f nats/byte = max(floor %.4f, the baseline's spread %s)", *n.tau,
-      n.noise_floor,
-      n.baseline_spread ? absl::StrFormat("%.4f", *n.baseline_spread) : std::string(kNone));
+      "pooled σ = %.4f nats/byte (df %d) over every arm with two or more seeds; F test of each "
+      "arm's s against the others at %.0f %%; floor %.4f",
+      *n.sigma, n.df, 100 * kVarianceTestLevel, n.noise_floor);
 }
 
 }  // namespace
@@ -69,13 +73,13 @@ std::string FormatNoise(const NoiseReport& noise, ReportFormat format) {
   auto right = [](size_t c) { return c != 0; };
   switch (format) {
     case ReportFormat::kTable: {
-      std::string out = absl::StrCat(NoiseTitle(noise), "\n", NoiseTauLine(noise), "\n\n",
+      std::string out = absl::StrCat(NoiseTitle(noise), "\n", NoiseSigmaLine(noise), "\n\n",
                                      AlignedTable(NoiseHeaders(), rows, right));
       for (const std::string& note : noise.notes) absl::StrAppend(&out, "note: ", note, "\n");
       return out;
     }
     case ReportFormat::kMarkdown: {
-      std::string out = absl::StrCat("**", NoiseTitle(noise), "**\n\n", NoiseTauLine(noise),
+      std::string out = absl::StrCat("**", NoiseTitle(noise), "**\n\n", NoiseSigmaLine(noise),
                                      "\n\n", MarkdownTable(NoiseHeaders(), rows, right));
       if (!noise.notes.empty()) absl::StrAppend(&out, "\n");
       for (const std::string& note : noise.notes) absl::StrAppend(&out, "- ", note, "\n");
@@ -83,14 +87,16 @@ std::string FormatNoise(const NoiseReport& noise, ReportFormat format) {
     }
     case ReportFormat::kCsv: {
       std::string out =
-          "experiment,variant,seeds,spread,stddev,welch_t,welch_df,seeds_to_resolve,tau,"
-          "device_class\n";
+          "experiment,variant,seeds,spread,stddev,f_ratio,f_p,departs,welch_t,welch_df,"
+          "seeds_to_resolve,pooled_sigma,pooled_df,device_class\n";
       for (const NoiseRow& row : noise.rows) {
         std::vector<std::string> fields = {
             CsvField(noise.experiment), CsvField(row.variant), absl::StrCat(row.seeds),
             CsvOptional(row.spread, "%.6f"), CsvOptional(row.stddev, "%.6f"),
+            CsvOptional(row.f_ratio, "%.4f"), CsvOptional(row.f_p, "%.5f"),
+            row.departs ? "true" : "false",
             CsvOptional(row.welch_t, "%.4f"), CsvOptional(row.welch_df, "%.2f"),
-            SeedsToResolveText(row), CsvOptional(noise.tau, "%.6f"),
+            SeedsToResolveText(row), CsvOptional(noise.sigma, "%.6f"), absl::StrCat(noise.df),
             CsvField(noise.device_class)};
         absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
       }
@@ -109,6 +115,10 @@ json NoiseToJson(const NoiseReport& noise) {
                     {"seeds", row.seeds},
                     {"spread", JsonOptional(row.spread)},
                     {"stddev", JsonOptional(row.stddev)},
+                    {"f_ratio", JsonOptional(row.f_ratio)},
+                    {"f_df_rest", JsonOptional(row.f_df_rest)},
+                    {"f_p", JsonOptional(row.f_p)},
+                    {"departs", row.departs},
                     {"welch_t", JsonOptional(row.welch_t)},
                     {"welch_df", JsonOptional(row.welch_df)},
                     {"seeds_to_resolve", JsonOptional(row.seeds_to_resolve)},
@@ -118,8 +128,8 @@ json NoiseToJson(const NoiseReport& noise) {
           {"baseline", noise.baseline},
           {"device_class", noise.device_class},
           {"noise_floor", noise.noise_floor},
-          {"baseline_spread", JsonOptional(noise.baseline_spread)},
-          {"tau", JsonOptional(noise.tau)},
+          {"pooled_sigma", JsonOptional(noise.sigma)},
+          {"pooled_df", noise.df},
           {"rows", rows},
           {"notes", noise.notes}};
 }

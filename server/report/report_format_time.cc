@@ -19,6 +19,7 @@ namespace {
 using nlohmann::json;
 using report_internal::kNone;
 using report_internal::Fixed;
+using report_internal::IntervalCell;
 using report_internal::ParamsCell;
 using report_internal::ParamsChangeCell;
 using report_internal::NoiseLine;
@@ -49,24 +50,48 @@ std::string TimeTitle(const TimeReport& r, bool combined) {
   return title;
 }
 
-// One line per reference point, or why there are none yet.
+// The curve: its model, one line per point (with the model's residual and
+// its leave-one-out miss), or why there are none yet.
 std::vector<std::string> CurveLines(const TimeReport& r) {
   std::vector<std::string> lines;
-  if (r.curve.empty()) {
-    lines.push_back(absl::StrCat("reference curve: no budget finished yet on ",
+  if (r.curve.empty() || !r.choice) {
+    lines.push_back(absl::StrCat("reference curve: ", r.curve.size(), " of ", r.curve_budgets,
+                                 " budgets finished on ",
                                  r.device_class.empty() ? "any device class" : r.device_class,
-                                 " (0 of ", r.curve_budgets, ")"));
+                                 " (two are needed)"));
     return lines;
   }
+  const CurveChoice& c = *r.choice;
   lines.push_back(absl::StrFormat(
-      "reference curve (%d of %d budgets, mean of each budget's seeds): R(t) is interpolated "
-      "linearly in log time",
-      static_cast<int>(r.curve.size()), r.curve_budgets));
-  for (const CurvePoint& p : r.curve) {
-    lines.push_back(absl::StrFormat("  %s: %.1f s, %.4f nats/byte (%d seed%s)",
-                                    BudgetLabel(p.budget), p.seconds, p.loss,
-                                    static_cast<int>(p.seed_losses.size()),
-                                    p.seed_losses.size() == 1 ? "" : "s"));
+      "reference curve (%d of %d budgets, mean of each budget's seeds): R(t) = %s",
+      static_cast<int>(r.curve.size()), r.curve_budgets, c.curve.Describe()));
+  lines.push_back(absl::StrCat(
+      "  point noise: ",
+      c.sigma ? absl::StrFormat("σ = %.4f (df %d, from the %s)", *c.sigma, c.sigma_df,
+                                c.sigma_source)
+              : std::string("not measured"),
+      c.misfit ? absl::StrFormat("; fit χ²/dof = %.2f", *c.misfit) : std::string(),
+      r.bootstrap ? absl::StrFormat("; SE_R(t) from %d bootstrap resamples (seed %d)",
+                                    r.bootstrap->resamples(),
+                                    static_cast<int64_t>(kBootstrapSeed))
+                  : std::string()));
+  const std::vector<double> residuals = c.curve.Residuals();
+  for (size_t i = 0; i < c.curve.points().size(); ++i) {
+    const CurvePoint& p = c.curve.points()[i];
+    std::string line = absl::StrFormat("  %s: %.1f s, %.4f nats/byte (%d seed%s)",
+                                       BudgetLabel(p.budget), p.seconds, p.loss,
+                                       static_cast<int>(p.seed_losses.size()),
+                                       p.seed_losses.size() == 1 ? "" : "s");
+    if (c.curve.fit()) absl::StrAppend(&line, absl::StrFormat(", fit residual %+.4f", residuals[i]));
+    for (const LeftOut& m : c.left_out) {
+      if (m.budget != p.budget) continue;
+      absl::StrAppend(&line, absl::StrFormat(", left out: predicted %.4f, miss %+.4f", m.predicted,
+                                             m.miss));
+      if (m.tau) {
+        absl::StrAppend(&line, absl::StrFormat(" (τ %.4f%s)", *m.tau, m.exceeds ? ", exceeds" : ""));
+      }
+    }
+    lines.push_back(std::move(line));
   }
   return lines;
 }
@@ -82,7 +107,7 @@ std::string TimeSummary(const TimeReport& r) {
                                "time");
   if (extrapolated > 0) absl::StrAppend(&s, ", ", extrapolated, " extrapolated");
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
-  absl::StrAppend(&s, " (Δ time = loss − R(t); a verdict needs |Δ| > τ)");
+  absl::StrAppend(&s, " (Δ time = loss − R(t); a verdict needs |Δ| > the row's τ time)");
   return s;
 }
 
@@ -94,11 +119,11 @@ std::vector<std::string> AllNotes(const TimeReport& r) {
 
 const std::vector<std::string>& TimeHeaders() {
   static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "val nats/byte", "train s", "R(t)", "Δ time", "verdict", "params",
-      "Δ params"};
+      "variant", "seeds", "val nats/byte", "train s", "R(t)", "Δ time", "95 % CI", "τ time",
+      "verdict", "params", "Δ params"};
   return *h;
 }
-bool TimeRightAligned(size_t c) { return c != 0 && c != 4 && c != 6; }
+bool TimeRightAligned(size_t c) { return c != 0 && c != 4 && c != 8; }
 
 std::vector<std::string> TimeCells(const ReportRow& s, const TimeRow& t) {
   return {s.variant,
@@ -107,6 +132,8 @@ std::vector<std::string> TimeCells(const ReportRow& s, const TimeRow& t) {
           Fixed(s.mean_train_seconds, "%.1f"),
           ReferenceCell(t),
           Fixed(t.delta, "%+.4f"),
+          IntervalCell(t.ci_low, t.ci_high),
+          Fixed(t.tau, "%.4f"),
           t.VerdictText(),
           ParamsCell(s),
           ParamsChangeCell(s)};
@@ -114,21 +141,25 @@ std::vector<std::string> TimeCells(const ReportRow& s, const TimeRow& t) {
 
 const std::vector<std::string>& CombinedHeaders() {
   static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "val nats/byte", "Δ steps", "at equal steps", "train s", "R(t)",
-      "Δ time", "at equal time", "params", "Δ params"};
+      "variant", "seeds", "val nats/byte", "Δ steps", "95 % CI", "τ", "at equal steps",
+      "train s", "R(t)", "Δ time", "95 % CI", "τ time", "at equal time", "params", "Δ params"};
   return *h;
 }
-bool CombinedRightAligned(size_t c) { return c != 0 && c != 4 && c != 6 && c != 8; }
+bool CombinedRightAligned(size_t c) { return c != 0 && c != 6 && c != 8 && c != 12; }
 
 std::vector<std::string> CombinedCells(const ReportRow& s, const TimeRow& t) {
   return {s.variant,
           absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
           Fixed(s.mean_loss, "%.4f"),
           Fixed(s.delta, "%+.4f"),
+          IntervalCell(s.ci_low, s.ci_high),
+          Fixed(s.tau, "%.4f"),
           s.VerdictText(),
           Fixed(s.mean_train_seconds, "%.1f"),
           ReferenceCell(t),
           Fixed(t.delta, "%+.4f"),
+          IntervalCell(t.ci_low, t.ci_high),
+          Fixed(t.tau, "%.4f"),
           t.VerdictText(),
           ParamsCell(s),
           ParamsChangeCell(s)};
@@ -168,7 +199,8 @@ std::string TimeText(const TimeReport& r, bool combined, bool markdown) {
 std::string TimeCsv(const TimeReport& r) {
   std::string out =
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
-      "mean_val_nats_per_byte,mean_train_seconds,reference_loss,delta,tau,extrapolated,"
+      "mean_val_nats_per_byte,mean_train_seconds,reference_loss,delta,slope,se_variant,"
+      "se_reference,se_seconds,se,df,t_quantile,ci_low,ci_high,tau,extrapolated,"
       "span_ratio,params,device_class,pending_reason\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const ReportRow& s = r.steps.rows[i];
@@ -184,7 +216,16 @@ std::string TimeCsv(const TimeReport& r) {
         CsvOptional(s.mean_train_seconds, "%.3f"),
         CsvOptional(t.reference_loss, "%.6f"),
         CsvOptional(t.delta, "%.6f"),
-        CsvOptional(r.steps.tau, "%.6f"),
+        CsvOptional(t.slope, "%.8f"),
+        CsvOptional(t.se_variant, "%.6f"),
+        CsvOptional(t.se_reference, "%.6f"),
+        CsvOptional(t.se_seconds, "%.4f"),
+        CsvOptional(t.se, "%.6f"),
+        CsvOptional(t.df, "%.3f"),
+        CsvOptional(t.t_quantile, "%.5f"),
+        CsvOptional(t.ci_low, "%.6f"),
+        CsvOptional(t.ci_high, "%.6f"),
+        CsvOptional(t.tau, "%.6f"),
         t.extrapolated ? "true" : "false",
         t.reference_loss ? absl::StrFormat("%.4f", t.span_ratio) : "",
         CsvOptional(s.params, "%d"),
@@ -199,14 +240,17 @@ std::string CombinedCsv(const TimeReport& r) {
   // The equal-steps CSV, each line extended with the equal-time columns.
   const std::vector<std::string> lines = absl::StrSplit(FormatReportCsv(r.steps), '\n');
   std::string out = absl::StrCat(
-      lines[0], ",reference_loss,delta_time,delta_time_over_tau,verdict_time,extrapolated,"
-      "span_ratio\n");
+      lines[0], ",reference_loss,delta_time,ci_low_time,ci_high_time,tau_time,"
+      "delta_time_over_tau,verdict_time,extrapolated,span_ratio\n");
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const TimeRow& t = r.rows[i];
     std::vector<std::string> fields = {
         lines[i + 1],
         CsvOptional(t.reference_loss, "%.6f"),
         CsvOptional(t.delta, "%.6f"),
+        CsvOptional(t.ci_low, "%.6f"),
+        CsvOptional(t.ci_high, "%.6f"),
+        CsvOptional(t.tau, "%.6f"),
         CsvOptional(t.delta_over_tau, "%.3f"),
         CsvField(VerdictName(t.verdict)),
         t.extrapolated ? "true" : "false",
@@ -240,6 +284,38 @@ std::string FormatCombinedReport(const TimeReport& report, ReportFormat format) 
   return "";
 }
 
+namespace {
+
+json CurveJson(const TimeReport& report) {
+  if (!report.choice) return nullptr;
+  const CurveChoice& c = *report.choice;
+  json fit = nullptr;
+  if (c.curve.fit()) {
+    const FormFit& f = *c.curve.fit();
+    fit = {{"form", FormName(f.form)}, {"l_inf", f.l_inf}, {"a", f.a}, {"alpha", f.alpha},
+           {"t0", f.t0}, {"t_ref", f.t_ref}};
+  }
+  json left_out = json::array();
+  for (const LeftOut& m : c.left_out) {
+    left_out.push_back({{"budget", BudgetJson(m.budget)}, {"seconds", m.seconds},
+                        {"measured", m.measured}, {"predicted", m.predicted}, {"miss", m.miss},
+                        {"tau", JsonOptional(m.tau)}, {"exceeds", m.exceeds}});
+  }
+  return {{"model", CurveModelName(c.curve.model())},
+          {"description", c.curve.Describe()},
+          {"fit", fit},
+          {"residuals", c.curve.Residuals()},
+          {"point_sigma", JsonOptional(c.sigma)},
+          {"point_sigma_df", c.sigma_df},
+          {"point_sigma_source", c.sigma_source},
+          {"misfit", JsonOptional(c.misfit)},
+          {"left_out", left_out},
+          {"bootstrap_resamples", report.bootstrap ? report.bootstrap->resamples() : 0},
+          {"bootstrap_seed", kBootstrapSeed}};
+}
+
+}  // namespace
+
 json TimeReportToJson(const TimeReport& report, bool combined) {
   json j = ReportToJson(report.steps);
   j["comparison"] = combined ? "equal_steps_and_time" : "equal_time";
@@ -248,7 +324,9 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
     reference.push_back({{"budget", BudgetJson(p.budget)},
                          {"seconds", p.seconds},
                          {"val_nats_per_byte", p.loss},
-                         {"seeds", p.seed_losses.size()}});
+                         {"seeds", p.seed_losses.size()},
+                         {"seed_losses", p.seed_losses},
+                         {"seed_seconds", p.seed_seconds}});
   }
   json rows = json::array();
   for (const TimeRow& row : report.rows) {
@@ -259,6 +337,16 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
                     {"mean_val_nats_per_byte", JsonOptional(row.mean_loss)},
                     {"reference_loss", JsonOptional(row.reference_loss)},
                     {"delta", JsonOptional(row.delta)},
+                    {"slope", JsonOptional(row.slope)},
+                    {"se_variant", JsonOptional(row.se_variant)},
+                    {"se_reference", JsonOptional(row.se_reference)},
+                    {"se_seconds", JsonOptional(row.se_seconds)},
+                    {"se", JsonOptional(row.se)},
+                    {"df", JsonOptional(row.df)},
+                    {"t_quantile", JsonOptional(row.t_quantile)},
+                    {"ci_low", JsonOptional(row.ci_low)},
+                    {"ci_high", JsonOptional(row.ci_high)},
+                    {"tau", JsonOptional(row.tau)},
                     {"delta_over_tau", JsonOptional(row.delta_over_tau)},
                     {"extrapolated", row.extrapolated},
                     {"span_ratio", row.reference_loss ? json(row.span_ratio) : json(nullptr)},
@@ -268,6 +356,7 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
   j["equal_time"] = {{"device_class", report.device_class},
                      {"curve_budgets", report.curve_budgets},
                      {"reference", reference},
+                     {"curve", CurveJson(report)},
                      {"rows", rows},
                      {"complete", report.Complete()},
                      {"notes", report.notes}};

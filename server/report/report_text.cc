@@ -43,38 +43,34 @@ std::string ParamsChangeCell(const ReportRow& row) {
 }
 
 std::string NoiseLine(const Report& r) {
-  if (!r.tau) {
+  if (!r.noise.sigma) {
     return absl::StrFormat(
-        "noise threshold τ: not known until every baseline seed has finished (floor %.4f)",
+        "noise: not measured (no arm has two finished seeds): every τ is the floor, %.4f "
+        "nats/byte",
         r.noise_floor);
   }
-  const size_t seeds = r.rows.empty() ? 0 : r.rows.front().losses.size();
-  if (seeds < 2) {
-    return absl::StrFormat(
-        "noise threshold τ = %.4f nats/byte: the floor (one baseline seed: noise not measured)",
-        *r.tau);
-  }
-  const std::string over = absl::StrFormat("max − min over %d seed%s", seeds,
-                                           seeds == 1 ? "" : "s");
-  if (*r.baseline_spread > r.noise_floor) {
-    return absl::StrFormat(
-        "noise threshold τ = %.4f nats/byte: the baseline's spread (%s), above the %.4f floor",
-        *r.tau, over, r.noise_floor);
-  }
+  int arms = 0;
+  for (const ArmNoise& arm : r.noise.arms) arms += arm.stddev.has_value();
   return absl::StrFormat(
-      "noise threshold τ = %.4f nats/byte: the floor (the baseline's spread, %s, is %.4f)",
-      *r.tau, over, *r.baseline_spread);
+      "noise: σ = %.4f nats/byte pooled over %d arm%s (df %d); each row's τ = max(floor %.4f, "
+      "t₀.₉₇₅·SE)",
+      *r.noise.sigma, arms, arms == 1 ? "" : "s", r.noise.df, r.noise_floor);
+}
+
+std::string IntervalCell(const std::optional<double>& low, const std::optional<double>& high) {
+  if (!low || !high) return kNone;
+  return absl::StrFormat("[%+.4f, %+.4f]", *low, *high);
 }
 
 std::string Summary(const Report& r) {
   int compared = 0, pending = 0;
   for (const ReportRow& row : r.rows) {
     if (row.verdict == Verdict::kPending) ++pending;
-    else if (row.verdict != Verdict::kBaseline) ++compared;
+    else if (row.verdict != Verdict::kBaseline && row.verdict != Verdict::kRefused) ++compared;
   }
   std::string s = absl::StrCat(compared, " variant(s) compared with ", r.baseline);
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
-  absl::StrAppend(&s, " (lower is better; a verdict needs |Δ| > τ)");
+  absl::StrAppend(&s, " (lower is better; a verdict needs |Δ| > the row's τ)");
   return s;
 }
 

@@ -28,9 +28,12 @@ std::string Fixed(const std::optional<double>& v, const char* format);
 std::string ParamsCell(const ReportRow& row);
 std::string ParamsChangeCell(const ReportRow& row);
 
-// The equal-steps report's τ line ("noise threshold τ = …: …") and summary
-// sentence (no final period); the equal-time report repeats both.
+// The equal-steps report's noise line ("noise: σ = … pooled over … arms
+// (df …); each row's τ = …") and summary sentence (no final period); the
+// equal-time report repeats both.
 std::string NoiseLine(const Report& r);
+// A 95 % interval: "[-0.0130, -0.0070]", or kNone.
+std::string IntervalCell(const std::optional<double>& low, const std::optional<double>& high);
 std::string Summary(const Report& r);
 
 // Aligned text columns, two spaces apart, each line ending with "\n";

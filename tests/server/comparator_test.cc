@@ -48,11 +48,14 @@ const ReportRow& Row(const Report& report, const std::string& variant) {
   return none;
 }
 
-// The hand-computed fixture. Baseline seeds 1.500 / 1.501: mean 1.5005,
-// spread 0.001 < floor, so τ = 0.002.
-//   better: 1.490 / 1.491, mean 1.4905, Δ = −0.0100 = 5.0τ
-//   noise:  1.501 / 1.502, mean 1.5015, Δ = +0.0010 = 0.5τ
-//   worse:  1.5065 ×2,     mean 1.5065, Δ = +0.0060 = 3.0τ
+// The hand-computed fixture. Baseline seeds 1.500 / 1.501: mean 1.5005.
+// Every arm but `worse` has s² = 5e-7 (df 1), `worse` 0: pooled over the six
+// arms σ² = 5·5e-7/6 = 4.1667e-7, σ = 0.00064550, df 6. Two seeds per arm:
+// SE = σ·√(1/2 + 1/2) = σ, t₀.₉₇₅(6) = 2.4469119, t·SE = 0.0015795 < floor,
+// so every τ = 0.002; 95 % CI = Δ ± 0.0015795.
+//   better: 1.490 / 1.491, mean 1.4905, Δ = −0.0100 = 5.00τ
+//   noise:  1.501 / 1.502, mean 1.5015, Δ = +0.0010 = 0.50τ
+//   worse:  1.5065 ×2,     mean 1.5065, Δ = +0.0060 = 3.00τ
 //   wide:   as noise, params +2.0001 % (warning); exact: params +2.0000 % (none)
 std::vector<ComparedRun> Fixture() {
   return {Finished("baseline", 1, 1.500), Finished("baseline", 2, 1.501),
@@ -68,9 +71,9 @@ TEST(ComparatorTest, HandComputedFixture) {
       Plan({"baseline", "better", "noise", "worse", "wide", "exact"}), Fixture());
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->device_class, "cpu");
-  ASSERT_TRUE(report->baseline_spread && report->tau);
-  EXPECT_NEAR(*report->baseline_spread, 0.001, 1e-12);
-  EXPECT_DOUBLE_EQ(*report->tau, 0.002);
+  ASSERT_TRUE(report->noise.sigma.has_value());
+  EXPECT_NEAR(*report->noise.sigma, std::sqrt(2.5e-6 / 6), 1e-12);
+  EXPECT_EQ(report->noise.df, 6);
 
   const ReportRow& base = Row(*report, "baseline");
   EXPECT_EQ(base.verdict, Verdict::kBaseline);
@@ -81,7 +84,13 @@ TEST(ComparatorTest, HandComputedFixture) {
   EXPECT_EQ(better.verdict, Verdict::kBetter);
   EXPECT_NEAR(*better.delta, -0.0100, 1e-12);
   EXPECT_NEAR(*better.delta_over_tau, 5.0, 1e-9);
-  EXPECT_EQ(better.VerdictText(), "better (5.0τ)");
+  EXPECT_EQ(better.se_method, SeMethod::kPooled);
+  EXPECT_NEAR(*better.se, std::sqrt(2.5e-6 / 6), 1e-12);
+  EXPECT_DOUBLE_EQ(*better.df, 6);
+  EXPECT_NEAR(*better.ci_low, -0.0115795, 1e-6);
+  EXPECT_NEAR(*better.ci_high, -0.0084205, 1e-6);
+  EXPECT_DOUBLE_EQ(*better.tau, 0.002);
+  EXPECT_EQ(better.VerdictText(), "better (5.00τ)");
 
   const ReportRow& noise = Row(*report, "noise");
   EXPECT_EQ(noise.verdict, Verdict::kWithinNoise);
@@ -91,7 +100,7 @@ TEST(ComparatorTest, HandComputedFixture) {
   const ReportRow& worse = Row(*report, "worse");
   EXPECT_EQ(worse.verdict, Verdict::kWorse);
   EXPECT_NEAR(*worse.delta, 0.0060, 1e-12);
-  EXPECT_EQ(worse.VerdictText(), "worse (3.0τ)");
+  EXPECT_EQ(worse.VerdictText(), "worse (3.00τ)");
   EXPECT_TRUE(report->Complete());
 }
 
@@ -123,18 +132,20 @@ TEST(ComparatorTest, ParameterCountsMoreThanTwoPercentApartWarn) {
   EXPECT_THAT(report->notes[0], HasSubstr("not at equal size"));
 }
 
-TEST(ComparatorTest, BaselineSpreadAboveTheFloorBecomesTau) {
-  // Baseline 1.500 / 1.504: mean 1.502, spread 0.004 = τ.
+TEST(ComparatorTest, NoiseAboveTheFloorSetsTau) {
+  // Baseline 1.500 / 1.504 (s² = 8e-6), close 1.4995 / 1.5005 (5e-7), far
+  // 0: σ² = 8.5e-6/3, df 3; SE = σ; τ = t₀.₉₇₅(3)·σ = 3.1824463·0.0016833
+  // = 0.0053570.
   std::vector<ComparedRun> runs = {Finished("baseline", 1, 1.500), Finished("baseline", 2, 1.504),
                                    Finished("close", 1, 1.4995),   Finished("close", 2, 1.5005),
                                    Finished("far", 1, 1.496),      Finished("far", 2, 1.496)};
   absl::StatusOr<Report> report = CompareAtEqualSteps(Plan({"baseline", "close", "far"}), runs);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_NEAR(*report->tau, 0.004, 1e-12);
+  EXPECT_NEAR(*Row(*report, "far").tau, 3.1824463 * std::sqrt(8.5e-6 / 3), 1e-7);
   // Δ = −0.002: within this noise.
   EXPECT_EQ(Row(*report, "close").verdict, Verdict::kWithinNoise);
-  // Δ = −0.006 = 1.5τ.
-  EXPECT_EQ(Row(*report, "far").VerdictText(), "better (1.5τ)");
+  // Δ = −0.006 = 1.12τ.
+  EXPECT_EQ(Row(*report, "far").VerdictText(), "better (1.12τ)");
 }
 
 TEST(ComparatorTest, ConfigurableFloor) {
@@ -142,8 +153,10 @@ TEST(ComparatorTest, ConfigurableFloor) {
   plan.noise_floor = 0.0005;
   absl::StatusOr<Report> report = CompareAtEqualSteps(plan, Fixture());
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_NEAR(*report->tau, 0.001, 1e-12);  // the spread now
-  EXPECT_EQ(Row(*report, "better").VerdictText(), "better (10.0τ)");
+  // Two arms of s² = 5e-7: σ = 0.00070711, df 2, τ = 4.3026527·σ = 0.0030425
+  // above this floor; Δ = −0.010 = 3.29τ.
+  EXPECT_NEAR(*Row(*report, "better").tau, 4.3026527 * std::sqrt(5e-7), 1e-8);
+  EXPECT_EQ(Row(*report, "better").VerdictText(), "better (3.29τ)");
 }
 
 TEST(ComparatorTest, VariantWithAMissingSeedIsPending) {
@@ -183,8 +196,8 @@ TEST(ComparatorTest, NothingIsComparedUntilTheBaselineIsComplete) {
   runs.erase(runs.begin() + 1);  // baseline, seed 2
   absl::StatusOr<Report> report = CompareAtEqualSteps(Plan({"baseline", "better"}), runs);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_FALSE(report->tau.has_value());
   EXPECT_EQ(Row(*report, "baseline").verdict, Verdict::kPending);
+  EXPECT_FALSE(Row(*report, "better").tau.has_value());
   const ReportRow& better = Row(*report, "better");
   EXPECT_EQ(better.verdict, Verdict::kPending);
   EXPECT_EQ(better.pending_reason, "waiting for the baseline");
@@ -266,10 +279,11 @@ TEST(ComparatorTest, SingleSeedUsesTheFloorAndSaysSo) {
   absl::StatusOr<Report> report =
       CompareAtEqualSteps(Plan({"baseline", "better"}, {1}), Fixture());
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_DOUBLE_EQ(*report->tau, 0.002);
-  EXPECT_DOUBLE_EQ(*report->baseline_spread, 0.0);
+  EXPECT_FALSE(report->noise.sigma.has_value());
+  EXPECT_DOUBLE_EQ(*Row(*report, "better").tau, 0.002);
+  EXPECT_FALSE(Row(*report, "better").ci_low.has_value());
   ASSERT_FALSE(report->notes.empty());
-  EXPECT_THAT(report->notes[0], HasSubstr("one seed"));
+  EXPECT_THAT(report->notes[0], HasSubstr("noise was not measured"));
   EXPECT_EQ(Row(*report, "better").verdict, Verdict::kBetter);  // Δ = −0.010
 }
 
@@ -283,6 +297,45 @@ TEST(ComparatorTest, WelchTWithThreeSeedsPerArm) {
   // Both variances 1e-6: t = −0.010 / sqrt(2e-6 / 3).
   ASSERT_TRUE(Row(*report, "better").welch_t.has_value());
   EXPECT_NEAR(*Row(*report, "better").welch_t, -0.010 / std::sqrt(2e-6 / 3), 1e-6);
+  // And Welch's SE decides: ν = 4, τ = 2.7764451·√(2e-6/3) = 0.0022669, 4.41τ.
+  const ReportRow& better = Row(*report, "better");
+  EXPECT_EQ(better.se_method, SeMethod::kWelch);
+  EXPECT_NEAR(*better.df, 4, 1e-9);
+  EXPECT_NEAR(*better.tau, 2.7764451 * std::sqrt(2e-6 / 3), 1e-8);
+  EXPECT_EQ(better.VerdictText(), "better (4.41τ)");
+}
+
+TEST(ComparatorTest, DifferentValidationTextsAreRefused) {
+  std::vector<ComparedRun> runs = Fixture();
+  for (ComparedRun& r : runs) r.eval_fingerprint = "sha256:aaaa/1024";
+  for (ComparedRun& r : runs) {
+    if (r.variant == "worse") r.eval_fingerprint = "sha256:bbbb/1024";
+  }
+  // An older result without one compares as before.
+  for (ComparedRun& r : runs) {
+    if (r.variant == "noise") r.eval_fingerprint.clear();
+  }
+  absl::StatusOr<Report> report =
+      CompareAtEqualSteps(Plan({"baseline", "better", "noise", "worse"}), runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const ReportRow& worse = Row(*report, "worse");
+  EXPECT_EQ(worse.verdict, Verdict::kRefused);
+  EXPECT_FALSE(worse.delta.has_value());
+  EXPECT_THAT(worse.VerdictText(), HasSubstr("not compared: scored on another validation text"));
+  EXPECT_THAT(worse.VerdictText(), HasSubstr("sha256:bbbb/1024 vs sha256:aaaa/1024"));
+  EXPECT_EQ(Row(*report, "better").verdict, Verdict::kBetter);
+  EXPECT_EQ(Row(*report, "noise").verdict, Verdict::kWithinNoise);
+  bool noted = false;
+  for (const std::string& note : report->notes) noted |= note.find("worse is not compared") == 0;
+  EXPECT_TRUE(noted);
+}
+
+TEST(ComparatorTest, TauMultiplesKeepTwoDecimalsBelowTen) {
+  EXPECT_EQ(FormatTauMultiple(1.04), "1.04τ");
+  EXPECT_EQ(FormatTauMultiple(9.994), "9.99τ");
+  EXPECT_EQ(FormatTauMultiple(9.996), "10.0τ");
+  EXPECT_EQ(FormatTauMultiple(24.5), "24.5τ");
+  EXPECT_EQ(FormatTauMultiple(184.2), "184τ");
 }
 
 TEST(ComparatorTest, NoWelchTWithTwoSeeds) {

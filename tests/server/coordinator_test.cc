@@ -295,8 +295,8 @@ TEST_F(CoordinatorTest, NoiseOnlyReportIsTheNoiseSectionAlone) {
   grpc::Status status = client_->Report(Context().get(), request, &report);
   ASSERT_TRUE(status.ok()) << status.error_message();
   nlohmann::json j = nlohmann::json::parse(report.text());
-  EXPECT_TRUE(j.contains("tau"));
-  EXPECT_GE(j["tau"].get<double>(), 0.002);
+  EXPECT_TRUE(j.contains("pooled_sigma"));
+  EXPECT_TRUE(j.contains("pooled_df"));
   ASSERT_EQ(j["rows"].size(), 2u);
   EXPECT_FALSE(j["rows"][0].contains("verdict"));  // noise rows, not comparison rows
   EXPECT_TRUE(j["rows"][0].contains("spread"));

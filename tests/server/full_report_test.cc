@@ -4,6 +4,7 @@
 // rows checked against hand-computed values (equal steps, equal time, noise).
 #include "server/report/full_report.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -48,13 +49,13 @@ reference:
 // spec is the baseline's, so the curve's 6000-step point is the baseline's
 // own two runs. Hand-computed (see tests/server/time_comparator_test.cc for
 // the derivations): curve (101 s, 1.101), (201 s, 1.001), (402 s, 0.9505),
-// (804 s, 0.901); τ = 0.002.
-//   variant  mean    Δ steps           t      R(t)         Δ time
-//   base     0.9505  —                 402    0.9505       0           within noise
-//   muon     0.9305  −0.0200 (10.0τ)   565    0.926192759  +0.004307241 worse (2.2τ)
-//   fast     0.9555  +0.0050 (2.5τ)    302    0.971338671  −0.015838671 better (7.9τ)
-//   tiny     1.1345  +0.1840 (92.0τ)   81     1.133065732  +0.001434268 within noise,
-//                                                          extrapolated ×0.80
+// (804 s, 0.901); τ at equal steps = 0.002 (t₀.₉₇₅(4)·σ = 0.00196 < floor).
+//   variant  mean    Δ steps           t      R(t)     Δ time
+//   base     0.9505  —                 402    0.9505   0         within noise
+//   muon     0.9305  −0.0200 (10.0τ)   565    0.92648  +0.00402  worse (1.04τ)
+//   fast     0.9555  +0.0050 (2.50τ)   302    0.96866  −0.01316  better (3.47τ)
+//   tiny     1.1345  +0.1840 (92.0τ)   81     1.14062  −0.00612  within noise,
+//                                                      extrapolated ×0.80
 //   late     seed 2 still leased: pending
 const std::map<std::tuple<std::string, int64_t, int64_t>, std::pair<double, double>>& Results() {
   static const auto* results =
@@ -178,7 +179,13 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
   const json j = json::parse(Render(CompareAt::kBoth, ReportFormat::kJson));
   EXPECT_EQ(j["comparison"], "equal_steps_and_time");
   EXPECT_EQ(j["device_class"], "cpu:2");
-  EXPECT_NEAR(j["tau"].get<double>(), 0.002, 1e-12);
+  // Pooled σ over the four two-seed arms (s² = 5e-7 each): σ = 0.00070711,
+  // df 4; SE = σ, t₀.₉₇₅(4)·SE = 0.0019632 < floor, so τ = 0.002 per row.
+  EXPECT_NEAR(j["noise_model"]["sigma"].get<double>(), std::sqrt(5e-7), 1e-12);
+  EXPECT_EQ(j["noise_model"]["df"], 4);
+  EXPECT_NEAR(RowOf(j["rows"], "muon")["tau"].get<double>(), 0.002, 1e-12);
+  EXPECT_NEAR(RowOf(j["rows"], "muon")["ci_high"].get<double>(),
+              -0.0200 + 2.7764451 * std::sqrt(5e-7), 1e-7);
 
   // Equal steps.
   EXPECT_NEAR(RowOf(j["rows"], "muon")["delta"].get<double>(), -0.0200, 1e-12);
@@ -203,23 +210,27 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
   EXPECT_EQ(base["verdict"], "within noise");
   const json& muon = RowOf(t["rows"], "muon");
   EXPECT_NEAR(muon["mean_train_seconds"].get<double>(), 565, 1e-12);
-  EXPECT_NEAR(muon["reference_loss"].get<double>(), 0.926192759, 1e-9);
-  EXPECT_NEAR(muon["delta"].get<double>(), 0.004307241, 1e-9);
-  EXPECT_EQ(muon["verdict_text"], "worse (2.2τ)");
+  // R(t) from the curve the report names (tests/server/time_comparator_test.cc).
+  EXPECT_EQ(t["curve"]["model"], "fit through the points");
+  EXPECT_NEAR(muon["reference_loss"].get<double>(), 0.92648, 1e-5);
+  EXPECT_NEAR(muon["delta"].get<double>(), 0.9305 - muon["reference_loss"].get<double>(), 1e-12);
+  EXPECT_NEAR(muon["tau"].get<double>(),
+              muon["t_quantile"].get<double>() * muon["se"].get<double>(), 1e-12);
+  EXPECT_EQ(muon["verdict_text"], "worse (1.04τ)");
   const json& fast = RowOf(t["rows"], "fast");
-  EXPECT_NEAR(fast["reference_loss"].get<double>(), 0.971338671, 1e-9);
-  EXPECT_NEAR(fast["delta"].get<double>(), -0.015838671, 1e-9);
-  EXPECT_EQ(fast["verdict_text"], "better (7.9τ)");
+  EXPECT_NEAR(fast["reference_loss"].get<double>(), 0.96866, 1e-5);
+  EXPECT_EQ(fast["verdict_text"], "better (3.47τ)");
+  EXPECT_EQ(t["curve"]["left_out"].size(), 2u);
+  EXPECT_EQ(t["curve"]["bootstrap_resamples"], 200);
   const json& tiny = RowOf(t["rows"], "tiny");
   EXPECT_TRUE(tiny["extrapolated"].get<bool>());
   EXPECT_NEAR(tiny["span_ratio"].get<double>(), 81.0 / 101.0, 1e-12);
-  EXPECT_NEAR(tiny["delta"].get<double>(), 0.001434268, 1e-9);
   EXPECT_EQ(tiny["verdict"], "within noise");
   EXPECT_EQ(RowOf(t["rows"], "late")["verdict_text"], "pending: 1 of 2 seeds finished");
 
   // Noise: two seeds per arm — spreads, but no Welch t.
   const json& noise = j["noise"];
-  EXPECT_NEAR(noise["tau"].get<double>(), 0.002, 1e-12);
+  EXPECT_NEAR(noise["pooled_sigma"].get<double>(), std::sqrt(5e-7), 1e-12);
   EXPECT_NEAR(RowOf(noise["rows"], "muon")["spread"].get<double>(), 0.001, 1e-12);
   EXPECT_TRUE(RowOf(noise["rows"], "muon")["welch_t"].is_null());
 }
@@ -238,14 +249,15 @@ TEST_F(FullReportTest, TableShowsStepsAndTimeSideBySide) {
   }
   EXPECT_THAT(muon_line, HasSubstr("-0.0200"));
   EXPECT_THAT(muon_line, HasSubstr("better (10.0τ)"));
-  EXPECT_THAT(muon_line, HasSubstr("0.9262"));
-  EXPECT_THAT(muon_line, HasSubstr("+0.0043"));
-  EXPECT_THAT(muon_line, HasSubstr("worse (2.2τ)"));
-  EXPECT_THAT(text, HasSubstr("1.1331 (extrapolated ×0.80)"));
+  EXPECT_THAT(muon_line, HasSubstr("[-0.0220, -0.0180]  0.0020  better (10.0τ)"));
+  EXPECT_THAT(muon_line, HasSubstr("0.9265"));
+  EXPECT_THAT(muon_line, HasSubstr("+0.0040  [+0.0002, +0.0079]  0.0039  worse (1.04τ)"));
+  EXPECT_THAT(text, HasSubstr("1.1406 (extrapolated ×0.80)"));
+  EXPECT_THAT(text, HasSubstr("left out: predicted 1.0157, miss -0.0147 (τ 0.0051, exceeds)"));
   EXPECT_THAT(text, HasSubstr("tiny: its 81.0 s are 0.80× the shortest reference run's 101.0 s"));
   // The noise section follows.
   EXPECT_THAT(text, HasSubstr("article16-fixture — noise (seed replicates per variant)"));
-  EXPECT_THAT(text, HasSubstr("τ used: 0.0020 nats/byte"));
+  EXPECT_THAT(text, HasSubstr("pooled σ = 0.0007 nats/byte (df 4)"));
 }
 
 TEST_F(FullReportTest, AtStepsIsTheEqualStepsReportAndAtTimeTheEqualTimeOne) {
@@ -260,19 +272,20 @@ TEST_F(FullReportTest, AtStepsIsTheEqualStepsReportAndAtTimeTheEqualTimeOne) {
   const std::string csv = Render(CompareAt::kTime, ReportFormat::kCsv);
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 6u);
-  EXPECT_EQ(lines[2],
-            "article16-fixture,muon,worse,2.154,2,2,0.930500,565.000,0.926193,0.004307,0.002000,"
-            "false,1.0000,1000,cpu:2,");
+  EXPECT_THAT(lines[2], HasSubstr("article16-fixture,muon,worse,1.041,2,2,0.930500,565.000,"
+                                  "0.926477,0.004023,"));
+  EXPECT_THAT(lines[2], HasSubstr(",0.000500,0.000830,5.0000,"));  // SE_V, SE_R, SE_t
 }
 
 TEST_F(FullReportTest, CombinedCsvExtendsEachEqualStepsLine) {
   const std::string csv = Render(CompareAt::kBoth, ReportFormat::kCsv);
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 6u);
-  EXPECT_THAT(lines[0], HasSubstr(",reference_loss,delta_time,delta_time_over_tau,verdict_time,"
-                                  "extrapolated,span_ratio"));
+  EXPECT_THAT(lines[0], HasSubstr(",reference_loss,delta_time,ci_low_time,ci_high_time,tau_time,"
+                                  "delta_time_over_tau,verdict_time,extrapolated,span_ratio"));
   EXPECT_THAT(lines[4], HasSubstr("tiny,worse,92.000,"));
-  EXPECT_THAT(lines[4], HasSubstr(",1.133066,0.001434,0.717,within noise,true,0.8020"));
+  EXPECT_THAT(lines[4], HasSubstr(",1.140616,-0.006116,-0.034057,0.021824,0.027941,0.219,"
+                                  "within noise,true,0.8020"));
 }
 
 TEST_F(FullReportTest, PlotIsWrittenBesideTheReport) {
@@ -288,7 +301,7 @@ TEST_F(FullReportTest, PlotIsWrittenBesideTheReport) {
   written << in.rdbuf();
   EXPECT_EQ(written.str(), *svg);
   EXPECT_THAT(*svg, HasSubstr("data-series=\"variant:muon\""));
-  EXPECT_THAT(*svg, HasSubstr("class=\"tau-band\""));
+  EXPECT_THAT(*svg, HasSubstr("class=\"reference-band\""));
   absl::StatusOr<std::string> png =
       RenderFullReport(ComparisonPlan::ForGrid(grid_), Runs(),
                        FullReportOptions{.at = CompareAt::kBoth,
@@ -330,7 +343,7 @@ TEST_F(FullReportTest, NoiseVerbAndCompareAtNames) {
   absl::StatusOr<std::string> noise =
       RenderNoiseReport(ComparisonPlan::ForGrid(grid_), Runs(), ReportFormat::kCsv);
   ASSERT_TRUE(noise.ok()) << noise.status();
-  EXPECT_THAT(*noise, HasSubstr("article16-fixture,muon,2,0.001000,0.000707,,,,0.002000,cpu:2"));
+  EXPECT_THAT(*noise, HasSubstr("article16-fixture,muon,2,0.001000,0.000707,1.0000,0.78200,false,,,,0.000707,4,cpu:2"));
   EXPECT_EQ(*ParseCompareAt("time"), CompareAt::kTime);
   EXPECT_EQ(*ParseCompareAt("steps"), CompareAt::kSteps);
   EXPECT_EQ(*ParseCompareAt("both"), CompareAt::kBoth);

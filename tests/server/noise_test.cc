@@ -54,8 +54,11 @@ TEST(SeedsToResolveTest, HandComputed) {
   EXPECT_EQ(SeedsToResolve(0.2, 0.2, 0.002), std::nullopt);
 }
 
-// Baseline 1.500/1.501/1.502 (s = 0.001, spread 0.002 → τ = 0.002);
+// Baseline 1.500/1.501/1.502 (s = 0.001, spread 0.002);
 // better 1.490/1.492/1.494 (s = 0.002, spread 0.004).
+//   Pooled: σ² = (2·1e-6 + 2·4e-6)/4 = 2.5e-6, df 4.
+//   F of the baseline against the other arm: 1e-6/4e-6 = 0.25 at (2, 2),
+//   whose CDF is f/(1 + f) = 0.2: p = 0.4, no departure.
 //   Welch: a = 4e-6/3, b = 1e-6/3, t = −0.009/√(5e-6/3) = −6.97137,
 //   ν = (a + b)² / (a²/2 + b²/2) = 50/17 = 2.94118.
 TEST(NoiseTest, HandComputedThreeSeeds) {
@@ -64,8 +67,9 @@ TEST(NoiseTest, HandComputedThreeSeeds) {
        Finished("better", 1, 1.490), Finished("better", 2, 1.492), Finished("better", 3, 1.494)},
       {1, 2, 3});
   const NoiseReport noise = AnalyzeNoise(report);
-  ASSERT_TRUE(noise.tau.has_value());
-  EXPECT_NEAR(*noise.tau, 0.002, 1e-12);
+  ASSERT_TRUE(noise.sigma.has_value());
+  EXPECT_NEAR(*noise.sigma, std::sqrt(2.5e-6), 1e-12);
+  EXPECT_EQ(noise.df, 4);
   ASSERT_EQ(noise.rows.size(), 2u);
 
   const NoiseRow& base = noise.rows[0];
@@ -75,6 +79,9 @@ TEST(NoiseTest, HandComputedThreeSeeds) {
   EXPECT_NEAR(*base.stddev, 0.001, 1e-12);
   EXPECT_FALSE(base.welch_t.has_value());
   EXPECT_EQ(base.seeds_to_resolve, 4);
+  EXPECT_NEAR(*base.f_ratio, 0.25, 1e-9);
+  EXPECT_NEAR(*base.f_p, 0.4, 1e-9);
+  EXPECT_FALSE(base.departs);
 
   const NoiseRow& better = noise.rows[1];
   EXPECT_NEAR(*better.spread, 0.004, 1e-12);
@@ -104,7 +111,9 @@ TEST(NoiseTest, OneSeedHasNoSpread) {
   const NoiseReport noise = AnalyzeNoise(report);
   EXPECT_FALSE(noise.rows[0].spread.has_value());
   EXPECT_FALSE(noise.rows[0].stddev.has_value());
-  EXPECT_NEAR(*noise.tau, 0.002, 1e-12);  // the floor
+  EXPECT_FALSE(noise.sigma.has_value());
+  ASSERT_FALSE(noise.notes.empty());
+  EXPECT_THAT(noise.notes[0], HasSubstr("the noise was not measured"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/report/report_format.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,11 @@ ComparedRun Finished(const std::string& variant, int64_t seed, double loss, int6
   return MakeRun(variant, seed, 300, RunState::kSucceeded, loss, 12.5, "cpu", params);
 }
 
-// baseline 1.500/1.501 (τ = 0.002); rope better by 5.0τ with 3.4 % fewer
-// parameters; "lr=0.001,norm=rms" within noise; "a|b" pending.
+// baseline 1.500/1.501; rope better with 3.4 % fewer parameters;
+// "lr=0.001,norm=rms" within noise; "a|b" pending (one seed).
+// Three arms of s² = 5e-7: σ = 0.00070711 (df 3); two seeds each: SE = σ,
+// τ = t₀.₉₇₅(3)·SE = 3.1824463·0.00070711 = 0.0022504 (above the floor);
+// rope Δ = −0.0100 = 4.44τ, 95 % CI [−0.0122504, −0.0077496].
 Report DemoReport() {
   ComparisonPlan plan;
   plan.experiment = "demo";
@@ -64,16 +68,16 @@ TEST(ReportFormatTest, UnknownFormatNamesTheChoices) {
 TEST(ReportFormatTest, TableStatesTheThresholdAndEachVerdict) {
   const std::string table = FormatReportTable(DemoReport());
   EXPECT_THAT(table, HasSubstr("demo — equal steps, 300 steps, device class cpu"));
-  EXPECT_THAT(table, HasSubstr("τ = 0.0020 nats/byte: the floor (the baseline's spread, "
-                               "max − min over 2 seeds, is 0.0010)"));
-  EXPECT_THAT(table, HasSubstr("better (5.0τ)"));
+  EXPECT_THAT(table, HasSubstr("noise: σ = 0.0007 nats/byte pooled over 3 arms (df 3); each "
+                               "row's τ = max(floor 0.0020, t₀.₉₇₅·SE)"));
+  EXPECT_THAT(table, HasSubstr("[-0.0123, -0.0077]  0.0023  better (4.44τ)"));
   EXPECT_THAT(table, HasSubstr("within noise"));
   EXPECT_THAT(table, HasSubstr("pending: 1 of 2 seeds finished"));
   EXPECT_THAT(table, HasSubstr("-0.0100"));
   EXPECT_THAT(table, HasSubstr("115,904"));
   EXPECT_THAT(table, HasSubstr("-3.4 % !"));
   EXPECT_THAT(table, HasSubstr("2 variant(s) compared with baseline, 1 pending (lower is "
-                               "better; a verdict needs |Δ| > τ)."));
+                               "better; a verdict needs |Δ| > the row's τ)."));
   EXPECT_THAT(table, HasSubstr("note: rope has -3.4 % parameters"));
 }
 
@@ -98,9 +102,10 @@ TEST(ReportFormatTest, TableColumnsAreAligned) {
 TEST(ReportFormatTest, MarkdownIsAGithubTable) {
   const std::string md = FormatReportMarkdown(DemoReport());
   EXPECT_THAT(md, HasSubstr("**demo — equal steps, 300 steps, device class cpu**"));
-  EXPECT_THAT(md, HasSubstr("| variant | seeds | val nats/byte | Δ | verdict |"));
-  EXPECT_THAT(md, HasSubstr("|---|---:|---:|---:|---|---:|---:|---:|"));
-  EXPECT_THAT(md, HasSubstr("| rope | 2/2 | 1.4905 | -0.0100 | better (5.0τ) | 115,904 |"));
+  EXPECT_THAT(md, HasSubstr("| variant | seeds | val nats/byte | Δ | 95 % CI | τ | verdict |"));
+  EXPECT_THAT(md, HasSubstr("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"));
+  EXPECT_THAT(md, HasSubstr("| rope | 2/2 | 1.4905 | -0.0100 | [-0.0123, -0.0077] | 0.0023 | "
+                            "better (4.44τ) | 115,904 |"));
   EXPECT_THAT(md, HasSubstr("| a\\|b |"));  // a pipe in a name does not split the row
   EXPECT_THAT(md, HasSubstr("- rope has -3.4 % parameters"));
 }
@@ -111,11 +116,12 @@ TEST(ReportFormatTest, CsvHasOneLinePerVariantAndQuotesCommas) {
   ASSERT_EQ(lines.size(), 5u);
   EXPECT_EQ(lines[0],
             "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
-            "mean_val_nats_per_byte,delta,tau,params,params_change,params_warning,"
-            "mean_train_seconds,device_class,pending_reason");
-  EXPECT_EQ(lines[1], "demo,baseline,baseline,,2,2,1.500500,,0.002000,120000,,false,12.500,cpu,");
-  EXPECT_THAT(lines[2], HasSubstr("demo,rope,better,5.000,2,2,1.490500,-0.010000,0.002000,"
-                                  "115904,-0.03413,true,"));
+            "mean_val_nats_per_byte,delta,se_method,se,df,t_quantile,ci_low,ci_high,tau,params,"
+            "params_change,params_warning,mean_train_seconds,device_class,pending_reason");
+  EXPECT_EQ(lines[1], "demo,baseline,baseline,,2,2,1.500500,,,,,,,,,120000,,false,12.500,cpu,");
+  EXPECT_THAT(lines[2], HasSubstr("demo,rope,better,4.444,2,2,1.490500,-0.010000,pooled,0.000707,"
+                                  "3.000,3.18245,-0.012250,-0.007750,0.002250,115904,-0.03413,"
+                                  "true,"));
   EXPECT_THAT(lines[3], HasSubstr("demo,\"lr=0.001,norm=rms\",within noise,"));
   EXPECT_THAT(lines[4], HasSubstr("demo,a|b,pending,,1,2,"));
   EXPECT_THAT(lines[4], HasSubstr(",1 of 2 seeds finished"));
@@ -127,14 +133,21 @@ TEST(ReportFormatTest, JsonCarriesEveryFactWithNullsForTheAbsent) {
   EXPECT_EQ(j["comparison"], "equal_steps");
   EXPECT_EQ(j["budget"]["steps"], 300);
   EXPECT_EQ(j["device_class"], "cpu");
-  EXPECT_DOUBLE_EQ(j["tau"].get<double>(), 0.002);
+  EXPECT_NEAR(j["noise_model"]["sigma"].get<double>(), std::sqrt(5e-7), 1e-12);
+  EXPECT_EQ(j["noise_model"]["df"], 3);
+  EXPECT_EQ(j["noise_model"]["arms"].size(), 4u);
   EXPECT_EQ(j["complete"], false);
   ASSERT_EQ(j["rows"].size(), 4u);
   const nlohmann::json& rope = j["rows"][1];
   EXPECT_EQ(rope["variant"], "rope");
   EXPECT_EQ(rope["verdict"], "better");
-  EXPECT_EQ(rope["verdict_text"], "better (5.0τ)");
+  EXPECT_EQ(rope["verdict_text"], "better (4.44τ)");
   EXPECT_NEAR(rope["delta"].get<double>(), -0.010, 1e-12);
+  EXPECT_EQ(rope["se_method"], "pooled");
+  EXPECT_NEAR(rope["se"].get<double>(), std::sqrt(5e-7), 1e-12);
+  EXPECT_NEAR(rope["tau"].get<double>(), 0.0022504, 1e-7);
+  EXPECT_NEAR(rope["ci_low"].get<double>(), -0.0122504, 1e-7);
+  EXPECT_NEAR(rope["t_quantile"].get<double>(), 3.1824463, 1e-6);
   EXPECT_EQ(rope["params"], 115904);
   EXPECT_EQ(rope["params_warning"], true);
   EXPECT_EQ(rope["losses"].size(), 2u);
@@ -146,7 +159,7 @@ TEST(ReportFormatTest, JsonCarriesEveryFactWithNullsForTheAbsent) {
   EXPECT_EQ(j["notes"].size(), 1u);
 }
 
-TEST(ReportFormatTest, UnknownThresholdIsSaidNotInvented) {
+TEST(ReportFormatTest, UnmeasuredNoiseIsSaidNotInvented) {
   ComparisonPlan plan;
   plan.experiment = "demo";
   plan.baseline = "baseline";
@@ -156,9 +169,10 @@ TEST(ReportFormatTest, UnknownThresholdIsSaidNotInvented) {
   absl::StatusOr<Report> report = CompareAtEqualSteps(plan, {});
   ASSERT_TRUE(report.ok()) << report.status();
   const std::string table = FormatReportTable(*report);
-  EXPECT_THAT(table, HasSubstr("τ: not known until every baseline seed has finished"));
+  EXPECT_THAT(table, HasSubstr("noise: not measured (no arm has two finished seeds)"));
   EXPECT_THAT(table, Not(HasSubstr("device class")));
-  EXPECT_TRUE(nlohmann::json::parse(FormatReport(*report, ReportFormat::kJson))["tau"].is_null());
+  EXPECT_TRUE(nlohmann::json::parse(FormatReport(*report, ReportFormat::kJson))["noise_model"]
+                  ["sigma"].is_null());
 }
 
 TEST(ReportFormatTest, EveryFormatEndsWithANewline) {

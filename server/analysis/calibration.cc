@@ -1,0 +1,120 @@
+#include "server/analysis/calibration.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/check.h"
+#include "server/analysis/comparator.h"
+#include "server/analysis/reference_curve.h"
+#include "server/analysis/time_comparator.h"
+
+namespace smallem {
+namespace {
+
+// A standard normal from two uniforms (Box–Muller), so that a seed gives
+// the same experiments with any standard library.
+double Normal(std::mt19937_64& rng) {
+  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+}
+
+double BudgetSeconds(int i) { return 5 * std::pow(2.0, i); }
+
+ComparedRun Run(const std::string& variant, int64_t seed, int64_t steps, double loss,
+                double seconds) {
+  ComparedRun r;
+  r.variant = variant;
+  r.seed = seed;
+  r.budget = Budget{.steps = steps, .minutes = std::nullopt};
+  r.state = RunState::kSucceeded;
+  r.val_nats_per_byte = loss;
+  r.train_seconds = seconds;
+  r.device_class = "sim";
+  return r;
+}
+
+}  // namespace
+
+const char* TrueCurveName(TrueCurve curve) {
+  switch (curve) {
+    case TrueCurve::kPowerLaw: return "power law";
+    case TrueCurve::kPlateau: return "plateau";
+    case TrueCurve::kLogLinear: return "log-linear";
+  }
+  return "?";
+}
+
+double TrueLoss(TrueCurve curve, double seconds) {
+  switch (curve) {
+    case TrueCurve::kPowerLaw: return 1.2 + 0.9 * std::pow(seconds / 10, -0.35);
+    case TrueCurve::kPlateau: return 1.3 + 0.9 * std::pow((seconds + 15) / 25, -0.9);
+    case TrueCurve::kLogLinear: return 2.0 - 0.15 * std::log(seconds / 5);
+  }
+  return 0;
+}
+
+SimulationResult Simulate(const SimulationConfig& config) {
+  CHECK(config.budgets >= 2 && config.seeds >= 1 && config.experiments >= 0);
+  std::mt19937_64 rng(config.seed);
+  ComparisonPlan plan;
+  plan.experiment = "simulated";
+  plan.baseline = "base";
+  plan.variants = {"base", "variant"};
+  for (int s = 0; s < config.seeds; ++s) plan.seeds.push_back(s);
+  plan.budget = Budget{.steps = 1'000'000, .minutes = std::nullopt};
+  plan.noise_floor = config.floor;
+  ReferencePlan reference;
+  reference.seeds = plan.seeds;
+  for (int i = 0; i < config.budgets; ++i) {
+    reference.budgets.push_back(Budget{.steps = 100 << i, .minutes = std::nullopt});
+  }
+  plan.reference = reference;
+
+  // The baseline at the middle budget; the variant there or between it and
+  // the next.
+  const int middle = (config.budgets - 1) / 2;
+  const double base_seconds = BudgetSeconds(middle);
+  double variant_seconds = base_seconds;
+  if (config.equal_time && config.where == VariantTime::kBetween) {
+    variant_seconds = std::sqrt(BudgetSeconds(middle) * BudgetSeconds(middle + 1));
+  }
+
+  SimulationResult out;
+  std::vector<ComparedRun> runs;
+  for (int e = 0; e < config.experiments; ++e) {
+    runs.clear();
+    auto arm = [&](const std::string& name, int64_t steps, double seconds, double delta) {
+      for (int64_t s : plan.seeds) {
+        // The loss is set by the steps done, the time only measured.
+        const double t = seconds * (1 + config.time_cv * Normal(rng));
+        runs.push_back(Run(name, s, steps, TrueLoss(config.curve, seconds) + delta +
+                                               config.sigma * Normal(rng), t));
+      }
+    };
+    arm("base", *plan.budget.steps, base_seconds, 0);
+    arm("variant", *plan.budget.steps, variant_seconds, config.true_delta);
+    if (config.equal_time) {
+      for (int i = 0; i < config.budgets; ++i) {
+        arm(kReferenceVariant, *reference.budgets[i].steps, BudgetSeconds(i), 0);
+      }
+    }
+    Verdict verdict;
+    if (config.equal_time) {
+      absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+      CHECK(report.ok()) << report.status();
+      verdict = report->rows[1].verdict;
+    } else {
+      absl::StatusOr<Report> report = CompareAtEqualSteps(plan, runs);
+      CHECK(report.ok()) << report.status();
+      verdict = report->rows[1].verdict;
+    }
+    ++out.experiments;
+    out.better += verdict == Verdict::kBetter;
+    out.worse += verdict == Verdict::kWorse;
+  }
+  return out;
+}
+
+}  // namespace smallem
