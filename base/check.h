@@ -1,6 +1,6 @@
 // CHECK macros for broken invariants: print file, line, the condition and an
 // optional streamed message, then abort. Bad input is never a CHECK — it is
-// an absl::Status with a message a person can act on (STYLE.md § 1).
+// an absl::Status with a message a person can act on.
 //
 // (Debian's abseil 20220623 predates absl/log, so the engine carries these.)
 #ifndef SMALLEM_BASE_CHECK_H_

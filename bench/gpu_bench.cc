@@ -1,5 +1,5 @@
 // GPU training throughput of the engine: full training steps (forward,
-// backward, AdamW with clipping) of the reference model (DESIGN.md § The
+// backward, AdamW with clipping) of the reference model (docs/architecture.md; the
 // engine: V 8192, T 512, L 8, H 8, C 512; batch 16) on random tokens, on one
 // CUDA device, for each preset and matmul precision asked, with AdamW or the
 // optimizer given (--optimizer muon:short: Muon's step against AdamW's). The steps are the
@@ -65,7 +65,7 @@
 namespace smallem {
 namespace {
 
-// The reference budget: 6000 steps of 16 sequences (DESIGN.md).
+// The reference budget: 6000 steps of 16 sequences.
 constexpr int64_t kReferenceSteps = 6000;
 // Tokens of the random split the steps gather from (at least 4 batches).
 constexpr int64_t kSplitTokens = int64_t{1} << 22;

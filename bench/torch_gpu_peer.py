@@ -55,7 +55,7 @@ class RmsNorm(nn.Module):
 
 
 def rope_tables(context, head_dim, device):
-    # Pair i of a head at position m rotates by m·10000^(−2i/D) (DESIGN.md).
+    # Pair i of a head at position m rotates by m·10000^(−2i/D).
     inv = 10000.0 ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     angles = torch.arange(context, dtype=torch.float64)[:, None] * inv[None, :]
     return angles.cos().float().to(device), angles.sin().float().to(device)

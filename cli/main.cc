@@ -235,8 +235,9 @@ int main(int argc, char** argv) {
   smallem::cli::ReportArgs noise;
   noise.noise_only = true;
   CLI::App* no = app.add_subcommand(
-      "noise", "The noise section alone: seed spread per variant, the τ used, and (three or\n"
-               "more seeds per arm) Welch's t and the seeds that would resolve τ.\n"
+      "noise", "The noise section alone: the seed-to-seed σ pooled over every arm (with its\n"
+               "degrees of freedom), each arm's s and its F test against σ, and the seeds\n"
+               "that would resolve the floor.\n"
                "Example: smallemctl noise demo --format csv");
   no->add_option("experiment", noise.experiment, "Experiment name or id")->required();
   no->add_option("--format", noise.format, "table | markdown | csv | json")->capture_default_str();

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/files.h"
 #include "base/exit_codes.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
@@ -124,9 +125,9 @@ int RunReport(const ReportArgs& args) {
   if (!report.ok()) return Fail(report.status());
   std::fputs(report->text().c_str(), stdout);
   if (!args.plot.empty()) {
-    std::ofstream out(args.plot, std::ios::trunc);
-    out << report->plot_svg();
-    if (!out) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", args.plot)));
+    if (absl::Status written = WriteFileDurably(args.plot, report->plot_svg()); !written.ok()) {
+      return Fail(written);
+    }
     std::fprintf(stderr, "figure written to %s\n", args.plot.c_str());
   }
   if (report->runs_done() < report->runs_total() && args.format == "table") {

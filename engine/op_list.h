@@ -1,4 +1,4 @@
-// The engine's ops, listed once (STYLE.md § 17). Everything else that names
+// The engine's ops, listed once. Everything else that names
 // every op is generated from these two X-macros: the Op enumeration and its
 // name table (engine/op.h), Backend's pure virtual methods
 // (engine/backend.h), the override declarations of CpuBackend, CudaBackend

@@ -3,7 +3,7 @@
 // (rpc/auth.h), its message limits (rpc/limits.h) and its reconnect pacing,
 // and give each call its deadline and token.
 //
-// Every client call has a deadline (STYLE.md § 10), as an absl::Duration
+// Every client call has a deadline, as an absl::Duration
 // from the moment the call's context is made. The token, when there is one,
 // travels per call as `authorization: Bearer <token>` (AttachToken: gRPC
 // sends call credentials over TLS only, and a loopback coordinator is

@@ -1,4 +1,4 @@
-// The one place where absl::Status and grpc::Status meet (STYLE.md § 1).
+// The one place where absl::Status and grpc::Status meet.
 // Codes map one to one (both follow google.rpc.Code); messages travel as
 // they are.
 #ifndef SMALLEM_RPC_GRPC_STATUS_H_

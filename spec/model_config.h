@@ -1,5 +1,5 @@
 // ModelConfig: what a weights file needs to rebuild its model, serialized in
-// the safetensors `__metadata__` (DESIGN.md § Formats):
+// the safetensors `__metadata__` (docs/architecture.md § The formats):
 //   {"vocab":8192,"context":512,"layers":8,"heads":8,"embed":512,
 //    "architecture":{"norm":"rms","feed_forward":"swiglu","positions":"rope"}}
 #ifndef SMALLEM_SPEC_MODEL_CONFIG_H_

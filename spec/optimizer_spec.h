@@ -1,5 +1,5 @@
 // OptimizerSpec: the parsed form of a run spec's optimizer string
-// (DESIGN.md § The engine, Optimizers):
+// (docs/muon.md):
 //
 //   adamw
 //   muon[:short][,period=K][,norm][,boost=G][,stack=off]

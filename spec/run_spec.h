@@ -1,7 +1,7 @@
 // RunSpec: everything that determines one training run — model, optimizer,
 // data, budget, seed. It is the unit the coordinator queues (as canonical
 // JSON) and what `smallemctl train` builds from its flags. JSON keys are the
-// command-line names with '-' → '_' (DESIGN.md § Formats):
+// command-line names with '-' → '_' (docs/architecture.md § The formats):
 //   {"data":"data/default","arch":"gpt2","norm":"rms","feed_forward":"swiglu",
 //    "positions":"rope","layers":4,"heads":4,"embed":128,"context":128,
 //    "batch":16,"steps":300,"optimizer":"adamw","lr":0.003,"seed":1, ...}

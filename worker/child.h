@@ -8,7 +8,7 @@
 //   stdout  one JSON object per line:
 //           {"event":"progress","step":..,"total_steps":..,"loss":..,
 //            "tokens_per_s":..,"elapsed_s":..,"eta_s":..}
-//   DIR/result.json  the Result JSON (DESIGN.md § Formats), on success
+//   DIR/result.json  the Result JSON (docs/architecture.md § The formats), on success
 //   exit    ExitCodeFor the status (base/exit_codes.h): 0 success; 2 a
 //           deterministic error (the spec, the dataset, out of memory — not
 //           retried); 1 any other error (retried), and always 1 when the

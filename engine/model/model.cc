@@ -134,7 +134,7 @@ absl::Status Model::Allocate() {
   }
 
   if (c.architecture.positions == PositionKind::kRope) {
-    // cos/sin of m·10000^(−2i/D), computed on the host (DESIGN.md).
+    // cos/sin of m·10000^(−2i/D), computed on the host.
     const int64_t half = c.head_dim() / 2;
     std::vector<float> table(2 * c.context * half);
     for (int64_t m = 0; m < c.context; ++m) {

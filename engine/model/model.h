@@ -1,4 +1,4 @@
-// Model: the configurable pre-norm Transformer of DESIGN.md § The engine.
+// Model: the configurable pre-norm Transformer of docs/architecture.md.
 //
 //   x = embed[tokens] (+ positions[t])            (N, C), N = B·T
 //   per block: u = x + proj(attn(rope?(qkv(norm1(x)))))
@@ -33,7 +33,7 @@ namespace smallem {
 class Model {
  public:
   struct Parameter {
-    std::string name;  // DESIGN.md § Formats, e.g. "blocks.0.attn.query.weight"
+    std::string name;  // docs/architecture.md § The formats, e.g. "blocks.0.attn.query.weight"
     Tensor value;      // view into the parameter buffer
     Tensor grad;       // view into the gradient buffer, same shape
     bool decay;        // weight decay applies (matrices and embeddings)

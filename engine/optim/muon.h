@@ -1,4 +1,4 @@
-// Muon (DESIGN.md § The engine, Optimizers; docs/muon.md): momentum
+// Muon (docs/muon.md; docs/muon.md): momentum
 // orthogonalized by Newton–Schulz for the hidden 2-D matrices, AdamW for
 // everything else (embeddings, positions, norms, biases).
 //

@@ -1,6 +1,6 @@
 // Newton–Schulz orthogonalization for Muon: schedules of odd quintic
 // polynomials and the batched iteration that applies them to stacks of
-// same-shape matrices (DESIGN.md § The engine, Optimizers; docs/muon.md).
+// same-shape matrices (docs/muon.md; docs/muon.md).
 //
 // Each iteration maps X ← a·X + (b·A + c·A²)·X with A = X·Xᵀ, i.e. applies
 // p(σ) = a·σ + b·σ³ + c·σ⁵ to every singular value σ of X while keeping its

@@ -158,7 +158,7 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
   return done;
 }
 
-// The result JSON (DESIGN.md § Formats) of a finished run.
+// The result JSON (docs/architecture.md § The formats) of a finished run.
 nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const StepsDone& done,
                           double final_lr, const EvalResult& eval, const Model& model,
                           const Backend& backend, double epochs, bool graphs_used) {

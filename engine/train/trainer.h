@@ -44,7 +44,7 @@ struct TrainOptions {
   bool cuda_graphs = true;
 };
 
-// Runs the whole job on `backend`. Returns the result JSON (DESIGN.md
+// Runs the whole job on `backend`. Returns the result JSON (docs/architecture.md
 // § Formats: val_nats_per_byte, ..., config, seed; `eval_fingerprint`, the
 // scored validation targets (docs/validation.md); and `cuda_graphs`:
 // whether steps were replayed from graphs), also written to

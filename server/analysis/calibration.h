@@ -1,4 +1,4 @@
-// Calibration by simulation (DESIGN.md § Testing, docs/equal-time.md
+// Calibration by simulation (docs/architecture.md, docs/equal-time.md
 // § Calibration): synthetic experiments with known truth, run through the
 // real comparisons (CompareAtEqualSteps, CompareAtEqualTime), to measure how
 // often a verdict is declared when there is no difference (the false-verdict

@@ -1,5 +1,5 @@
 // Comparator: turns the finished runs of an experiment into a verdict per
-// variant against the baseline, at equal steps (DESIGN.md § Comparisons).
+// variant against the baseline, at equal steps (docs/equal-time.md).
 // Pure logic: no store, no RPC; the caller gathers the runs.
 //
 // The rules, for a plan (baseline B, variants, seeds, budget):

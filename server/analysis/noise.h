@@ -1,5 +1,5 @@
 // Noise: how much the seed alone moves each variant's loss, and whether the
-// seeds run are enough to resolve the noise floor (DESIGN.md § Comparisons,
+// seeds run are enough to resolve the noise floor (docs/equal-time.md,
 // docs/equal-time.md § Noise). Computed from an equal-steps Report, i.e.
 // from the per-seed losses of the arms on one device class, and its noise
 // model (server/analysis/noise_model.h: σ pooled over every arm with ≥ 2

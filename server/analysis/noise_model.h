@@ -1,4 +1,4 @@
-// The noise model of a comparison (DESIGN.md § Comparisons, docs/equal-time.md
+// The noise model of a comparison (docs/equal-time.md, docs/equal-time.md
 // § Formulas): how much the seed alone moves the loss, pooled over every arm
 // with two or more finished seeds on the compared device class, and the
 // standard error, interval and threshold of one difference of means.

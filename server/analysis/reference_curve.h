@@ -1,4 +1,4 @@
-// The runs behind the equal-time reference curve (DESIGN.md § Comparisons,
+// The runs behind the equal-time reference curve (docs/equal-time.md,
 // docs/equal-time.md): complete runs of the reference model at increasing
 // budgets (each decaying its learning rate to its own end), gathered into
 // one point per budget on ONE device class. The curve through them is

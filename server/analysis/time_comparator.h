@@ -1,4 +1,4 @@
-// Equal-time comparison (DESIGN.md § Comparisons, docs/equal-time.md): each
+// Equal-time comparison (docs/equal-time.md, docs/equal-time.md): each
 // variant against what the reference curve reaches in the variant's own
 // training time. A variant can win per step and lose per minute.
 //

@@ -1,6 +1,6 @@
 // Verdict: where a variant stands against the baseline or the reference
 // curve, and the one rule both comparisons use to reach it
-// (DESIGN.md § Comparisons): a loss difference Δ in nats per byte, lower is
+// (docs/equal-time.md): a loss difference Δ in nats per byte, lower is
 // better, is judged against the noise threshold τ. |Δ| > τ gives `better`
 // (Δ < 0) or `worse`, stated as a multiple of τ ("better (5.0τ)");
 // otherwise `within noise`. τ is measured by CompareAtEqualSteps

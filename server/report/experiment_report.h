@@ -35,7 +35,7 @@ struct RenderedReport {
 // What the comparator needs of one run: its cell, state, and (succeeded) the
 // result's val_nats_per_byte, train_seconds, params, device_class, steps and
 // eval_fingerprint (absent in older results: "").
-// InvalidArgument when a result is not the Result JSON of DESIGN.md.
+// InvalidArgument when a result is not the result JSON of docs/architecture.md § The formats.
 absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
                                           const std::optional<ResultRecord>& result);
 

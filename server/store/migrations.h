@@ -1,7 +1,7 @@
 // Schema migrations: the numbered files of migrations/ (NNNN_name.sql),
 // embedded into the binary at build time, applied in order, one transaction
 // each, the schema's version kept in PRAGMA user_version. Applied files are
-// never edited (STYLE.md § 12); a change is a new file.
+// never edited; a change is a new file.
 #ifndef SMALLEM_SERVER_STORE_MIGRATIONS_H_
 #define SMALLEM_SERVER_STORE_MIGRATIONS_H_
 

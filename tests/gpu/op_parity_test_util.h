@@ -1,5 +1,5 @@
 // Test helpers for the CPU/CUDA parity tests of tests/gpu/*_parity_test.cc
-// (STYLE.md § 7): the same random inputs on odd shapes go through CpuBackend
+//: the same random inputs on odd shapes go through CpuBackend
 // (the reference) and CudaBackend, forward and backward, and the outputs must
 // agree to the precision's tolerance. The backward cases start every
 // gradient from random values, so they also check that gradients accumulate
