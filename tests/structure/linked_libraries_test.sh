@@ -8,13 +8,15 @@ worker="$1" coordinator="$2"
 fail=0
 check() {  # binary, regex of libraries it must not need, what it is
   local found
-  found="$(ldd "$1" | grep -E -i "$2" | awk '{print $1}' | tr '\n' ' ')"
+  found="$(ldd "$1" | awk -v pattern="$2" 'tolower($1) ~ pattern {print $1}' | tr '\n' ' ')"
   if [[ -n "$found" ]]; then echo "FAIL: $3 links $found"; fail=1; fi
 }
-ldd "$worker" >/dev/null && ldd "$coordinator" >/dev/null || { echo "FAIL: ldd"; exit 1; }
-# Proof that the check can see a library at all: both need gRPC.
+# Proof that the check can see a library at all: both need gRPC. (ldd's
+# output is read whole first: `ldd | grep -q` under pipefail fails whenever
+# grep stops reading before ldd is done.)
 for b in "$worker" "$coordinator"; do
-  ldd "$b" | grep -q 'libgrpc++' || { echo "FAIL: $b shows no libgrpc++ (ldd unreadable?)"; exit 1; }
+  libraries="$(ldd "$b")" || { echo "FAIL: ldd $b"; exit 1; }
+  [[ "$libraries" == *libgrpc++* ]] || { echo "FAIL: $b shows no libgrpc++"; exit 1; }
 done
 check "$worker" 'libsqlite3|libyaml-cpp' "the worker daemon ($worker)"
 check "$coordinator" 'libopenblas|libgomp|libcublas' "the coordinator ($coordinator)"
