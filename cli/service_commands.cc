@@ -143,6 +143,13 @@ int RunCancel(const CancelArgs& args) {
   if (!request.ok()) return Fail(request.status());
   absl::StatusOr<v1::CancelResponse> r = client.Cancel(*request);
   if (!r.ok()) return Fail(r.status());
+  if (r->cancelled() == 0) {
+    // Say why: only queued and running runs can be cancelled.
+    std::printf("nothing cancelled: none of the selected runs is queued or running "
+                "(`smallemctl status%s%s` shows each run's state)\n",
+                args.experiment.empty() ? "" : " ", args.experiment.c_str());
+    return args.run_ids.empty() ? kExitOk : kExitError;
+  }
   std::printf("cancelled %d run%s (`smallemctl retry` queues them again)\n", r->cancelled(),
               r->cancelled() == 1 ? "" : "s");
   return 0;
@@ -154,6 +161,12 @@ int RunRetry(const RetryArgs& args) {
   if (!request.ok()) return Fail(request.status());
   absl::StatusOr<v1::RetryResponse> r = client.Retry(*request);
   if (!r.ok()) return Fail(r.status());
+  if (r->requeued() == 0) {
+    std::printf("nothing requeued: only failed and cancelled runs are retried, and none of the "
+                "selected runs is (`smallemctl status%s%s` shows each run's state)\n",
+                args.experiment.empty() ? "" : " ", args.experiment.c_str());
+    return args.run_ids.empty() ? kExitOk : kExitError;
+  }
   std::printf("requeued %d run%s\n", r->requeued(), r->requeued() == 1 ? "" : "s");
   return 0;
 }

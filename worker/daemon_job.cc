@@ -4,7 +4,9 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "base/files.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -82,8 +84,10 @@ void WorkerDaemon::ReportFailure(const Job& job, v1::FailureClass failure,
   request.set_attempt(job.attempt);
   request.set_failure_class(failure);
   request.set_message(message);
-  spdlog::warn("run {} attempt {}: {} ({})", job.run_id, job.attempt, message,
-               v1::FailureClass_Name(failure));
+  // "engine error", not FAILURE_CLASS_ENGINE_ERROR: the log is for people.
+  std::string kind = absl::AsciiStrToLower(v1::FailureClass_Name(failure));
+  absl::StrReplaceAll({{"failure_class_", ""}, {"_", " "}}, &kind);
+  spdlog::warn("run {} attempt {}: {} ({})", job.run_id, job.attempt, message, kind);
   ReportWithRetry("Fail", job.run_id, [&] { return client_->Fail(request).status(); })
       .IgnoreError();
 }

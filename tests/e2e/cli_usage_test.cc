@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/e2e/e2e_support.h"
+#include "tests/server/test_support.h"
 
 namespace smallem {
 namespace {
@@ -59,6 +60,23 @@ TEST_F(CliUsageTest, ValuesNoCommandCanUseAreRefusedBeforeAnyWork) {
     EXPECT_NE(o.exit.exit_code, 0) << args[0] << " " << args[args.size() - 2];
     EXPECT_EQ(o.out, "") << args[0] << " " << args[args.size() - 2];
   }
+}
+
+TEST_F(CliUsageTest, CancellingOrRetryingNothingSaysWhy) {
+  testing::TempDir dir;
+  absl::StatusOr<testing::CoordinatorProcess> coordinator =
+      testing::StartCoordinatorProcess({"--db", dir.Join("smallem.db")});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  testing::CtlOutput cancel =
+      RunCtl({"cancel", "--run", "999", "--coordinator", coordinator->address});
+  EXPECT_EQ(cancel.exit.exit_code, 1);  // the run named was not cancelled
+  EXPECT_NE(cancel.out.find("nothing cancelled: none of the selected runs is queued or running"),
+            std::string::npos)
+      << cancel.out;
+  testing::CtlOutput retry = RunCtl({"retry", "--run", "999", "--coordinator", coordinator->address});
+  EXPECT_EQ(retry.exit.exit_code, 1);
+  EXPECT_NE(retry.out.find("only failed and cancelled runs are retried"), std::string::npos)
+      << retry.out;
 }
 
 }  // namespace
