@@ -97,8 +97,21 @@ bool WorkerDaemon::EnsureRegistered() {
   }
   absl::StatusOr<v1::RegisterResponse> response = client_->Register(request);
   if (!response.ok()) {
+    const absl::Status& s = response.status();
+    if (absl::IsUnauthenticated(s) || absl::IsInvalidArgument(s) ||
+        absl::IsPermissionDenied(s)) {
+      // Asking again cannot help: stop, and say what to fix.
+      absl::MutexLock lock(&mu_);
+      if (refused_.ok()) {
+        refused_ = absl::Status(s.code(), absl::StrCat(
+            "the coordinator at ", options_.coordinator, " refused this worker: ", s.message(),
+            absl::IsUnauthenticated(s) ? " (check --token-file or $SMALLEM_WORKER_TOKEN)" : ""));
+      }
+      stopping_ = true;
+      return false;
+    }
     spdlog::warn("cannot register with {}: {}", options_.coordinator,
-                 std::string(response.status().message()));
+                 std::string(s.message()));
     return false;
   }
   absl::MutexLock lock(&mu_);
@@ -124,6 +137,8 @@ absl::Status WorkerDaemon::Run() {
     loops.emplace_back([this, device] { DeviceLoop(device); });
   }
   for (std::thread& t : loops) t.join();
+  absl::MutexLock lock(&mu_);
+  if (!refused_.ok()) return refused_;
   spdlog::info("worker {} stopped", options_.worker_id);
   return absl::OkStatus();
 }

@@ -141,6 +141,9 @@ class WorkerDaemon {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  // Why the coordinator refused this worker for good (a wrong token, a bad
+  // id): Run stops and returns it instead of retrying forever.
+  absl::Status refused_ ABSL_GUARDED_BY(mu_);
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 2'000;
 };
 

@@ -130,6 +130,25 @@ TEST_F(AuthE2eTest, WorkerWithTokenFileTrainsARun) {
   (*worker)->Kill();
 }
 
+TEST_F(AuthE2eTest, WorkerWithAWrongTokenStopsAndSaysWhatToFix) {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = dir_.Join("smallem.db");
+  options.security.worker_token = kWorkerToken;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(options);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  testing::WriteFile(dir_.Join("wrong.token"), "not-the-worker-token\n");
+  ChildExit exit;
+  const std::string out = RunToExit(
+      testing::WorkerBinary(),
+      {"--coordinator", (*coordinator)->address(), "--devices", "cpu", "--cache",
+       dir_.Join("cache"), "--threads", "1", "--token-file", dir_.Join("wrong.token")},
+      &exit);
+  EXPECT_NE(exit.exit_code, 0);  // it exits instead of retrying forever
+  EXPECT_NE(out.find("refused this worker"), std::string::npos) << out;
+  EXPECT_NE(out.find("--token-file"), std::string::npos) << out;
+}
+
 // Enable once cli/service_commands.cc's Connect passes args.token_file and
 // args.tls_ca to ServiceClient.
 TEST_F(AuthE2eTest, SmallemctlWithTokenFileReachesAProtectedCoordinator) {
