@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 using report_internal::Fixed;
-using report_internal::IntervalCell;
+using report_internal::AppendComparisonCells;
 using report_internal::ParamsCell;
 using report_internal::ParamsChangeCell;
 using report_internal::NoiseLine;
@@ -29,16 +29,13 @@ using report_internal::BudgetJson;
 
 // One row of cells as people read them; shared by table and markdown.
 std::vector<std::string> Cells(const ReportRow& row) {
-  return {row.variant,
-          absl::StrCat(row.seeds_finished, "/", row.seeds_expected),
-          Fixed(row.mean_loss, "%.4f"),
-          Fixed(row.delta, "%+.4f"),
-          IntervalCell(row.ci_low, row.ci_high),
-          Fixed(row.tau, "%.4f"),
-          row.VerdictText(),
-          ParamsCell(row),
-          ParamsChangeCell(row),
-          Fixed(row.mean_train_seconds, "%.1f")};
+  std::vector<std::string> cells = {row.variant,
+                                    absl::StrCat(row.seeds_finished, "/", row.seeds_expected),
+                                    Fixed(row.mean_loss, "%.4f")};
+  AppendComparisonCells(row, cells);
+  cells.insert(cells.end(),
+               {ParamsCell(row), ParamsChangeCell(row), Fixed(row.mean_train_seconds, "%.1f")});
+  return cells;
 }
 
 const std::vector<std::string>& Headers() {

@@ -19,7 +19,7 @@ namespace {
 using nlohmann::json;
 using report_internal::kNone;
 using report_internal::Fixed;
-using report_internal::IntervalCell;
+using report_internal::AppendComparisonCells;
 using report_internal::ParamsCell;
 using report_internal::ParamsChangeCell;
 using report_internal::NoiseLine;
@@ -126,17 +126,13 @@ const std::vector<std::string>& TimeHeaders() {
 bool TimeRightAligned(size_t c) { return c != 0 && c != 4 && c != 8; }
 
 std::vector<std::string> TimeCells(const ReportRow& s, const TimeRow& t) {
-  return {s.variant,
-          absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
-          Fixed(s.mean_loss, "%.4f"),
-          Fixed(s.mean_train_seconds, "%.1f"),
-          ReferenceCell(t),
-          Fixed(t.delta, "%+.4f"),
-          IntervalCell(t.ci_low, t.ci_high),
-          Fixed(t.tau, "%.4f"),
-          t.VerdictText(),
-          ParamsCell(s),
-          ParamsChangeCell(s)};
+  std::vector<std::string> cells = {s.variant,
+                                    absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
+                                    Fixed(s.mean_loss, "%.4f"),
+                                    Fixed(s.mean_train_seconds, "%.1f"), ReferenceCell(t)};
+  AppendComparisonCells(t, cells);
+  cells.insert(cells.end(), {ParamsCell(s), ParamsChangeCell(s)});
+  return cells;
 }
 
 const std::vector<std::string>& CombinedHeaders() {
@@ -148,21 +144,14 @@ const std::vector<std::string>& CombinedHeaders() {
 bool CombinedRightAligned(size_t c) { return c != 0 && c != 6 && c != 8 && c != 12; }
 
 std::vector<std::string> CombinedCells(const ReportRow& s, const TimeRow& t) {
-  return {s.variant,
-          absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
-          Fixed(s.mean_loss, "%.4f"),
-          Fixed(s.delta, "%+.4f"),
-          IntervalCell(s.ci_low, s.ci_high),
-          Fixed(s.tau, "%.4f"),
-          s.VerdictText(),
-          Fixed(s.mean_train_seconds, "%.1f"),
-          ReferenceCell(t),
-          Fixed(t.delta, "%+.4f"),
-          IntervalCell(t.ci_low, t.ci_high),
-          Fixed(t.tau, "%.4f"),
-          t.VerdictText(),
-          ParamsCell(s),
-          ParamsChangeCell(s)};
+  std::vector<std::string> cells = {s.variant,
+                                    absl::StrCat(s.seeds_finished, "/", s.seeds_expected),
+                                    Fixed(s.mean_loss, "%.4f")};
+  AppendComparisonCells(s, cells);
+  cells.insert(cells.end(), {Fixed(s.mean_train_seconds, "%.1f"), ReferenceCell(t)});
+  AppendComparisonCells(t, cells);
+  cells.insert(cells.end(), {ParamsCell(s), ParamsChangeCell(s)});
+  return cells;
 }
 
 // Table or markdown for the time and combined reports.

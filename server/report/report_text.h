@@ -34,6 +34,16 @@ std::string ParamsChangeCell(const ReportRow& row);
 std::string NoiseLine(const Report& r);
 // A 95 % interval: "[-0.0130, -0.0070]", or kNone.
 std::string IntervalCell(const std::optional<double>& low, const std::optional<double>& high);
+// A comparison's four cells, "Δ", "95 % CI", "τ", "verdict", appended to
+// `cells`: the same for a row at equal steps (ReportRow) and at equal time
+// (TimeRow), which both carry delta, ci_low, ci_high, tau and VerdictText().
+template <typename Row>
+void AppendComparisonCells(const Row& row, std::vector<std::string>& cells) {
+  cells.push_back(Fixed(row.delta, "%+.4f"));
+  cells.push_back(IntervalCell(row.ci_low, row.ci_high));
+  cells.push_back(Fixed(row.tau, "%.4f"));
+  cells.push_back(row.VerdictText());
+}
 std::string Summary(const Report& r);
 
 // Aligned text columns, two spaces apart, each line ending with "\n";
