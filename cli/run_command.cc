@@ -88,7 +88,7 @@ class LocalWorkers {
   absl::Status Start(const std::string& binary, const std::vector<std::string>& args);
 
   // Stops every worker still running: the runs they hold are given back at
-  // once (SIGTERM, which drains, then SIGINT, which stops: see RunWorker),
+  // once (SIGTERM, which stops a worker and releases its runs: see RunWorker),
   // and each is waited for — killed when it outlasts kStopGrace.
   void Stop();
 
@@ -132,7 +132,6 @@ absl::Status LocalWorkers::Start(const std::string& binary,
 void LocalWorkers::Stop() {
   for (const auto& worker : running_) {
     worker->Kill(SIGTERM);
-    worker->Kill(SIGINT);
   }
   const auto give_up = std::chrono::steady_clock::now() + kStopGrace;
   for (const auto& worker : running_) {

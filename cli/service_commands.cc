@@ -192,6 +192,10 @@ int RunWorkers(const WorkersArgs& args) {
   for (const v1::Worker& w : r->workers()) {
     std::printf("%s  (%s)  last seen %s\n", w.worker_id().c_str(), w.hostname().c_str(),
                 FormatAge(w.last_seen_unix_ms()).c_str());
+    if (!w.slurm_job_id().empty()) {
+      std::printf("  slurm job %s on node %s\n", w.slurm_job_id().c_str(),
+                  w.slurm_node().empty() ? "?" : w.slurm_node().c_str());
+    }
     for (const v1::Device& d : w.devices()) {
       std::printf("  %-8s %s%s\n", d.name().c_str(), d.device_class().c_str(),
                   d.memory_bytes() > 0

@@ -125,6 +125,9 @@ int RunChild(const ChildArgs& args) {
     std::fflush(stdout);
   };
   absl::StatusOr<nlohmann::json> result = Train(*spec, **backend, options);
+  if (!result.ok() && g_stop.load()) {
+    return Fail(kExitTerminated, "training stopped by SIGTERM (the worker is being stopped)");
+  }
   if (!result.ok()) {
     return Fail(ExitCodeFor(result.status()), std::string(result.status().message()));
   }

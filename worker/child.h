@@ -12,8 +12,10 @@
 //   exit    ExitCodeFor the status (base/exit_codes.h): 0 success; 2 a
 //           deterministic error (the spec, the dataset, out of memory — not
 //           retried); 1 any other error (retried), and always 1 when the
-//           device cannot be opened; killed by a signal: crashed (a CHECK, a
-//           sticky CUDA error) or cancelled
+//           device cannot be opened; kExitTerminated when a SIGTERM
+//           stopped it (a scheduler or service manager stopping the whole
+//           worker: the daemon releases the run, charging nothing); killed
+//           by a signal: crashed (a CHECK, a sticky CUDA error) or cancelled
 //   stderr  its last line is the error message; after a crash its tail
 //           says what happened (ClassifyChildFailure reads it)
 #ifndef SMALLEM_WORKER_CHILD_H_
@@ -48,6 +50,11 @@ std::optional<TrainProgress> ParseProgressLine(const std::string& line);
 // Runs the child: trains, prints progress, writes the result. Returns the
 // exit code; the error message, if any, is the last line written to stderr.
 int RunChild(const ChildArgs& args);
+
+// The child's exit code after a SIGTERM stopped its training: 128 + SIGTERM,
+// as a shell reports a process the signal ended. The daemon kills its
+// children with SIGKILL, so a SIGTERM comes from whoever stops the worker.
+inline constexpr int kExitTerminated = 128 + 15;
 
 // How the daemon starts a child: its argv[1..] and its whole environment
 // ("NAME=value" entries).

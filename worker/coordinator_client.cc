@@ -63,6 +63,12 @@ absl::StatusOr<v1::FailResponse> CoordinatorClient::Fail(const v1::FailRequest& 
   });
 }
 
+absl::StatusOr<v1::ReleaseResponse> CoordinatorClient::Release(const v1::ReleaseRequest& r) {
+  return Unary<v1::ReleaseResponse>([&](grpc::ClientContext* c, auto* out) {
+    return stub_->Release(c, r, out);
+  });
+}
+
 absl::Status CoordinatorClient::FetchDataset(
     const std::string& content_hash, absl::Duration deadline,
     const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk) {

@@ -38,6 +38,7 @@ class CoordinatorClient {
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::CompleteResponse> Complete(const v1::CompleteRequest& request);
   absl::StatusOr<v1::FailResponse> Fail(const v1::FailRequest& request);
+  absl::StatusOr<v1::ReleaseResponse> Release(const v1::ReleaseRequest& request);
   // Streams the dataset's chunks to `on_chunk` (which may stop the fetch by
   // returning an error). The whole fetch must end within `deadline`.
   absl::Status FetchDataset(const std::string& content_hash, absl::Duration deadline,

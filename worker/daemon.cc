@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -89,6 +90,8 @@ bool WorkerDaemon::EnsureRegistered() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   request.set_hostname(host);
+  request.set_slurm_job_id(options_.slurm_job_id);
+  request.set_slurm_node(options_.slurm_node);
   for (const DeviceInfo& d : options_.devices) {
     v1::Device* device = request.add_devices();
     device->set_name(d.name);
@@ -195,18 +198,29 @@ int RunWorker(WorkerOptions options, pid_t parent_pid) {
   sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Under Slurm, the job and node go to the coordinator with the registration.
+  auto from_env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  if (options.slurm_job_id.empty()) options.slurm_job_id = from_env("SLURM_JOB_ID");
+  if (options.slurm_node.empty()) options.slurm_node = from_env("SLURMD_NODENAME");
+  if (!options.slurm_job_id.empty()) {
+    spdlog::info("running in Slurm job {} on node {}", options.slurm_job_id,
+                 options.slurm_node.empty() ? "?" : options.slurm_node);
+  }
+
   WorkerDaemon daemon(std::move(options));
   std::thread signal_thread([&] {
     for (int received = 0;;) {
       int signal = 0;
       if (sigwait(&signals, &signal) != 0) continue;
       if (signal == SIGUSR1) return;
-      if (++received == 1) {
-        spdlog::info("signal {}: draining (running jobs finish; signal again to stop now)",
-                     signal);
+      if (++received == 1 && signal == SIGINT) {
+        spdlog::info("SIGINT: draining (running jobs finish; signal again to stop now)");
         daemon.Drain();
       } else {
-        spdlog::info("signal {}: stopping now", signal);
+        spdlog::info("signal {}: stopping now; running runs go back to the queue", signal);
         daemon.Stop();
       }
     }

@@ -19,9 +19,14 @@
 //    keeps running children meanwhile (their progress waits for the next
 //    heartbeat that gets through; Complete and Fail are retried — both are
 //    idempotent on the coordinator).
-//  * Drain (SIGTERM): lease nothing more, let running children finish and
-//    report, then Run returns. Stop (a second signal): kill the children and
-//    report their runs lost, so they are requeued at once.
+//  * Drain: lease nothing more, let running children finish and report,
+//    then Run returns.
+//  * Stop (SIGTERM: a scheduler's time limit or `scancel`, a service stop):
+//    lease nothing more, kill the children and hand their runs back with
+//    the Release rpc — requeued at once, charged to nothing — then Run
+//    returns, within one rpc deadline, well inside Slurm's grace period.
+//    (Checkpoints, once they exist, are written before the release: see
+//    SuperviseChild.)
 //
 // Time (when a heartbeat is due, when a backoff or an idle pause ends) comes
 // from the injected Clock, so tests move it instead of sleeping; the daemon
@@ -61,6 +66,11 @@ struct WorkerOptions {
   std::string cache_dir;        // datasets/ and jobs/ live here
   std::string child_program;    // executable run as `child_program child --spec ...`
   std::string worker_id;        // "" = <hostname>-<pid>
+  // Where the worker runs when Slurm started it ("" otherwise; RunWorker
+  // fills them from $SLURM_JOB_ID and $SLURMD_NODENAME). Registered, shown
+  // by `smallemctl workers`.
+  std::string slurm_job_id;
+  std::string slurm_node;
   int child_threads = 0;        // CPU threads per child; 0 = all
   int64_t progress_every = 10;  // steps between the child's progress lines
   int max_failed_job_dirs = 20; // failed jobs' directories kept for debugging
@@ -119,6 +129,9 @@ class WorkerDaemon {
   std::optional<ChildEnd> Heartbeat(Job* job);
   // Reports how the exited child ended: Complete with its result, or Fail.
   void ReportChildExit(ChildProcess& child, const Job& job);
+  // Hands the stopped attempt's run back to the queue (Release, retried
+  // while transient until the rpc deadline; Stop is already in effect).
+  void ReleaseRun(const Job& job);
   // Reports the attempt failed (retried until it gets through or Stop).
   void ReportFailure(const Job& job, v1::FailureClass failure, const std::string& message);
   // Keeps the job's directory for debugging (within the cap).
@@ -147,9 +160,11 @@ class WorkerDaemon {
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 2'000;
 };
 
-// smallem-worker's body: runs a WorkerDaemon; SIGTERM or SIGINT drains it, a
-// second one stops it. (Two of the same signal sent at once may arrive as
-// one: a supervisor that wants a stop sends SIGTERM, then SIGINT.)
+// smallem-worker's body: runs a WorkerDaemon. SIGTERM stops it (what Slurm
+// sends at a job's time limit or on `scancel`, and systemd on a stop: the
+// running runs go back to the queue at once); SIGINT (Ctrl-C) drains it, and
+// any signal after the first stops it. Under Slurm ($SLURM_JOB_ID set), the
+// job id and node are registered with the coordinator.
 //
 // With `parent_pid` (the process that started this one, such as `smallemctl
 // run`), the worker dies with it: the kernel kills it (SIGKILL; its

@@ -1,6 +1,8 @@
 // WorkerDaemon::RunJob: one leased run, from dataset to reported outcome, in
 // steps: the dataset, the job's directory and spec, the child, its
 // supervision (progress relayed in heartbeats), the outcome reported.
+#include <signal.h>
+
 #include <memory>
 #include <optional>
 
@@ -92,6 +94,25 @@ void WorkerDaemon::ReportFailure(const Job& job, v1::FailureClass failure,
       .IgnoreError();
 }
 
+void WorkerDaemon::ReleaseRun(const Job& job) {
+  v1::ReleaseRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_run_id(job.run_id);
+  request.set_attempt(job.attempt);
+  request.set_reason(options_.slurm_job_id.empty()
+                         ? std::string("the worker was stopped")
+                         : absl::StrCat("the worker was stopped: Slurm job ",
+                                        options_.slurm_job_id, " was signalled"));
+  // Stopping: ReportWithRetry makes one try. One is enough in the common
+  // case; when it does not get through, the lease expires and the reaper
+  // requeues the run (charged as a lost lease) — later, but never lost.
+  absl::Status status =
+      ReportWithRetry("Release", job.run_id, [&] { return client_->Release(request).status(); });
+  if (status.ok()) {
+    spdlog::info("run {} attempt {}: released back to the queue", job.run_id, job.attempt);
+  }
+}
+
 void WorkerDaemon::KeepJobDir(const Job& job) {
   const std::string kept = jobs_.KeepFailed(job.dir);
   if (!kept.empty()) spdlog::info("run {} attempt {}: kept {}", job.run_id, job.attempt, kept);
@@ -116,7 +137,7 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
       ReportChildExit(*child, job);
       return;
     case ChildEnd::kStopped:
-      ReportFailure(job, v1::FAILURE_CLASS_LEASE_LOST, "the worker was stopped");
+      ReleaseRun(job);
       KeepJobDir(job);
       return;
     case ChildEnd::kCancelled:
@@ -204,6 +225,11 @@ WorkerDaemon::ChildEnd WorkerDaemon::SuperviseChild(ChildProcess& child, Job* jo
     const bool beat_due = now - last_beat_ms >= interval_ms || now < last_beat_ms;
     std::optional<ChildEnd> end;
     if (stopping()) {
+      // Checkpoint hook: once runs can checkpoint (issue 14), ask the child
+      // to write one here, before it is killed and its run released, so the
+      // next attempt resumes from it instead of from step 0. It must fit in
+      // the grace period the scheduler leaves (--signal in the sbatch
+      // script, docs/cluster.md).
       end = ChildEnd::kStopped;
     } else if (!running) {
       return ChildEnd::kExited;
@@ -238,6 +264,15 @@ std::optional<WorkerDaemon::ChildEnd> WorkerDaemon::Heartbeat(Job* job) {
 
 void WorkerDaemon::ReportChildExit(ChildProcess& child, const Job& job) {
   const ChildExit exit = child.Wait();
+  if (exit.exit_code == kExitTerminated || exit.signal == SIGTERM) {
+    // Slurm (and systemd without KillMode=mixed) sends SIGTERM to every
+    // process of the job, the child included: the child may end before
+    // this daemon has taken its own SIGTERM. The run is no more at fault
+    // than on Stop: hand it back.
+    ReleaseRun(job);
+    KeepJobDir(job);
+    return;
+  }
   if (!exit.ok()) {
     // A CUDA error or out of memory fails this child only; the loop goes on.
     const std::vector<std::string> tail = child.stderr_tail();

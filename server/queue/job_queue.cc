@@ -118,6 +118,17 @@ absl::StatusOr<bool> JobQueue::Fail(int64_t run_id, int attempt, std::string_vie
   return run.status == RunStatus::kQueued;
 }
 
+absl::Status JobQueue::Release(int64_t run_id, int attempt, std::string_view worker_id,
+                               std::string_view reason) {
+  ASSIGN_OR_RETURN(RunRecord run,
+                   store_->Release(run_id, attempt, worker_id, reason, clock_->NowUnixMs()));
+  NoteChange();
+  spdlog::info("run {} attempt {}: released by worker {} ({}) → {}", run_id, attempt,
+               SanitizeLine(worker_id, 130), SanitizeLine(reason, 300),
+               RunStatusName(run.status));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> JobQueue::ReapExpiredLeases() {
   ASSIGN_OR_RETURN(std::vector<RunRecord> reaped,
                    store_->ReapExpiredLeases(clock_->NowUnixMs(), [this](const RunRecord& r) {

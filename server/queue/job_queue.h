@@ -13,6 +13,8 @@
 // retry budget, then failed. lease_lost (expiry, worker death, drain): not
 // charged to that budget; requeued until max_lease_losses. invalid_config
 // (also out of memory): failed at once — the same spec would fail again.
+// A release (the worker hands the run back as it stops: a scheduler's
+// SIGTERM) is no failure: requeued at once, charged to nothing.
 //
 // Change notification. Every write that can change what a client sees of a
 // run (lease, heartbeat, completion, failure, reaping, cancel, retry) bumps
@@ -87,6 +89,11 @@ class JobQueue {
   // InvalidArgument for FailureClass::kNone.
   absl::StatusOr<bool> Fail(int64_t run_id, int attempt, std::string_view worker_id,
                             FailureClass failure, std::string_view message);
+
+  // Hands (run, attempt) back to the queue at once, charging it to no
+  // counter; see SqliteStore::Release. Idempotent.
+  absl::Status Release(int64_t run_id, int attempt, std::string_view worker_id,
+                       std::string_view reason);
 
   // Requeues (or fails) every run whose lease expired. Returns how many.
   absl::StatusOr<int> ReapExpiredLeases();

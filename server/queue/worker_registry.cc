@@ -1,6 +1,7 @@
 #include "server/queue/worker_registry.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -24,21 +25,29 @@ absl::Status CheckWorkerId(std::string_view worker_id) {
   return absl::OkStatus();
 }
 
-absl::Status WorkerRegistry::Register(std::string_view worker_id, std::string_view hostname,
-                                      std::string devices_json) {
-  RETURN_IF_ERROR(CheckWorkerId(worker_id));
-  if (hostname.size() > kMaxHostnameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("hostname: ", hostname.size(),
-                                                   " bytes; at most ", kMaxHostnameBytes));
+absl::Status WorkerRegistry::Register(WorkerRecord registration) {
+  RETURN_IF_ERROR(CheckWorkerId(registration.id));
+  if (registration.hostname.size() > kMaxHostnameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hostname: ", registration.hostname.size(), " bytes; at most ", kMaxHostnameBytes));
+  }
+  for (const auto& [name, value] : {std::pair{"slurm_job_id", &registration.slurm_job_id},
+                                    std::pair{"slurm_node", &registration.slurm_node}}) {
+    if (value->size() > kMaxSlurmFieldBytes ||
+        !std::all_of(value->begin(), value->end(),
+                     [](char c) { return absl::ascii_isgraph(static_cast<unsigned char>(c)); })) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": at most ", kMaxSlurmFieldBytes, " printable bytes without spaces"));
+    }
   }
   const int64_t now = clock_->NowUnixMs();
-  RETURN_IF_ERROR(store_->UpsertWorker(WorkerRecord{
-      .id = std::string(worker_id), .hostname = std::string(hostname),
-      .devices_json = std::move(devices_json), .registered_unix_ms = now,
-      .last_seen_unix_ms = now}));
+  const std::string worker_id = registration.id;
+  registration.registered_unix_ms = now;
+  registration.last_seen_unix_ms = now;
+  RETURN_IF_ERROR(store_->UpsertWorker(registration));
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(LoadLocked());
-  RememberLocked(std::string(worker_id), now);
+  RememberLocked(worker_id, now);
   return absl::OkStatus();
 }
 

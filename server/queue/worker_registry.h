@@ -28,6 +28,7 @@ inline constexpr size_t kMaxWorkerIdBytes = 128;
 inline constexpr size_t kMaxHostnameBytes = 255;
 inline constexpr int kMaxDevicesPerWorker = 64;
 inline constexpr size_t kMaxDeviceNameBytes = 128;
+inline constexpr size_t kMaxSlurmFieldBytes = 128;  // a Slurm job id or node name
 // Workers whose last call the registry remembers in memory, at most.
 inline constexpr size_t kMaxTrackedWorkers = 10'000;
 
@@ -44,10 +45,12 @@ class WorkerRegistry {
  public:
   WorkerRegistry(SqliteStore* store, const Clock* clock) : store_(store), clock_(clock) {}
 
-  // Stores (or replaces) a worker's registration. InvalidArgument for a bad
-  // id (CheckWorkerId) or a hostname over kMaxHostnameBytes.
-  absl::Status Register(std::string_view worker_id, std::string_view hostname,
-                        std::string devices_json);
+  // Stores (or replaces) a worker's registration: its id, hostname and
+  // devices, and, under Slurm, its job id and node ("" otherwise; at most
+  // kMaxSlurmFieldBytes each, printable, or InvalidArgument).
+  // InvalidArgument for a bad id (CheckWorkerId) or a hostname over
+  // kMaxHostnameBytes.
+  absl::Status Register(WorkerRecord registration);
   // Notes that a registered worker called now. FailedPrecondition for an id
   // that never registered (registrations survive restarts: they are stored).
   absl::Status Touch(std::string_view worker_id);

@@ -276,6 +276,8 @@ grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*,
       RETURN_IF_ERROR(DevicesFromJson(w.record.devices_json, out->mutable_devices()));
       out->set_registered_unix_ms(w.record.registered_unix_ms);
       out->set_last_seen_unix_ms(w.record.last_seen_unix_ms);
+      out->set_slurm_job_id(w.record.slurm_job_id);
+      out->set_slurm_node(w.record.slurm_node);
       for (int64_t id : w.leased_run_ids) out->add_leased_run_ids(id);
     }
     response->set_omitted(omitted);

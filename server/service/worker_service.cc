@@ -50,8 +50,12 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext*, const v1::Registe
                                          v1::RegisterResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
     RETURN_IF_ERROR(CheckDevices(request->devices()));
-    RETURN_IF_ERROR(workers_->Register(request->worker_id(), request->hostname(),
-                                       DevicesToJson(request->devices())));
+    RETURN_IF_ERROR(workers_->Register(WorkerRecord{.id = request->worker_id(),
+                                                    .hostname = request->hostname(),
+                                                    .slurm_job_id = request->slurm_job_id(),
+                                                    .slurm_node = request->slurm_node(),
+                                                    .devices_json =
+                                                        DevicesToJson(request->devices())}));
     response->set_lease_duration_ms(queue_->options().lease_duration_ms);
     response->set_heartbeat_interval_ms(queue_->options().heartbeat_interval_ms);
     return absl::OkStatus();
@@ -142,6 +146,16 @@ grpc::Status WorkerServiceImpl::Fail(grpc::ServerContext*, const v1::FailRequest
                                                    request->worker_id(), failure, message));
     response->set_will_retry(will_retry);
     return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::Release(grpc::ServerContext*, const v1::ReleaseRequest* request,
+                                        v1::ReleaseResponse*) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
+    const std::string reason = SanitizeText(request->reason(), kMaxFailMessageBytes);
+    RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
+    return queue_->Release(request->run_id(), request->attempt(), request->worker_id(), reason);
   }());
 }
 

@@ -1,5 +1,5 @@
 // WorkerServiceImpl: the smallem.v1.WorkerService handlers — registration,
-// leases, heartbeats, completions, failures and dataset downloads. Each
+// leases, heartbeats, completions, failures, releases and dataset downloads. Each
 // validates its request (sizes included), calls WorkerRegistry / JobQueue /
 // SqliteStore and converts the result; errors become gRPC codes in
 // ToGrpcStatus only.
@@ -31,6 +31,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                         v1::CompleteResponse* response) override;
   grpc::Status Fail(grpc::ServerContext* context, const v1::FailRequest* request,
                     v1::FailResponse* response) override;
+  grpc::Status Release(grpc::ServerContext* context, const v1::ReleaseRequest* request,
+                       v1::ReleaseResponse* response) override;
   grpc::Status FetchDataset(grpc::ServerContext* context,
                             const v1::FetchDatasetRequest* request,
                             grpc::ServerWriter<v1::DatasetChunk>* writer) override;

@@ -355,12 +355,15 @@ absl::Status SqliteStore::UpsertWorker(const WorkerRecord& w) {
   return Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(SqliteStatement s,
                      db_->Prepare("INSERT INTO workers (id, hostname, devices_json, "
-                                  "registered_unix_ms, last_seen_unix_ms) VALUES (?, ?, ?, ?, ?) "
+                                  "registered_unix_ms, last_seen_unix_ms, slurm_job_id, "
+                                  "slurm_node) VALUES (?, ?, ?, ?, ?, ?, ?) "
                                   "ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, "
                                   "devices_json = excluded.devices_json, "
-                                  "last_seen_unix_ms = excluded.last_seen_unix_ms"));
+                                  "last_seen_unix_ms = excluded.last_seen_unix_ms, "
+                                  "slurm_job_id = excluded.slurm_job_id, "
+                                  "slurm_node = excluded.slurm_node"));
     s.Bind(1, w.id).Bind(2, w.hostname).Bind(3, w.devices_json).Bind(4, w.registered_unix_ms)
-        .Bind(5, w.last_seen_unix_ms);
+        .Bind(5, w.last_seen_unix_ms).Bind(6, w.slurm_job_id).Bind(7, w.slurm_node);
     return s.Run();
   });
 }
@@ -369,12 +372,15 @@ absl::StatusOr<std::vector<WorkerRecord>> SqliteStore::ListWorkers() {
   absl::MutexLock lock(&db_mu_);
   ASSIGN_OR_RETURN(SqliteStatement s,
                    db_->Prepare("SELECT id, hostname, devices_json, registered_unix_ms, "
-                                "last_seen_unix_ms FROM workers ORDER BY id"));
+                                "last_seen_unix_ms, slurm_job_id, slurm_node FROM workers "
+                                "ORDER BY id"));
   std::vector<WorkerRecord> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back(WorkerRecord{.id = s.ColumnText(0), .hostname = s.ColumnText(1),
+                               .slurm_job_id = s.ColumnText(5),
+                               .slurm_node = s.ColumnText(6),
                                .devices_json = s.ColumnText(2),
                                .registered_unix_ms = s.ColumnInt(3),
                                .last_seen_unix_ms = s.ColumnInt(4)});

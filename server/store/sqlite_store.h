@@ -136,6 +136,15 @@ class SqliteStore {
                                  FailureClass failure, std::string_view message,
                                  int64_t now_ms, DecideFn decide);
 
+  // Hands (run, attempt) back: the run is queued again at once, charged to
+  // no counter (neither engine_failures nor lease_losses), and the attempt
+  // ends as "released" with `reason` as its message. A repeat of a release
+  // already recorded for this attempt returns the run unchanged.
+  // FailedPrecondition as for Heartbeat; NotFound for an unknown run.
+  // Returns the run as it is afterwards.
+  absl::StatusOr<RunRecord> Release(int64_t run_id, int attempt, std::string_view worker_id,
+                                    std::string_view reason, int64_t now_ms);
+
   // Ends every lease that expired before now_ms as a lost lease
   // (lease_losses + 1, status decide(run)). Returns the runs afterwards.
   absl::StatusOr<std::vector<RunRecord>> ReapExpiredLeases(int64_t now_ms, DecideFn decide);

@@ -1,5 +1,5 @@
 // SqliteStore: the queue's transitions — lease, heartbeat, complete, fail,
-// reap, cancel, retry — each one transaction that checks the lease it acts
+// release, reap, cancel, retry — each one transaction that checks the lease it acts
 // under before writing.
 #include <utility>
 
@@ -270,6 +270,42 @@ absl::StatusOr<RunRecord> SqliteStore::Fail(int64_t run_id, int attempt,
     }
     RETURN_IF_ERROR(CheckLease(run, attempt, worker_id, now_ms));
     ASSIGN_OR_RETURN(out, FailLocked(run, failure, message, now_ms, decide));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<RunRecord> SqliteStore::Release(int64_t run_id, int attempt,
+                                               std::string_view worker_id,
+                                               std::string_view reason, int64_t now_ms) {
+  RunRecord out;
+  RETURN_IF_ERROR(Write([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(RunRecord run, GetRunLocked(run_id));
+    {
+      ASSIGN_OR_RETURN(SqliteStatement s,
+                       db_->Prepare("SELECT outcome FROM attempts WHERE run_id = ? AND "
+                                    "attempt = ? AND worker_id = ?"));
+      s.Bind(1, run_id).Bind(2, attempt).Bind(3, worker_id);
+      ASSIGN_OR_RETURN(bool found, s.Step());
+      // A repeat of this release (its reply was lost): already recorded.
+      if (found && s.ColumnText(0) == kReleasedOutcome) {
+        out = std::move(run);
+        return absl::OkStatus();
+      }
+    }
+    RETURN_IF_ERROR(CheckLease(run, attempt, worker_id, now_ms));
+    // The counters and last_failure stay as they were: a release is no
+    // failure of the run, only of the machine it ran on.
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("UPDATE runs SET status = 'queued', lease_expires_unix_ms = 0, "
+                                  "updated_unix_ms = ? WHERE id = ?"));
+    s.Bind(1, now_ms).Bind(2, run_id);
+    RETURN_IF_ERROR(s.Run());
+    RETURN_IF_ERROR(EndAttemptLocked(run_id, attempt, kReleasedOutcome, reason, now_ms));
+    out = std::move(run);
+    out.status = RunStatus::kQueued;
+    out.lease_expires_unix_ms = 0;
+    out.updated_unix_ms = now_ms;
     return absl::OkStatus();
   }));
   return out;

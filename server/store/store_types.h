@@ -27,6 +27,10 @@ enum class FailureClass { kNone, kLeaseLost, kEngineError, kInvalidConfig };
 const char* FailureClassName(FailureClass c);  // "", "lease_lost", ...
 FailureClass ParseFailureClass(std::string_view name);  // unknown → kNone
 
+// The outcome of an attempt its worker handed back (WorkerService.Release):
+// no failure, so no FailureClass.
+inline constexpr std::string_view kReleasedOutcome = "released";
+
 struct ProgressRecord {
   int64_t step = 0;
   int64_t total_steps = 0;
@@ -103,13 +107,16 @@ struct AttemptRecord {
   std::string device_class;
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;
-  std::string outcome;  // "" while running, then "succeeded", a failure class or "cancelled"
+  std::string outcome;  // "" while running, then "succeeded", a failure class,
+                        // "cancelled" or kReleasedOutcome
   std::string message;
 };
 
 struct WorkerRecord {
   std::string id;
   std::string hostname;
+  std::string slurm_job_id;  // "" when the worker does not run under Slurm
+  std::string slurm_node;
   std::string devices_json;  // [{"name":..,"device_class":..,"memory_bytes":..}]
   int64_t registered_unix_ms = 0;
   int64_t last_seen_unix_ms = 0;

@@ -122,6 +122,53 @@ TEST_F(FaultTest, KilledWorkerRunIsRequeuedAndFinishesExactlyOnce) {
   second->Kill();
 }
 
+TEST_F(FaultTest, SigtermedWorkerReleasesItsRunAtOnceAndItFinishesExactlyOnce) {
+  // What Slurm does at a time limit or on scancel. The lease lasts ten
+  // minutes: only the worker's Release can requeue the run while the test
+  // looks.
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = dir_.Join("smallem.db");
+  options.queue.heartbeat_interval_ms = 200;
+  options.queue.lease_duration_ms = 600'000;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(options);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  SqliteStore& store = (*coordinator)->store();
+  Submit((*coordinator)->address(),
+         testing::TinyGridYaml("preempt", data_dir_, 1, 1, kLongSteps));
+
+  std::unique_ptr<ChildProcess> first = SpawnWorker((*coordinator)->address(), "first");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(1)->progress.step > 0; }, 60, {first.get()}))
+      << "the first worker never reported progress";
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kLeased);
+  ASSERT_EQ(kill(first->pid(), SIGTERM), 0);
+  ChildExit exit = first->Wait();
+  EXPECT_EQ(exit.signal, 0);
+  EXPECT_EQ(exit.exit_code, 0);
+
+  // Queued the moment the worker is gone, charged to nothing.
+  RunRecord released = *store.GetRun(1);
+  EXPECT_EQ(released.status, RunStatus::kQueued);
+  EXPECT_EQ(released.lease_losses, 0);
+  EXPECT_EQ(released.engine_failures, 0);
+
+  std::unique_ptr<ChildProcess> second = SpawnWorker((*coordinator)->address(), "second");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(1)->status == RunStatus::kSucceeded; }, 120,
+                      {second.get()}))
+      << "the released run never finished";
+  std::vector<AttemptRecord> attempts = *store.ListAttempts(1);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].worker_id, "first");
+  EXPECT_EQ(attempts[0].outcome, kReleasedOutcome);
+  EXPECT_EQ(attempts[1].worker_id, "second");
+  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  std::vector<ResultRecord> results = *store.ListResults(1);
+  ASSERT_EQ(results.size(), 1u);  // recorded exactly once
+  EXPECT_EQ(results[0].attempt, 2);
+  EXPECT_EQ(store.GetRun(1)->lease_losses, 0);
+  second->Kill();
+}
+
 TEST_F(FaultTest, KilledCoordinatorComesBackWithEveryRunAndResult) {
   const std::string db = dir_.Join("smallem.db");
   // The first start binds a free port; the restart takes the same one back,

@@ -157,6 +157,25 @@ TEST_F(CoordinatorTest, ARegistrationSurvivesARestart) {
   EXPECT_TRUE(response.leased());
 }
 
+TEST_F(CoordinatorTest, SlurmJobAndNodeAreListedAndSurviveARestart) {
+  v1::RegisterRequest slurm = testing::CpuRegistration();
+  slurm.set_slurm_job_id("81234");
+  slurm.set_slurm_node("gpu-n07");
+  v1::RegisterResponse registered;
+  ASSERT_TRUE(worker_->Register(Context().get(), slurm, &registered).ok());
+  Restart();
+  v1::ListWorkersResponse listed;
+  ASSERT_TRUE(client_->ListWorkers(Context().get(), {}, &listed).ok());
+  ASSERT_EQ(listed.workers_size(), 1);
+  EXPECT_EQ(listed.workers(0).slurm_job_id(), "81234");
+  EXPECT_EQ(listed.workers(0).slurm_node(), "gpu-n07");
+  // A job id with a control sequence would reach every listing: refused.
+  slurm.set_slurm_job_id("1\x1b[2J");
+  grpc::Status status = worker_->Register(Context().get(), slurm, &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("slurm_job_id"), std::string::npos);
+}
+
 TEST_F(CoordinatorTest, OversizedRegistrationFieldsAreRefused) {
   v1::RegisterResponse response;
   v1::RegisterRequest big_host = testing::CpuRegistration();

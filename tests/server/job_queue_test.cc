@@ -190,6 +190,51 @@ TEST_F(JobQueueTest, LostLeasesAreNotChargedToTheRetryBudget) {
   EXPECT_EQ(Run(1).status, RunStatus::kFailed);
 }
 
+TEST_F(JobQueueTest, ReleasedRunIsRequeuedAtOnceAndChargedToNothing) {
+  Submit(1, 1, /*retry_budget=*/0);
+  // More releases than any budget allows: none of them counts.
+  for (int attempt = 1; attempt <= 5; ++attempt) {
+    Lease lease = MustLease("w" + std::to_string(attempt));
+    ASSERT_EQ(lease.attempt, attempt);
+    ASSERT_TRUE(queue_->Release(lease.run_id, lease.attempt, "w" + std::to_string(attempt),
+                                "slurm job 7 was signalled")
+                    .ok());
+    RunRecord run = Run(lease.run_id);
+    EXPECT_EQ(run.status, RunStatus::kQueued);  // no reaper, no clock move: at once
+    EXPECT_EQ(run.lease_losses, 0);
+    EXPECT_EQ(run.engine_failures, 0);
+    EXPECT_EQ(run.last_failure, FailureClass::kNone);
+  }
+  std::vector<AttemptRecord> attempts = *store_->ListAttempts(1);
+  ASSERT_EQ(attempts.size(), 5u);
+  EXPECT_EQ(attempts[0].outcome, kReleasedOutcome);
+  EXPECT_EQ(attempts[0].message, "slurm job 7 was signalled");
+  EXPECT_GT(attempts[0].ended_unix_ms, 0);
+}
+
+TEST_F(JobQueueTest, RepeatedReleaseIsANoOpAndAStaleOneIsRefused) {
+  Submit(1, 1);
+  Lease first = MustLease("w1");
+  ASSERT_TRUE(queue_->Release(first.run_id, first.attempt, "w1", "stopping").ok());
+  Lease second = MustLease("w2");
+  // The first worker's reply was lost; its repeat changes nothing, even
+  // though the run now belongs to attempt 2.
+  EXPECT_TRUE(queue_->Release(first.run_id, first.attempt, "w1", "stopping").ok());
+  RunRecord run = Run(first.run_id);
+  EXPECT_EQ(run.status, RunStatus::kLeased);
+  EXPECT_EQ(run.attempt, 2);
+  EXPECT_EQ(run.lease_worker, "w2");
+  // A release the run's lease does not back: refused.
+  EXPECT_EQ(queue_->Release(first.run_id, second.attempt, "w1", "x").code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(queue_->Complete(second.run_id, second.attempt, "w2",
+                               R"({"val_nats_per_byte":1})", {}).ok());
+  EXPECT_EQ(queue_->Release(second.run_id, second.attempt, "w2", "late").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Run(first.run_id).status, RunStatus::kSucceeded);
+  EXPECT_EQ(queue_->Release(99, 1, "w1", "x").code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(JobQueueTest, RepeatedFailureReportIsANoOp) {
   Submit(1, 1);
   Lease lease = MustLease();

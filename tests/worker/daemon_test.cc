@@ -29,6 +29,7 @@
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"
+#include "worker/child.h"
 
 namespace smallem {
 namespace {
@@ -285,15 +286,39 @@ TEST_F(DaemonTest, DrainLetsTheRunningJobFinishAndLeasesNothingMore) {
   EXPECT_EQ(counts.queued, 1);
 }
 
-TEST_F(DaemonTest, StopKillsTheChildAndRequeuesItsRunAtOnce) {
+TEST_F(DaemonTest, StopKillsTheChildAndReleasesItsRunWithoutChargingIt) {
   Submit(1, 1);
-  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0));
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 200, 0.1, 0),
+              "", [](WorkerOptions& o) { o.slurm_job_id = "4242"; });
   WaitForProgress();
   StopDaemon();
+  // Queued when Run returned: released, not left for the reaper (the lease
+  // lasts 5 s on a clock that no longer moves).
   RunRecord run = *coordinator_->store().GetRun(1);
   EXPECT_EQ(run.status, RunStatus::kQueued);
-  EXPECT_EQ(run.lease_losses, 1);
+  EXPECT_EQ(run.lease_losses, 0);
   EXPECT_EQ(run.engine_failures, 0);
+  std::vector<AttemptRecord> attempts = *coordinator_->store().ListAttempts(1);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].outcome, kReleasedOutcome);
+  EXPECT_EQ(attempts[0].message, "the worker was stopped: Slurm job 4242 was signalled");
+}
+
+TEST_F(DaemonTest, ChildEndedBySigtermHasItsRunReleasedChargingNothing) {
+  // Slurm signals every process of a job: the child may end before the
+  // daemon has taken its own SIGTERM.
+  Submit(1, 1, /*retry_budget=*/0);
+  StartDaemon(WriteScriptedChild(dir_.Join("child.sh"), 1, 0, kExitTerminated));
+  ASSERT_TRUE(AdvanceUntil([&] {
+    std::vector<AttemptRecord> attempts = *coordinator_->store().ListAttempts(1);
+    return !attempts.empty() && attempts[0].outcome == kReleasedOutcome;
+  }, 20));
+  StopDaemon();
+  RunRecord run = *coordinator_->store().GetRun(1);
+  EXPECT_NE(run.status, RunStatus::kFailed);  // a budget of 0 would have failed it
+  EXPECT_EQ(run.engine_failures, 0);
+  EXPECT_EQ(run.lease_losses, 0);
+  EXPECT_FALSE(coordinator_->store().GetResult(1)->has_value());
 }
 
 TEST_F(DaemonTest, ReconnectsWhenTheCoordinatorComesBack) {
