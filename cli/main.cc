@@ -8,6 +8,7 @@
 #include "base/text.h"
 #include "cli/data_command.h"
 #include "cli/service_commands.h"
+#include "cli/slurm_command.h"
 #include "cli/train_command.h"
 #include "nlohmann/json.hpp"
 
@@ -288,6 +289,8 @@ int main(int argc, char** argv) {
   ru->add_option("--worker-binary", run.worker_binary,
                  "smallem-worker to spawn (default: $SMALLEM_WORKER, or next to smallemctl)");
   ru->callback([&] { exit_code = smallem::cli::RunLocal(run); });
+
+  smallem::cli::AddSlurmCommand(app, &exit_code);  // slurm submit (cli/slurm_command.cc)
 
   if (int code = CheckVerb(app, argc, argv); code != 0) return code;
   try {
