@@ -146,6 +146,18 @@ int Main(int argc, char** argv) {
       auto stub = v1::WorkerService::NewStub(grpc::CreateCustomChannel(
           (*coordinator)->address(), grpc::InsecureChannelCredentials(), args));
       const std::string id = absl::StrCat("bench-", w);
+      // The coordinator leases only to registered workers.
+      v1::RegisterRequest reg;
+      reg.set_worker_id(id);
+      reg.set_hostname("bench");
+      v1::Device* device = reg.add_devices();
+      device->set_name("cpu");
+      device->set_device_class("bench");
+      v1::RegisterResponse registered;
+      if (grpc::Status st = stub->Register(Context().get(), reg, &registered); !st.ok()) {
+        note("register", st);
+        return;
+      }
       while (!stop.load()) {
         v1::LeaseRequest lease_request;
         lease_request.set_worker_id(id);
