@@ -145,8 +145,8 @@ words=(the model learns a small language of words and numbers while noise hides 
 for d in 0 1 2 3 4 5; do
   for _ in $(seq 1 200); do printf '%s ' "${words[RANDOM % 20]}"; done >"$t/corpus/doc$d.txt"
 done
-"$ctl" data prepare --vocab 300 --out "$t/data" "$t"/corpus/doc*.txt >/dev/null ||
-  fail "smallemctl data prepare failed"
+"$ctl" data prepare --vocab 300 --out "$t/data" "$t"/corpus/doc*.txt >"$t/prepare.log" 2>&1 ||
+  fail "smallemctl data prepare failed: $(tail -n 3 "$t/prepare.log")"
 grid() {  # name budget variants
   printf 'name: %s\ndata: %s\nbase: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, batch: 4, eval_batches: 4}\nbudget: {%s}\nseeds: [1]\nbaseline: v0\nvariants:\n' \
     "$1" "$t/data" "$2"
@@ -176,7 +176,8 @@ wait_for 90 succeeded tiny 2 || fail "the tiny grid did not finish in job $job1"
 workers=$("$ctl" workers --coordinator "$address")
 grep -q "slurm job $job1 on node $host" <<<"$workers" ||
   fail "smallemctl workers does not show the Slurm job: $workers"
-echo "tiny grid done in job $job1; smallemctl workers shows: slurm job $job1 on node $host"
+echo "tiny grid done in job $job1; smallemctl workers shows:"
+echo "$workers"
 
 # ---- 2. scancel mid-run: the run is requeued at once, then finishes once ----
 "$ctl" submit "$t/long.yaml" --coordinator "$address" >/dev/null || fail "submit long failed"
