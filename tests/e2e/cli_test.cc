@@ -183,12 +183,15 @@ TEST_F(CliTest, InterruptedRunStopsItsWorkersRequeuesTheRunAndSaysHowToResume) {
       << ctl->last_stderr_line();
   // smallemctl waited for its workers, and they for their children.
   EXPECT_EQ(ProcessesWithArgument(cache()), std::vector<std::string>{});
-  // The worker gave the run back: queued again at once, not left leased.
+  // The worker gave the run back: queued again at once, not left leased,
+  // and charged to nothing (its attempt was released, not lost).
   absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(db());
   ASSERT_TRUE(store.ok()) << store.status();
   RunRecord run = *(*store)->GetRun(1);
   EXPECT_EQ(run.status, RunStatus::kQueued);
-  EXPECT_EQ(run.lease_losses, 1);
+  EXPECT_EQ(run.lease_losses, 0);
+  EXPECT_EQ(run.engine_failures, 0);
+  EXPECT_EQ((*(*store)->ListAttempts(1))[0].outcome, kReleasedOutcome);
 }
 
 TEST_F(CliTest, KilledSmallemctlTakesItsWorkersAndTheirChildrenWithIt) {
