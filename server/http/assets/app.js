@@ -40,6 +40,11 @@ async function api(path, options) {
   return body;
 }
 
+// Replaces the page's content; arrays are flattened, null left out.
+function mount(...children) {
+  view.replaceChildren(...children.flat(2).filter((c) => c !== null && c !== undefined));
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function fmt(v, digits = 4) {
@@ -119,7 +124,7 @@ async function experimentsPage(mine) {
         h("td", {}, e.baseline),
         h("td", { class: "muted" }, when(e.updated_unix_ms)));
     });
-    view.replaceChildren(
+    mount(
       h("h1", {}, "Experiments"),
       rows.length === 0 ? h("p", { class: "muted" }, "None yet: smallemctl submit GRID.yaml")
         : h("table", { id: "experiments" },
@@ -178,7 +183,7 @@ function reportSection(data) {
   }
   const notes = [...(report.notes || []), ...((report.equal_time && report.equal_time.notes) || [])];
   if (notes.length) out.push(h("ul", { class: "notes muted" }, notes.map((n) => h("li", {}, n))));
-  if (data.figure_svg) {
+  if (data.figure_svg && data.runs.some((r) => r.result)) {
     const fig = h("div", { class: "figure", id: "figure" });
     // The coordinator's own SVG (server/report/plot.cc): markup it wrote, escaped.
     fig.innerHTML = data.figure_svg;
@@ -246,7 +251,7 @@ async function experimentPage(mine, key) {
     const live = await Promise.all(running.map((r) => loadCurve(r.id)));
     if (mine !== generation) return data;
     const e = data.experiment, c = e.counts;
-    view.replaceChildren(
+    mount(
       h("h1", { id: "experiment-name" }, e.name),
       h("p", {}, ["queued", "leased", "succeeded", "failed", "cancelled"].filter((s) => c[s] > 0)
         .map((s) => h("span", { class: `badge s-${s}` }, `${c[s]} ${s}`)),
@@ -275,7 +280,7 @@ async function runPage(mine, id) {
     const { run, points } = await loadCurve(Number(id));
     const data = await api(`/api/runs/${id}?after_step=${points.length ? points[points.length - 1].step : -1}`);
     if (mine !== generation) return data;
-    view.replaceChildren(
+    mount(
       h("h1", {}, `Run ${run.id}: ${run.variant} seed ${run.seed}`),
       h("p", {}, statusBadge(run.status), ` attempt ${run.attempt} · budget ${run.budget} · experiment `,
         h("a", { href: `#/experiments/${data.experiment.id}` }, data.experiment.name)),
@@ -305,7 +310,7 @@ async function workersPage(mine) {
   const render = async () => {
     const data = await api("/api/workers");
     if (mine !== generation) return data;
-    view.replaceChildren(h("h1", {}, "Workers"),
+    mount(h("h1", {}, "Workers"),
       data.workers.length === 0 ? h("p", { class: "muted" }, "No worker has registered.")
         : h("table", { id: "workers" },
             h("tr", {}, ["worker", "host", "devices", "last seen", "runs"].map((t) => h("th", {}, t))),
@@ -333,7 +338,7 @@ async function route() {
     else if (parts[0] === "workers") await workersPage(mine);
     else await experimentsPage(mine);
   } catch (e) {
-    if (mine === generation) view.replaceChildren(h("p", { class: "error", id: "error" }, e.message));
+    if (mine === generation) mount(h("p", { class: "error", id: "error" }, e.message));
   }
 }
 
