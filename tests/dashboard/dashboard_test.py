@@ -251,7 +251,144 @@ def metrics_case(stack, directory):
     return 0
 
 
-CASES = {"browser": browser_case, "metrics": metrics_case}
+# ---- export ------------------------------------------------------------------
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def masked(crc):
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def records(path):
+    """The TFRecord payloads of `path`, checking the framing and both CRCs."""
+    import struct
+    data = open(path, "rb").read()
+    out, at = [], 0
+    while at < len(data):
+        check(at + 12 <= len(data), f"{path}: truncated record header at byte {at}")
+        length_bytes = data[at:at + 8]
+        (length,) = struct.unpack("<Q", length_bytes)
+        (length_crc,) = struct.unpack("<I", data[at + 8:at + 12])
+        check(length_crc == masked(crc32c(length_bytes)), f"{path}: bad length CRC at byte {at}")
+        payload = data[at + 12:at + 12 + length]
+        check(len(payload) == length and at + 16 + length <= len(data), f"{path}: truncated record")
+        (data_crc,) = struct.unpack("<I", data[at + 12 + length:at + 16 + length])
+        check(data_crc == masked(crc32c(payload)), f"{path}: bad data CRC at byte {at}")
+        out.append(payload)
+        at += 16 + length
+    return out
+
+
+def fields(message):
+    """(field number, value) of a protobuf message: ints, floats/doubles as raw bytes, bytes."""
+    out, at = [], 0
+
+    def varint():
+        nonlocal at
+        shift = value = 0
+        while True:
+            b = message[at]
+            at += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return value
+    while at < len(message):
+        key = varint()
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            out.append((field, varint()))
+        elif wire == 1:
+            out.append((field, message[at:at + 8])); at += 8
+        elif wire == 5:
+            out.append((field, message[at:at + 4])); at += 4
+        elif wire == 2:
+            n = varint()
+            out.append((field, message[at:at + n])); at += n
+        else:
+            raise AssertionError(f"unexpected wire type {wire}")
+    return out
+
+
+def decode_events(path):
+    """{tag: [(step, value)]} of scalars and {tag: text} of texts in one event file."""
+    import struct
+    payloads = records(path)
+    first = dict(fields(payloads[0]))
+    check(first.get(3) == b"brain.Event:2", f"{path}: the first event is not the file version")
+    scalars, texts = {}, {}
+    for payload in payloads[1:]:
+        event = dict(fields(payload))
+        step = event.get(2, 0)
+        for field, value in fields(event[5]):
+            check(field == 1, "a Summary holds only values")
+            v = dict(fields(value))
+            tag = v[1].decode()
+            if 2 in v:
+                scalars.setdefault(tag, []).append((step, struct.unpack("<f", v[2])[0]))
+            else:
+                tensor = dict(fields(v[8]))
+                check(tensor.get(1) == 7, f"{tag}: the text tensor is not DT_STRING")
+                check(b"text" in v[9], f"{tag}: not the text plugin")
+                texts[tag] = tensor[8].decode()
+    return scalars, texts
+
+
+def export_case(stack, directory):
+    import csv
+    import struct
+    tb, csv_path = os.path.join(directory, "tb"), os.path.join(directory, "finished.csv")
+    out = stack.ctl("export", "finished", "--tensorboard", tb, "--csv", csv_path)
+    check("12 runs" in out, f"export said: {out}")
+    experiment = json.loads(stack.get("api/experiments/finished", token=TOKEN)[1])
+    runs = {r["id"]: json.loads(stack.get(f"api/runs/{r['id']}", token=TOKEN)[1])
+            for r in experiment["runs"]}
+    dirs = sorted(os.path.relpath(root, tb) for root, _, files in os.walk(tb) if files)
+    check(len(dirs) == 12, f"{len(dirs)} run directories, not 12: {dirs}")
+    for run_id, data in runs.items():
+        run = data["run"]
+        name = run["variant"] if run["variant_kind"] == "variant" else \
+            "reference_" + re.sub(r"[^A-Za-z0-9._-]", "-", run["budget"])
+        run_dir = os.path.join(tb, name, f"seed{run['seed']}")
+        files = os.listdir(run_dir)
+        check(len(files) == 1 and ".tfevents." in files[0], f"{run_dir}: {files}")
+        scalars, texts = decode_events(os.path.join(run_dir, files[0]))
+        points = data["points"]
+        want = [(p["step"], struct.unpack("<f", struct.pack("<f", p["loss"]))[0]) for p in points]
+        check(scalars.get("train/loss") == want, f"{run_dir} train/loss {scalars.get('train/loss')} ≠ {want}")
+        check(len(scalars.get("train/tokens_per_s", [])) == len(points), f"{run_dir}: tokens/s")
+        lrs = [v for _, v in scalars.get("train/lr", [])]
+        peak = data["spec"]["lr"]
+        check(len(lrs) == len(points) and all(0 < v <= peak * 1.0001 for v in lrs),
+              f"{run_dir}: train/lr {lrs} (peak {peak})")
+        val = run["result"]["val_nats_per_byte"]
+        got = scalars.get("val/nats_per_byte")
+        check(got and abs(got[0][1] - val) < 1e-6 and got[0][0] == run["result"]["steps"],
+              f"{run_dir}: val/nats_per_byte {got}, result {val}")
+        check(f'"seed": {run["seed"]}' in texts.get("run_spec", ""), f"{run_dir}: no run spec text")
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    train = [r for r in rows if r["kind"] == "train"]
+    check(len(train) == sum(len(d["points"]) for d in runs.values()),
+          f"{len(train)} training rows for {sum(len(d['points']) for d in runs.values())} points")
+    vals = {int(r["run_id"]): float(r["val_nats_per_byte"]) for r in rows if r["kind"] == "val"}
+    check(vals == {i: d["run"]["result"]["val_nats_per_byte"] for i, d in runs.items()},
+          "the CSV's val rows differ from the results")
+    first = train[0]
+    point = runs[int(first["run_id"])]["points"][0]
+    check(float(first["train_loss"]) == point["loss"] and int(first["step"]) == point["step"],
+          f"CSV row {first} ≠ point {point}")
+    return 0
+
+
+CASES = {"browser": browser_case, "metrics": metrics_case, "export": export_case}
 
 
 def main():
