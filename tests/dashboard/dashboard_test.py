@@ -9,6 +9,12 @@
                               a reload, the run and workers pages; screenshots
                               into $SMALLEM_BUILD_DIR/dashboard-screenshots/.
   dashboard_test.py metrics   /metrics scraped and parsed (Prometheus text).
+  dashboard_test.py access    the JSON endpoints with and without the token,
+                              cancel and retry only with it.
+  dashboard_test.py https     the dashboard over HTTPS with the coordinator's
+                              certificate (made by the openssl command).
+  dashboard_test.py export    `smallemctl export --tensorboard --csv` read
+                              back: TFRecord framing, both CRCs, the scalars.
 
 Exit 0 when every check holds, 1 with the failed check, 77 (skipped) only
 when Chromium cannot start, saying why.
@@ -251,6 +257,61 @@ def metrics_case(stack, directory):
     return 0
 
 
+# ---- access ------------------------------------------------------------------
+
+def access_case(stack, directory):
+    for path in ["api/experiments", "api/experiments/finished", f"api/runs/{stack.running_run}",
+                 "api/workers", "api/changes", "metrics"]:
+        status, body = stack.get(path)
+        check(status == 401, f"{path} without the token answered {status}: {body[:200]}")
+        check("finished" not in body, f"{path} without the token shows data")
+        status, body = stack.get(path, token=TOKEN)
+        check(status == 200, f"{path} with the token answered {status}: {body[:200]}")
+    status, _ = stack.get("api/experiments", token="wrong-token-of-enough-length")
+    check(status == 401, f"a wrong token got {status}")
+    status, body = stack.get("", method="GET")
+    check(status == 200 and "Log in" in body, "/ without the token does not lead to the login form")
+    status, body = stack.get("api/session", token=TOKEN)
+    check(json.loads(body) == {"token_required": True, "can_act": True}, f"session: {body}")
+    # Actions: refused without the token or without the script's header.
+    path = f"api/runs/{stack.running_run}/cancel"
+    status, _ = stack.get(path, method="POST", headers={"X-Smallem-Action": "1"})
+    check(status == 401, f"cancel without the token answered {status}")
+    status, _ = stack.get(path, token=TOKEN, method="POST")
+    check(status == 401, f"cancel without X-Smallem-Action answered {status}")
+    status, body = stack.get(path, token=TOKEN, method="POST", headers={"X-Smallem-Action": "1"})
+    check(status == 200 and json.loads(body) == {"changed": 1}, f"cancel: {status} {body}")
+    run = json.loads(stack.get(f"api/runs/{stack.running_run}", token=TOKEN)[1])["run"]
+    check(run["status"] == "cancelled", f"the cancelled run is {run['status']}")
+    status, body = stack.get(f"api/runs/{stack.running_run}/retry", token=TOKEN, method="POST",
+                             headers={"X-Smallem-Action": "1"})
+    check(status == 200 and json.loads(body) == {"changed": 1}, f"retry: {status} {body}")
+    status, body = stack.get("api/experiments/no-such-experiment", token=TOKEN)
+    check(status == 404 and "no-such-experiment" in body, f"unknown experiment: {status} {body}")
+    status, body = stack.get(f"api/runs/{stack.running_run}?after_step=x", token=TOKEN)
+    check(status == 400, f"a bad after_step answered {status}")
+    return 0
+
+
+def https_case(_, directory):
+    cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    made = os.system(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+        f"-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout {key} "
+        f"-out {cert} >/dev/null 2>&1")
+    check(made == 0, "the openssl command could not make a certificate")
+    stack = harness.Stack(os.path.join(directory), TOKEN, tls=(cert, key))
+    try:
+        check(stack.url.startswith("https://127.0.0.1:"), f"the dashboard is at {stack.url}")
+        status, body = stack.get("api/experiments", token=TOKEN)
+        check(status == 200 and json.loads(body)["experiments"] == [], f"{status} {body}")
+        status, _ = stack.get("api/experiments")
+        check(status == 401, f"without the token over HTTPS: {status}")
+    finally:
+        stack.close()
+    return 0
+
+
 # ---- export ------------------------------------------------------------------
 
 def crc32c(data):
@@ -388,7 +449,8 @@ def export_case(stack, directory):
     return 0
 
 
-CASES = {"browser": browser_case, "metrics": metrics_case, "export": export_case}
+CASES = {"browser": browser_case, "metrics": metrics_case, "access": access_case,
+         "https": https_case, "export": export_case}
 
 
 def main():
@@ -399,7 +461,7 @@ def main():
         print("SMALLEM_BUILD_DIR is not set (run through ctest)")
         return 2
     with tempfile.TemporaryDirectory(prefix="smallem-dashboard-") as directory:
-        stack = harness.Stack(directory, TOKEN)
+        stack = harness.Stack(directory, TOKEN) if sys.argv[1] != "https" else None
         try:
             code = CASES[sys.argv[1]](stack, directory)
         except AssertionError as e:
@@ -407,7 +469,8 @@ def main():
             traceback.print_exc()
             code = 1
         finally:
-            stack.close()
+            if stack:
+                stack.close()
     if code == 0:
         print(f"{sys.argv[1]}: every check passed")
     return code

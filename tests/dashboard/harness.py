@@ -29,9 +29,12 @@ def read_until(process, marker, what):
 
 
 class Stack:
-    def __init__(self, directory, token=""):
+    def __init__(self, directory, token="", tls=None):
+        """tls: (certificate file, key file) to serve both ports with; the
+        seeder speaks plaintext gRPC only, so a TLS stack is left empty."""
         self.dir = directory
         self.token = token
+        self.ssl_context = None
         args = [binary("server", "smallem-coordinator"), "--listen", "127.0.0.1:0",
                 "--db", os.path.join(directory, "smallem.db"), "--http", "127.0.0.1:0",
                 "--lease-ms", "3600000", "--log-level", "info"]
@@ -41,12 +44,19 @@ class Stack:
             with open(self.token_file, "w") as f:
                 f.write(token + "\n")
             args += ["--client-token-file", self.token_file, "--worker-token-file", self.token_file]
+        if tls:
+            import ssl
+            args += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+            self.ssl_context = ssl.create_default_context(cafile=tls[0])
         self.coordinator = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                             text=True)
         line = read_until(self.coordinator, "listening on ", "smallem-coordinator")
         self.address = line.split("listening on ")[1].split(" ")[0]
         line = read_until(self.coordinator, "dashboard at ", "smallem-coordinator")
         self.url = line.split("dashboard at ")[1].split(" ")[0]
+        self.seeder = None
+        if tls:
+            return
         seed_args = [binary("tests", "smallem_dashboard_seed"), "--coordinator", self.address,
                      "--dir", directory]
         if token:
@@ -62,13 +72,14 @@ class Stack:
         self.seeder.stdin.flush()
         return int(read_until(self.seeder, "beat", "smallem_dashboard_seed").split()[1])
 
-    def get(self, path, token=None):
-        """(status, body text) of GET url/path, with `token` as a bearer token."""
-        request = urllib.request.Request(self.url + path.lstrip("/"))
+    def get(self, path, token=None, method="GET", headers=None):
+        """(status, body text) of METHOD url/path, with `token` as a bearer token."""
+        request = urllib.request.Request(self.url + path.lstrip("/"), method=method,
+                                         headers=headers or {})
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=60, context=self.ssl_context) as response:
                 return response.status, response.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
@@ -85,7 +96,7 @@ class Stack:
 
     def close(self):
         for p in (self.seeder, self.coordinator):
-            if p.poll() is None:
+            if p is not None and p.poll() is None:
                 if p.stdin:
                     p.stdin.close()
                 p.terminate()
