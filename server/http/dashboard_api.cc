@@ -1,5 +1,6 @@
 #include "server/http/dashboard_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -210,7 +211,12 @@ absl::StatusOr<json> DashboardApi::Workers() {
 }
 
 json DashboardApi::Changes(uint64_t since, absl::Duration wait) {
-  if (queue_->changes() == since) queue_->WaitForChange(since, wait);
+  // In short slices, to notice Stop.
+  constexpr absl::Duration kSlice = absl::Milliseconds(250);
+  const absl::Time give_up = absl::Now() + wait;
+  while (!stopping_ && queue_->changes() == since && absl::Now() < give_up) {
+    queue_->WaitForChange(since, std::min(kSlice, give_up - absl::Now()));
+  }
   return json{{"changes", queue_->changes()}};
 }
 

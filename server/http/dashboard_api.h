@@ -11,6 +11,7 @@
 #ifndef SMALLEM_SERVER_HTTP_DASHBOARD_API_H_
 #define SMALLEM_SERVER_HTTP_DASHBOARD_API_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 
@@ -46,8 +47,12 @@ class DashboardApi {
   // the runs it holds.
   absl::StatusOr<nlohmann::json> Workers();
   // GET /api/changes?since=N: the change counter, once it differs from
-  // `since` or `wait` passed (a page polls this to refresh without reload).
+  // `since` or `wait` passed (a page polls this to refresh without reload),
+  // or at once after Stop.
   nlohmann::json Changes(uint64_t since, absl::Duration wait);
+  // Ends every waiting Changes call now and the ones to come at once, so
+  // that the server can stop without waiting out a browser's long poll.
+  void Stop() { stopping_ = true; }
 
   // POST /api/experiments/{id}/cancel and /retry, /api/runs/{id}/cancel and
   // /retry: how many runs changed ({"changed": n}). Errors of JobQueue.
@@ -63,6 +68,7 @@ class DashboardApi {
   JobQueue* const queue_;
   WorkerRegistry* const workers_;
   const Clock* const clock_;
+  std::atomic<bool> stopping_{false};
 };
 
 // The step at which a run diverged: the first point with a non-finite loss,

@@ -13,16 +13,17 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
   MetricsInterceptor(RpcMetrics* metrics, const char* method)
       : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {}
 
+  // A call that ended without a status (the client left) counts as CANCELLED.
   ~MetricsInterceptor() override {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    metrics_->Record(method_, GrpcCodeName(code_), seconds);
+    if (!recorded_) Record(grpc::StatusCode::CANCELLED);
   }
 
+  // Recorded before the status leaves: a client that got its answer finds
+  // its call counted.
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      code_ = static_cast<int>(methods->GetSendStatus().error_code());
+    if (!recorded_ && methods->QueryInterceptionHookPoint(
+                          grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      Record(static_cast<int>(methods->GetSendStatus().error_code()));
     }
     methods->Proceed();
   }
@@ -31,7 +32,14 @@ class MetricsInterceptor : public grpc::experimental::Interceptor {
   RpcMetrics* const metrics_;
   const std::string method_;
   const std::chrono::steady_clock::time_point start_;
-  int code_ = grpc::StatusCode::CANCELLED;  // no status sent: the client left
+  bool recorded_ = false;
+
+  void Record(int code) {
+    recorded_ = true;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    metrics_->Record(method_, GrpcCodeName(code), seconds);
+  }
 };
 
 class MetricsInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {

@@ -112,7 +112,9 @@ Coordinator::~Coordinator() { Shutdown(); }
 void Coordinator::Shutdown(int64_t grace_ms) {
   if (shut_down_) return;
   shut_down_ = true;
-  if (dashboard_ != nullptr) dashboard_->Stop();  // its requests read the store
+  // The dashboard's requests read the store: it stops first.
+  if (dashboard_api_ != nullptr) dashboard_api_->Stop();
+  if (dashboard_ != nullptr) dashboard_->Stop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
     server_->Wait();
