@@ -87,8 +87,8 @@ bool IsPage(const std::string& path) { return path == "/" || path == "/index.htm
 
 // What anyone may fetch: the login form and the static files (they hold no data).
 bool IsPublic(const std::string& path) {
-  return path == "/login" || path == "/login.html" || path == "/style.css" ||
-         path == "/app.js" || path == "/favicon.svg";
+  return path == "/login" || path == "/login.html" || path == "/login.js" ||
+         path == "/style.css" || path == "/app.js" || path == "/favicon.svg";
 }
 
 }  // namespace
@@ -165,6 +165,11 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
                                                   httplib::Response& res) {
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("X-Frame-Options", "DENY");
+    // Only the coordinator's own scripts run: text from a grid (a variant's
+    // name) can never become one.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                   "frame-ancestors 'none'; form-action 'self'");
     if (token.empty() || IsPublic(req.path) || authorized(req)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }

@@ -7,6 +7,7 @@ the seeder open so that beat() can send the running run one more point.
 """
 import os
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 
@@ -54,6 +55,9 @@ class Stack:
         self.address = line.split("listening on ")[1].split(" ")[0]
         line = read_until(self.coordinator, "dashboard at ", "smallem-coordinator")
         self.url = line.split("dashboard at ")[1].split(" ")[0]
+        # Keep reading its log, so that a full pipe never blocks it.
+        threading.Thread(target=lambda: [None for _ in self.coordinator.stdout],
+                         daemon=True).start()
         self.seeder = None
         if tls:
             return
