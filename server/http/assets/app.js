@@ -157,7 +157,18 @@ const TIME_COLUMNS = [
   ["Δ at time", (r) => numCell("delta", r.delta, signed(r.delta))],
   ["Δ/τ", (r) => numCell("delta_over_tau", r.delta_over_tau, signed(r.delta_over_tau, 2))],
   ["verdict", (r) => h("td", { "data-key": "verdict", "data-value": JSON.stringify(r.verdict ?? null),
-                               class: `v-${r.verdict}`, title: r.verdict_text || "" }, r.verdict ?? "—")],
+                               class: `v-${r.verdict}`, title: r.verdict_text || r.pending_reason || "" }, r.verdict ?? "—")],
+  ["R(t) extrapolated", (r) => h("td", { "data-key": "extrapolated", "data-value": JSON.stringify(r.extrapolated ?? null) },
+                                 r.extrapolated ? `yes (×${fmt(r.span_ratio, 2)})` : "")],
+];
+const NOISE_COLUMNS = [
+  ["seeds", (r) => numCell("seeds", r.seeds, r.seeds)],
+  ["spread", (r) => numCell("spread", r.spread)],
+  ["s", (r) => numCell("stddev", r.stddev)],
+  ["F p", (r) => numCell("f_p", r.f_p, fmt(r.f_p, 3) + (r.departs ? " !" : ""))],
+  ["Welch t", (r) => numCell("welch_t", r.welch_t, fmt(r.welch_t, 2))],
+  ["seeds to resolve the floor", (r) => numCell("seeds_to_resolve", r.seeds_to_resolve,
+                                                r.more_than_max_seeds ? `>${r.seeds_to_resolve}` : (r.seeds_to_resolve ?? "—"))],
 ];
 
 function reportTable(id, rows, columns) {
@@ -180,6 +191,11 @@ function reportSection(data) {
   out.push(h("h3", {}, "At equal steps"), reportTable("report-steps", report.rows || [], STEP_COLUMNS));
   if (report.equal_time) {
     out.push(h("h3", {}, "At equal time"), reportTable("report-time", report.equal_time.rows || [], TIME_COLUMNS));
+  }
+  if (report.noise && report.noise.rows) {
+    out.push(h("h3", {}, "Noise"),
+      h("p", { class: "muted" }, `pooled σ ${fmt(report.noise.pooled_sigma)} nats/byte (${report.noise.pooled_df} df)`),
+      reportTable("report-noise", report.noise.rows, NOISE_COLUMNS));
   }
   const notes = [...(report.notes || []), ...((report.equal_time && report.equal_time.notes) || [])];
   if (notes.length) out.push(h("ul", { class: "notes muted" }, notes.map((n) => h("li", {}, n))));
