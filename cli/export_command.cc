@@ -92,7 +92,9 @@ absl::Status WriteTensorBoard(const std::string& dir, const std::vector<Exported
   for (const ExportedRun& r : runs) ++seen[{r.run.variant(), r.run.seed()}];
   for (const ExportedRun& r : runs) {
     std::string name = Safe(r.run.variant());
-    if (seen[{r.run.variant(), r.run.seed()}] > 1) absl::StrAppend(&name, "_", Safe(r.run.budget()));
+    if (seen[{r.run.variant(), r.run.seed()}] > 1) {
+      absl::StrAppend(&name, "_", Safe(r.run.budget()));
+    }
     const double start = r.points.empty() ? r.run.created_unix_ms() / 1000.0
                                           : r.points.front().unix_ms() / 1000.0;
     EventFileWriter events(start);

@@ -248,10 +248,12 @@ int main(int argc, char** argv) {
   no->callback([&] { exit_code = smallem::cli::RunReport(noise); });
 
   smallem::cli::ExportArgs exp;  // cli/export_command.h
-  CLI::App* ex = app.add_subcommand("export", "Write an experiment's curves for TensorBoard and/or pandas.\n"
-                                              "Example: smallemctl export demo --tensorboard tb/ --csv demo.csv");
+  CLI::App* ex = app.add_subcommand(
+      "export", "Write an experiment's curves for TensorBoard and/or pandas.\n"
+                "Example: smallemctl export demo --tensorboard tb/ --csv demo.csv");
   ex->add_option("experiment", exp.experiment, "Experiment name or id")->required();
-  ex->add_option("--tensorboard", exp.tensorboard, "Directory: one run directory of event files per variant and seed");
+  ex->add_option("--tensorboard", exp.tensorboard,
+                 "Directory: one run directory of event files per variant and seed");
   ex->add_option("--csv", exp.csv, "File: one row per metric point");
   coordinator_flag(ex, &exp.service);
   ex->callback([&] { exit_code = smallem::cli::RunExport(exp); });

@@ -134,7 +134,9 @@ void EventFileWriter::AddText(int64_t step, std::string_view tag, std::string_vi
 absl::Status EventFileWriter::WriteTo(const std::string& dir) const {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  }
   return WriteFileDurably(
       absl::StrCat(dir, "/events.out.tfevents.", static_cast<int64_t>(wall_time_), ".smallem"),
       records_);

@@ -121,7 +121,8 @@ std::optional<int64_t> DivergedStep(const std::vector<MetricPointRecord>& points
 
 absl::StatusOr<ExperimentRecord> DashboardApi::FindExperiment(std::string_view id_or_name) {
   int64_t id = 0;
-  if (!id_or_name.empty() && absl::SimpleAtoi(absl::string_view(id_or_name.data(), id_or_name.size()), &id) && id > 0) {
+  const absl::string_view key(id_or_name.data(), id_or_name.size());
+  if (!key.empty() && absl::SimpleAtoi(key, &id) && id > 0) {
     return store_->GetExperiment(id);
   }
   return store_->FindExperiment(id_or_name);

@@ -10,7 +10,8 @@
 namespace smallem {
 
 std::string SessionCookieValue(std::string_view token) {
-  return Sha256Hex(absl::StrCat("smallem-dashboard-session:", absl::string_view(token.data(), token.size())));
+  return Sha256Hex(
+      absl::StrCat("smallem-dashboard-session:", absl::string_view(token.data(), token.size())));
 }
 
 std::string SessionSetCookie(std::string_view token, bool tls) {

@@ -236,7 +236,8 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
     if (req.has_param("since") && !absl::SimpleAtoi(req.get_param_value("since"), &since)) {
       return SendError(res, absl::InvalidArgumentError("since: give the last change counter"));
     }
-    SendJson(res, api->Changes(since, req.has_param("since") ? changes_wait : absl::ZeroDuration()));
+    SendJson(res,
+             api->Changes(since, req.has_param("since") ? changes_wait : absl::ZeroDuration()));
   });
 
   // Actions: only with the client token, and only from a script that says so

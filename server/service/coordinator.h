@@ -53,11 +53,11 @@ struct CoordinatorOptions {
 class Coordinator {
  public:
   // Opens (and migrates) the database, starts the reaper, the server and
-  // the dashboard (when options.http_listen is set).
-  // Errors of SqliteStore::Open and DashboardServer::Start; Unavailable when the address cannot be bound
-  // (or, with TLS, the certificate and key do not make a pair). Logs a
-  // warning when a non-loopback address leaves a service without a token,
-  // or sends tokens without TLS.
+  // the dashboard (when options.http_listen is set). Errors of
+  // SqliteStore::Open and DashboardServer::Start; Unavailable when the
+  // address cannot be bound (or, with TLS, the certificate and key do not
+  // make a pair). Logs a warning when a non-loopback address leaves a
+  // service without a token, or sends tokens without TLS.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
   ~Coordinator();
 
