@@ -5,9 +5,12 @@
 //   finished  2 variants × 3 seeds at 20 steps and a reference curve (10, 20,
 //             40 steps × 3 seeds), every run completed with a made-up but
 //             plausible result and a few progress points;
-//   running   1 run of 1000 steps, leased by worker "w1", with 5 points.
+//   running   2 runs of 1000 steps: seed 1 leased by worker "w1", with 5
+//             points; seed 2 diverged (a NaN loss at step 40) on every
+//             attempt until its retries ran out (failed).
 //
-// Then, for each line "beat" on stdin, sends the running run one more
+// It prints "seeded ... run=ID failed=ID attempts=N" (the running run, the
+// failed one and its attempts). Then, for each line "beat" on stdin, sends the running run one more
 // progress point and prints "beat STEP". Exits at end of input.
 //
 //   smallem_dashboard_seed --coordinator HOST:PORT --dir DIR [--token TOKEN]
@@ -52,7 +55,7 @@ std::string RunningGrid(const std::string& data) {
   return absl::StrCat(
       "name: running\ndata: ", data,
       "\nbase: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, batch: 4, "
-      "eval_batches: 4}\nbudget: {steps: 1000}\nseeds: [1]\nbaseline: base\n"
+      "eval_batches: 4}\nbudget: {steps: 1000}\nseeds: [1, 2]\nbaseline: base\n"
       "variants:\n  base: {lr: 0.001}\n");
 }
 
@@ -170,6 +173,38 @@ int Main(int argc, char** argv) {
   if (grpc::Status s = lease(&running); !s.ok() || !running.leased()) {
     return Fail("lease running", s);
   }
+  // Seed 2 diverges on every attempt until it fails for good.
+  int64_t failed_run = 0;
+  int attempts = 0;
+  while (true) {
+    v1::LeaseResponse leased;
+    if (grpc::Status s = lease(&leased); !s.ok()) return Fail("lease", s);
+    if (!leased.leased()) break;
+    failed_run = leased.run_id();
+    ++attempts;
+    v1::HeartbeatRequest points;
+    points.set_worker_id("w1");
+    points.set_run_id(leased.run_id());
+    points.set_attempt(leased.attempt());
+    for (int64_t s : {10, 20, 30}) *points.add_points() = Point(s, 1000, 5.0 - 0.01 * s);
+    *points.add_points() = Point(40, 1000, NAN);
+    v1::HeartbeatResponse beat_response;
+    if (grpc::Status s = worker->Heartbeat(Ctx().get(), points, &beat_response); !s.ok()) {
+      return Fail("heartbeat", s);
+    }
+    v1::FailRequest fail;
+    fail.set_worker_id("w1");
+    fail.set_run_id(leased.run_id());
+    fail.set_attempt(leased.attempt());
+    fail.set_failure_class(v1::FAILURE_CLASS_ENGINE_ERROR);
+    fail.set_message(
+        "the training child exited with status 1: step 30: loss 4.7000\n"
+        "training diverged: loss is nan at step 40 (lower --lr?)");
+    v1::FailResponse fail_response;
+    if (grpc::Status s = worker->Fail(Ctx().get(), fail, &fail_response); !s.ok()) {
+      return Fail("fail", s);
+    }
+  }
   int64_t step = 0;
   auto beat = [&]() {
     v1::HeartbeatRequest request;
@@ -184,7 +219,8 @@ int Main(int argc, char** argv) {
   for (int i = 0; i < 5; ++i) {
     if (grpc::Status s = beat(); !s.ok()) return Fail("heartbeat", s);
   }
-  std::cout << "seeded finished running run=" << running.run_id() << std::endl;
+  std::cout << "seeded finished running run=" << running.run_id() << " failed=" << failed_run
+            << " attempts=" << attempts << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line != "beat") continue;

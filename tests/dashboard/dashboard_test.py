@@ -181,6 +181,17 @@ def browser_case(stack, directory):
         wait(driver, lambda d: css(d, "#attempts tr") and css(d, "#spec"), "the run page")
         check('"seed": 1' in css(driver, "#spec")[0].text, "the run's spec is not shown")
         screenshot(driver, "run.png")
+        # A run that diverged on every attempt: its step, each attempt's stderr tail.
+        driver.get(stack.url + f"#/runs/{stack.failed_run}")
+        wait(driver, lambda d: css(d, "#diverged"), "the diverged run's page")
+        check(css(driver, "#diverged")[0].text == "Diverged at step 40",
+              f"diverged: {css(driver, '#diverged')[0].text}")
+        rows = css(driver, "#attempts tr")[1:]
+        check(len(rows) == stack.failed_attempts,
+              f"{len(rows)} attempts shown, {stack.failed_attempts} made")
+        check(all("training diverged" in r.text and "engine_error" in r.text for r in rows),
+              "an attempt's outcome or stderr tail is missing")
+        screenshot(driver, "run-failed.png")
         driver.get(stack.url + "#/workers")
         wait(driver, lambda d: css(d, "#workers tr td"), "the workers page")
         check("w1" in css(driver, "#workers")[0].text, "worker w1 is not listed")
@@ -231,8 +242,10 @@ def metrics_case(stack, directory):
 
     check(value("smallem_runs", status="succeeded") == 12, "succeeded runs ≠ 12")
     check(value("smallem_runs", status="leased") == 1, "leased runs ≠ 1")
+    check(value("smallem_runs", status="failed") == 1, "failed runs ≠ 1")
     check(value("smallem_queue_depth") == 0, "queue depth ≠ 0")
-    check(value("smallem_leases_granted_total") == 13, "leases granted ≠ 13")
+    leases = 13 + stack.failed_attempts
+    check(value("smallem_leases_granted_total") == leases, f"leases granted ≠ {leases}")
     check(value("smallem_leases_lost_total") == 0, "leases lost ≠ 0")
     check(value("smallem_workers_alive") == 1, "workers alive ≠ 1")
     check(value("smallem_devices_alive") == 1, "devices alive ≠ 1")
@@ -259,7 +272,8 @@ def metrics_case(stack, directory):
     beats = parse_prometheus(text)[("smallem_rpc_requests_total",
                                     frozenset({"method": "/smallem.v1.WorkerService/Heartbeat",
                                                "code": "OK"}.items()))]
-    check(beats == 6, f"heartbeats counted {beats}, not 6")
+    want = 6 + stack.failed_attempts
+    check(beats == want, f"heartbeats counted {beats}, not {want}")
     return 0
 
 

@@ -68,7 +68,10 @@ class Stack:
         self.seeder = subprocess.Popen(seed_args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        text=True)
         line = read_until(self.seeder, "seeded", "smallem_dashboard_seed")
-        self.running_run = int(line.split("run=")[1])
+        said = dict(word.split("=") for word in line.split() if "=" in word)
+        self.running_run = int(said["run"])
+        self.failed_run = int(said["failed"])
+        self.failed_attempts = int(said["attempts"])
 
     def beat(self):
         """Sends the running run one more progress point; returns its step."""
