@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "base/text.h"
 #include "cli/data_command.h"
+#include "cli/export_command.h"
 #include "cli/service_commands.h"
 #include "cli/slurm_command.h"
 #include "cli/train_command.h"
@@ -246,6 +247,17 @@ int main(int argc, char** argv) {
                  "Floor of the noise threshold, nats/byte (0 = 0.002)");
   coordinator_flag(no, &noise.service);
   no->callback([&] { exit_code = smallem::cli::RunReport(noise); });
+
+  smallem::cli::ExportArgs exp;  // cli/export_command.h
+  CLI::App* ex = app.add_subcommand(
+      "export", "Write an experiment's curves for TensorBoard and/or pandas.\n"
+                "Example: smallemctl export demo --tensorboard tb/ --csv demo.csv");
+  ex->add_option("experiment", exp.experiment, "Experiment name or id")->required();
+  ex->add_option("--tensorboard", exp.tensorboard,
+                 "Directory: one run directory of event files per variant and seed");
+  ex->add_option("--csv", exp.csv, "File: one row per metric point");
+  coordinator_flag(ex, &exp.service);
+  ex->callback([&] { exit_code = smallem::cli::RunExport(exp); });
 
   smallem::cli::CancelArgs cancel;
   CLI::App* ca = app.add_subcommand("cancel", "Cancel an experiment's queued and running runs.\n"

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "server/http/metrics_text.h"
 #include "server/service/client_service.h"
 #include "server/service/worker_service.h"
 #include "spdlog/spdlog.h"
@@ -63,6 +64,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   // coordinator — perhaps open, on an empty database — would silently take
   // half the connections. A port is one coordinator's.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeRpcMetricsInterceptor(&c->rpc_metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   c->server_ = builder.BuildAndStart();
   if (c->server_ == nullptr || c->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -77,6 +81,28 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   c->bound_address_ = absl::StrCat(host, ":", c->port_);
   c->address_ = absl::StrCat(host == "0.0.0.0" || host == "[::]" ? "127.0.0.1" : host, ":",
                              c->port_);
+  if (!options.http_listen.empty()) {
+    c->dashboard_api_ = std::make_unique<DashboardApi>(c->store_.get(), c->queue_.get(),
+                                                       c->workers_.get(), clock);
+    Coordinator* self = c.get();
+    const int64_t alive_within_ms = options.queue.lease_duration_ms;
+    ASSIGN_OR_RETURN(
+        c->dashboard_,
+        DashboardServer::Start(
+            DashboardOptions{.listen = options.http_listen,
+                             .client_token = options.security.client_token,
+                             .tls_cert_pem = options.security.tls_cert_pem,
+                             .tls_key_pem = options.security.tls_key_pem},
+            c->dashboard_api_.get(), [self, clock, alive_within_ms] {
+              return RenderMetricsText(*self->store_, *self->workers_, *clock,
+                                       self->rpc_metrics_, alive_within_ms);
+            }));
+    if (!IsLoopbackListen(options.http_listen) && options.security.client_token.empty()) {
+      spdlog::warn("the dashboard listens on {} without a client token: anyone who can reach "
+                   "it can read every experiment; give --client-token-file FILE "
+                   "(docs/dashboard.md)", options.http_listen);
+    }
+  }
   if (options.reaper) c->queue_->StartReaper();
   return c;
 }
@@ -86,6 +112,9 @@ Coordinator::~Coordinator() { Shutdown(); }
 void Coordinator::Shutdown(int64_t grace_ms) {
   if (shut_down_) return;
   shut_down_ = true;
+  // The dashboard's requests read the store: it stops first.
+  if (dashboard_api_ != nullptr) dashboard_api_->Stop();
+  if (dashboard_ != nullptr) dashboard_->Stop();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms));
     server_->Wait();
@@ -113,6 +142,9 @@ int RunCoordinator(const CoordinatorOptions& options) {
                (*coordinator)->bound_address(), security.tls() ? "TLS" : "plaintext",
                security.worker_token.empty() ? "off" : "required",
                security.client_token.empty() ? "off" : "required", options.db_path);
+  if (!(*coordinator)->dashboard_url().empty()) {
+    spdlog::info("dashboard at {} (/metrics for Prometheus)", (*coordinator)->dashboard_url());
+  }
   int signal = 0;
   sigwait(&signals, &signal);
   spdlog::info("signal {}: shutting down", signal);

@@ -15,6 +15,9 @@
 #include "base/clock.h"
 #include "rpc/auth.h"
 #include "rpc/limits.h"
+#include "server/http/dashboard_api.h"
+#include "server/http/dashboard_server.h"
+#include "server/http/rpc_metrics.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
 #include "server/store/sqlite_store.h"
@@ -41,15 +44,20 @@ struct CoordinatorOptions {
   // StreamMetrics calls that follow a run, open at once at most (each holds
   // a server thread); one more gets RESOURCE_EXHAUSTED.
   int max_following_streams = 64;
+  // host:port of the web dashboard, its JSON endpoints and /metrics
+  // (docs/dashboard.md); "" = none. It requires the client token when there
+  // is one and serves HTTPS with the TLS certificate when there is one.
+  std::string http_listen;
 };
 
 class Coordinator {
  public:
-  // Opens (and migrates) the database, starts the reaper and the server.
-  // Errors of SqliteStore::Open; Unavailable when the address cannot be bound
-  // (or, with TLS, the certificate and key do not make a pair). Logs a
-  // warning when a non-loopback address leaves a service without a token,
-  // or sends tokens without TLS.
+  // Opens (and migrates) the database, starts the reaper, the server and
+  // the dashboard (when options.http_listen is set). Errors of
+  // SqliteStore::Open and DashboardServer::Start; Unavailable when the
+  // address cannot be bound (or, with TLS, the certificate and key do not
+  // make a pair). Logs a warning when a non-loopback address leaves a
+  // service without a token, or sends tokens without TLS.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorOptions& options);
   ~Coordinator();
 
@@ -62,6 +70,9 @@ class Coordinator {
   // The address as bound: the listen host with the bound port
   // ("0.0.0.0:7070" for --listen 0.0.0.0:7070): what the log states.
   const std::string& bound_address() const { return bound_address_; }
+
+  // Where a browser on this machine opens the dashboard ("" without one).
+  std::string dashboard_url() const { return dashboard_ ? dashboard_->url() : ""; }
 
   SqliteStore& store() { return *store_; }
   JobQueue& queue() { return *queue_; }
@@ -79,6 +90,9 @@ class Coordinator {
   std::unique_ptr<ClientServiceImpl> client_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
+  RpcMetrics rpc_metrics_;
+  std::unique_ptr<DashboardApi> dashboard_api_;
+  std::unique_ptr<DashboardServer> dashboard_;
   int port_ = 0;
   std::string address_;
   std::string bound_address_;

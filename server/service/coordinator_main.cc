@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--client-token-file", security.client_token_file,
                  "file holding the token smallemctl must send (default $SMALLEM_CLIENT_TOKEN,\n"
                  "the token itself; neither: the client service is open)");
+  app.add_option("--http", options.http_listen,
+                 "host:port to serve the web dashboard, its JSON and /metrics on (off by\n"
+                 "default; needs the client token when there is one; docs/dashboard.md)");
   app.add_option("--tls-cert", security.tls_cert_file,
                  "PEM certificate (chain) to serve TLS with; it must name the host clients dial");
   app.add_option("--tls-key", security.tls_key_file, "PEM private key of --tls-cert");

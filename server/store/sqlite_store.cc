@@ -4,6 +4,7 @@
 #include "server/store/sqlite_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -125,7 +126,13 @@ void SqliteStore::RunBatchLocked(const std::vector<Writer*>& batch) {
     }
     w->status = status;
   }
+  const auto commit_start = std::chrono::steady_clock::now();
   absl::Status committed = txn->Commit();
+  commits_.fetch_add(1, std::memory_order_relaxed);
+  commit_nanos_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::steady_clock::now() - commit_start)
+                              .count(),
+                          std::memory_order_relaxed);
   if (!committed.ok()) {
     for (Writer* w : batch) {
       if (w->status.ok()) w->status = committed;

@@ -23,6 +23,7 @@
 #ifndef SMALLEM_SERVER_STORE_SQLITE_STORE_H_
 #define SMALLEM_SERVER_STORE_SQLITE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -54,6 +55,18 @@ struct RunSelector {
 struct HeartbeatOutcome {
   int64_t lease_expires_unix_ms = 0;
   bool cancel = false;  // the run was cancelled while this attempt held it
+};
+
+// What an operator watches (/metrics): totals over the whole database and
+// the commit latency since Open.
+struct StoreStats {
+  RunCountsRecord runs;        // every run, by status
+  int64_t attempts = 0;        // leases ever granted (one attempt each)
+  int64_t leases_lost = 0;     // attempts that ended with their lease lost (expired)
+  int64_t datasets = 0;        // complete datasets
+  int64_t dataset_bytes = 0;   // their total size
+  int64_t commits = 0;         // write transactions committed since Open
+  double commit_seconds_sum = 0;
 };
 
 struct DatasetChunkRef {
@@ -162,6 +175,10 @@ class SqliteStore {
   absl::Status UpsertWorker(const WorkerRecord& worker);
   absl::StatusOr<std::vector<WorkerRecord>> ListWorkers();
 
+  // ---- Operations (sqlite_store_stats.cc) --------------------------------
+
+  absl::StatusOr<StoreStats> Stats();
+
   // ---- Datasets (sqlite_store_datasets.cc) --------------------------------
 
   // Total bytes of the complete dataset with this hash; nullopt when absent
@@ -222,6 +239,10 @@ class SqliteStore {
 
   absl::Mutex db_mu_;
   std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(db_mu_);
+
+  // Committed write transactions and their total commit time (Stats).
+  std::atomic<int64_t> commits_{0};
+  std::atomic<int64_t> commit_nanos_{0};
 };
 
 // OK when (run, attempt, worker) holds an unexpired lease at now_ms;

@@ -17,6 +17,7 @@ rules=(
   "engine/data|engine/data/ base/"
   "engine|engine/ spec/ base/"
   "kernels|kernels/ engine/ spec/ base/"
+  "server/http|server/http/ server/queue/ server/store/ server/report/ server/analysis/ rpc/ base/"
   "server|server/ rpc/ spec/ engine/data/ base/ smallem/v1/"
   "worker|worker/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
   "cli|cli/ server/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
