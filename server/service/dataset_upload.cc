@@ -61,7 +61,17 @@ absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChun
   }
   // Every chunk, not only a file's first: a client may start anywhere.
   RETURN_IF_ERROR(CheckRoomFor(where));
-  return store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
+  absl::Status put = store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
+  if (absl::IsFailedPrecondition(put)) {
+    // Another upload of the same dataset may have completed it meanwhile:
+    // then this one has nothing left to send.
+    ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(content_hash_));
+    if (bytes.has_value()) {
+      already_present_ = true;
+      return absl::OkStatus();
+    }
+  }
+  return put;
 }
 
 absl::Status DatasetUpload::CheckRoomFor(const DatasetChunkRef& where) const {

@@ -42,8 +42,8 @@ class DatasetUpload {
       : store_(store), clock_(clock), reserve_(std::move(reserve)) {}
 
   // Stores one chunk. The first chunk names the dataset; every later one must
-  // name the same. When that dataset is already complete, chunks are
-  // ignored. InvalidArgument for a bad file name, size or offset;
+  // name the same. When that dataset is already complete — before this
+  // upload began or since, by another — chunks are ignored. InvalidArgument for a bad file name, size or offset;
   // ResourceExhausted when what is left of the chunk's file (from its
   // offset on) needs more room than the disk reserve leaves;
   // FailedPrecondition when other bytes are already stored at that place

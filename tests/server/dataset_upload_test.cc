@@ -42,6 +42,7 @@ class OpenUpload {
     writer_->WritesDone();
     return writer_->Finish();
   }
+  const v1::UploadDatasetResponse& response() const { return response_; }
 
  private:
   std::unique_ptr<grpc::ClientContext> context_;
@@ -87,6 +88,21 @@ TEST_F(CoordinatorTest, ASecondStreamOfTheSameDatasetCannotReplaceAStoredFile) {
   }
   ASSERT_TRUE(reader->Finish().ok());
   EXPECT_EQ(fetched, tokenizer);
+}
+
+TEST_F(CoordinatorTest, AnUploadOvertakenByAnotherOfTheSameDatasetEndsWithItPresent) {
+  const std::string meta = ReadFile(data_dir_ + "/meta.json");
+  OpenUpload late(*client_);
+  late.Send(hash_, "meta.json", meta);
+  for (int i = 0; i < 3000 && coordinator_->store().ListDatasetChunks(hash_)->empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Another client uploads the whole dataset first.
+  ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_).ok());
+  late.Send(hash_, "val.bin", ReadFile(data_dir_ + "/val.bin"));
+  grpc::Status status = late.Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(late.response().already_present());
 }
 
 TEST_F(CoordinatorTest, AnOffsetNearTheLargestIntegerIsRefusedNotWrapped) {
