@@ -131,5 +131,22 @@ TEST_F(CliUsageTest, WatchingARunThatDoesNotExistPrintsOnlyTheError) {
   EXPECT_NE(o.last_error.find("no run with id 999"), std::string::npos) << o.last_error;
 }
 
+TEST_F(CliUsageTest, OneThreadIsOneThread) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(
+      testing::CtlBinary(),
+      {"train", "--data", dir.Join("absent"), "--threads", "1", "--steps", "1"});
+  ASSERT_TRUE(ctl.ok()) << ctl.status();
+  std::vector<std::string> lines;
+  while ((*ctl)->Poll(100, &lines)) {
+  }
+  (*ctl)->Wait();
+  // "training on cpu-1t-… (1 thread): {…}" comes before the dataset's error.
+  const std::vector<std::string> tail = (*ctl)->stderr_tail();
+  ASSERT_GE(tail.size(), 2u);
+  const std::string& training = tail[tail.size() - 2];
+  EXPECT_NE(training.find("(1 thread):"), std::string::npos) << training;
+}
+
 }  // namespace
 }  // namespace smallem
