@@ -106,7 +106,7 @@ int Main(int argc, char** argv) {
   SqliteStore& store = (*coordinator)->store();
   const DatasetChunkRef meta{.file_name = "meta.json", .file_size = 2, .offset = 0, .length = 2};
   store.PutDatasetChunk(hash, meta, "{}", 0).IgnoreError();
-  store.CompleteDataset(hash, {meta}).IgnoreError();
+  store.CompleteDataset(hash, {meta}, store.DatasetDrops()).IgnoreError();
   auto client = v1::ClientService::NewStub(
       grpc::CreateChannel((*coordinator)->address(), grpc::InsecureChannelCredentials()));
 

@@ -103,6 +103,7 @@ absl::StatusOr<UploadSummary> DatasetUpload::Finish() {
     return UploadSummary{.content_hash = content_hash_, .total_bytes = bytes.value_or(0),
                          .files = 4, .already_present = true};
   }
+  const int64_t drops_before = store_->DatasetDrops();
   ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> chunks, store_->ListDatasetChunks(content_hash_));
   absl::StatusOr<UploadSummary> summary = Verify(chunks);
   if (!summary.ok()) {
@@ -112,7 +113,7 @@ absl::StatusOr<UploadSummary> DatasetUpload::Finish() {
   }
   // Hashing (up to gigabytes) stays outside the write transaction; the
   // completion checks, inside it, that the chunks are still those hashed.
-  RETURN_IF_ERROR(store_->CompleteDataset(content_hash_, chunks));
+  RETURN_IF_ERROR(store_->CompleteDataset(content_hash_, chunks, drops_before));
   return summary;
 }
 

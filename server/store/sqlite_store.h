@@ -170,14 +170,23 @@ class SqliteStore {
   // NotFound when absent.
   absl::StatusOr<std::string> ReadDatasetChunk(std::string_view content_hash,
                                                std::string_view file_name, int64_t offset);
+  // How many times incomplete datasets were dropped so far (in this
+  // process): read before listing the chunks to verify, and passed to
+  // CompleteDataset.
+  int64_t DatasetDrops();
   // Marks a dataset complete, in one transaction with a check that its
-  // chunks are exactly `verified` (what the caller read and checked):
-  // chunks are immutable, so the same list means the same bytes, and no
-  // upload can slip a chunk in between the check and the completion.
-  // Aborted when the chunks changed since (the caller sends it again);
-  // NotFound when nothing was uploaded. Already complete: OK.
+  // chunks are exactly `verified` (what the caller read and checked) and
+  // that no incomplete dataset was dropped since `drops_before` (the
+  // caller's DatasetDrops() before it listed them). Chunks are never
+  // replaced, only added or dropped whole: the same list with no drop in
+  // between means the same bytes, so no upload can swap a file between the
+  // check and the completion — not even by having the dataset dropped and
+  // sent again with other bytes of the same sizes. Aborted when anything
+  // changed (the caller sends it again); NotFound when nothing was uploaded.
+  // Already complete: OK.
   absl::Status CompleteDataset(std::string_view content_hash,
-                               const std::vector<DatasetChunkRef>& verified);
+                               const std::vector<DatasetChunkRef>& verified,
+                               int64_t drops_before);
   // Drops an incomplete dataset's chunks (a failed upload).
   absl::Status DeleteIncompleteDataset(std::string_view content_hash);
   // Drops every incomplete dataset — uploads that a stopped coordinator
@@ -228,6 +237,8 @@ class SqliteStore {
 
   absl::Mutex db_mu_;
   std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(db_mu_);
+  // Counts DeleteIncompleteDataset(s) calls (see CompleteDataset).
+  int64_t dataset_drops_ ABSL_GUARDED_BY(db_mu_) = 0;
 };
 
 // OK when (run, attempt, worker) holds an unexpired lease at now_ms;

@@ -120,8 +120,14 @@ bool SameChunks(const std::vector<DatasetChunkRef>& a, const std::vector<Dataset
 
 }  // namespace
 
+int64_t SqliteStore::DatasetDrops() {
+  absl::MutexLock lock(&db_mu_);
+  return dataset_drops_;
+}
+
 absl::Status SqliteStore::CompleteDataset(std::string_view content_hash,
-                                          const std::vector<DatasetChunkRef>& verified) {
+                                          const std::vector<DatasetChunkRef>& verified,
+                                          int64_t drops_before) {
   return Write([&]() -> absl::Status {
   {
     ASSIGN_OR_RETURN(SqliteStatement s,
@@ -134,10 +140,11 @@ absl::Status SqliteStore::CompleteDataset(std::string_view content_hash,
     }
     if (s.ColumnInt(0) == 1) return absl::OkStatus();
   }
-  // Chunks are never replaced, so the same list holds the same bytes: what
-  // the caller verified is what becomes complete.
+  // Chunks are never replaced, and none was dropped since the caller listed
+  // them, so the same list holds the same bytes: what the caller verified
+  // is what becomes complete.
   ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> now, ListDatasetChunksLocked(content_hash));
-  if (!SameChunks(now, verified)) {
+  if (dataset_drops_ != drops_before || !SameChunks(now, verified)) {
     return absl::AbortedError(absl::StrCat(
         "dataset ", std::string(content_hash), " changed while it was being verified (another "
         "upload of it is under way or failed); send it again"));
@@ -154,6 +161,7 @@ absl::Status SqliteStore::CompleteDataset(std::string_view content_hash,
 
 absl::Status SqliteStore::DeleteIncompleteDataset(std::string_view content_hash) {
   return Write([&]() -> absl::Status {
+  ++dataset_drops_;
   {
     ASSIGN_OR_RETURN(SqliteStatement s,
                      db_->Prepare("DELETE FROM dataset_chunks WHERE content_hash = ? AND "
@@ -175,6 +183,7 @@ absl::Status SqliteStore::DeleteIncompleteDataset(std::string_view content_hash)
 absl::StatusOr<int> SqliteStore::DeleteIncompleteDatasets() {
   int dropped = 0;
   RETURN_IF_ERROR(Write([&]() -> absl::Status {
+    ++dataset_drops_;
     {
       ASSIGN_OR_RETURN(SqliteStatement s,
                        db_->Prepare("DELETE FROM dataset_chunks WHERE content_hash IN "
