@@ -104,9 +104,9 @@ int Main(int argc, char** argv) {
   // A stand-in dataset, marked present (its content is not read here).
   const std::string hash(64, 'b');
   SqliteStore& store = (*coordinator)->store();
-  store.PutDatasetChunk(hash, {.file_name = "meta.json", .file_size = 2, .offset = 0}, "{}", 0)
-      .IgnoreError();
-  store.MarkDatasetComplete(hash, 2).IgnoreError();
+  const DatasetChunkRef meta{.file_name = "meta.json", .file_size = 2, .offset = 0, .length = 2};
+  store.PutDatasetChunk(hash, meta, "{}", 0).IgnoreError();
+  store.CompleteDataset(hash, {meta}, store.DatasetDrops()).IgnoreError();
   auto client = v1::ClientService::NewStub(
       grpc::CreateChannel((*coordinator)->address(), grpc::InsecureChannelCredentials()));
 

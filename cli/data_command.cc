@@ -1,5 +1,6 @@
 #include "cli/data_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -60,6 +61,7 @@ int RunDataPrepare(const DataPrepareArgs& args) {
       stage_start = std::chrono::steady_clock::now();
       last_percent = -1;
     }
+    fraction = std::clamp(fraction, 0.0, 1.0);  // a stage's estimate may overshoot
     const int percent = static_cast<int>(fraction * 100);
     if (percent == last_percent) return;
     last_percent = percent;

@@ -109,6 +109,8 @@ int main(int argc, char** argv) {
   SpecOption<std::string>(tr, &apply, spec, "--norm", "norm", "layer | rms");
   SpecOption<std::string>(tr, &apply, spec, "--feed-forward", "feed_forward", "gelu | swiglu");
   SpecOption<std::string>(tr, &apply, spec, "--positions", "positions", "learned | rope");
+  SpecOption<bool>(tr, &apply, spec, "--bias", "bias",
+                   "Biases on linear layers: true | false (default: the preset's)");
   SpecOption<int64_t>(tr, &apply, spec, "--layers", "layers", "Transformer blocks L (default 4)");
   SpecOption<int64_t>(tr, &apply, spec, "--heads", "heads", "Attention heads H (default 4)");
   SpecOption<int64_t>(tr, &apply, spec, "--embed", "embed", "Channels C (default 128)");
@@ -123,15 +125,21 @@ int main(int argc, char** argv) {
                      "Peak learning rate (default 0.003; AdamW's, also under Muon)");
   SpecOption<double>(tr, &apply, spec, "--muon-lr", "muon_lr",
                      "Muon's peak rate for the hidden matrices (default: --lr; docs/muon.md)");
+  SpecOption<double>(tr, &apply, spec, "--min-lr-ratio", "min_lr_ratio",
+                     "The schedule decays to lr × this (0.1)");
   SpecOption<double>(tr, &apply, spec, "--warmup", "warmup", "Warmup fraction of the budget (0.05)");
   SpecOption<double>(tr, &apply, spec, "--weight-decay", "weight_decay", "Decoupled weight decay (0.1)");
+  SpecOption<double>(tr, &apply, spec, "--beta1", "beta1", "AdamW's β₁ (0.9)");
+  SpecOption<double>(tr, &apply, spec, "--beta2", "beta2", "AdamW's β₂ (0.95)");
   SpecOption<double>(tr, &apply, spec, "--grad-clip", "grad_clip", "Max gradient norm, 0 = off (1.0)");
   SpecOption<int64_t>(tr, &apply, spec, "--eval-batches", "eval_batches",
                       "Validation batches of 16 spans of 64 target tokens (200; docs/validation.md)");
   SpecOption<int64_t>(tr, &apply, spec, "--eval-batch-size", "eval_batch_size",
                       "Validation windows per forward pass (16): memory, not the scored text");
   SpecOption<int64_t>(tr, &apply, spec, "--seed", "seed", "Seed: initial weights and batch order (1)");
-  tr->add_option("--spec", train.spec_file, "Run spec JSON file; flags override it");
+  tr->add_option("--spec", train.spec_file,
+                 "Run spec JSON file, or a run's result.json (its spec); flags override it,\n"
+                 "a budget flag (--steps or --minutes) the file's budget");
   tr->add_option("--out", train.out, "Output directory (weights, result.json)")->capture_default_str();
   tr->add_option("--threads", train.threads, "CPU threads, 0 = all cores")
       ->capture_default_str()

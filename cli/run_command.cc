@@ -38,6 +38,32 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// `word` as a shell reads it back: quoted unless it is plainly safe.
+std::string ShellWord(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789_./:=@%+-") == std::string::npos) {
+    return word;
+  }
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The command that runs this grid again on the same database, cache and
+// workers: what resumes it (or retries its failed runs).
+std::string SameRunCommand(const cli::RunLocalArgs& args) {
+  const cli::RunLocalArgs defaults;
+  std::string command = absl::StrCat("smallemctl run ", ShellWord(args.grid));
+  if (args.db != defaults.db) absl::StrAppend(&command, " --db ", ShellWord(args.db));
+  if (args.cache != defaults.cache) absl::StrAppend(&command, " --cache ", ShellWord(args.cache));
+  if (args.workers != defaults.workers) absl::StrAppend(&command, " --workers ", args.workers);
+  if (args.threads != defaults.threads) absl::StrAppend(&command, " --threads ", args.threads);
+  if (!args.worker_binary.empty()) {
+    absl::StrAppend(&command, " --worker-binary ", ShellWord(args.worker_binary));
+  }
+  return command;
+}
+
 std::atomic<bool> g_interrupted{false};
 
 void OnInterrupt(int) { g_interrupted.store(true); }
@@ -208,8 +234,10 @@ int RunLocal(const RunLocalArgs& args) {
   // length of this command (docs/security.md): no token is sent, whatever
   // the environment holds for a remote coordinator.
   ServiceClient client((*coordinator)->address(), absl::Seconds(60), ChannelSecurity{});
-  absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0);
+  std::string budget_note;
+  absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0, &budget_note);
   if (!submitted.ok()) return Fail(submitted.status());
+  if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
   const std::string name = submitted->experiment_name();
   std::printf("%s: %d runs (%d new, %d reissued, %d already done or pending) — database %s\n",
               name.c_str(), submitted->runs_total(), submitted->runs_added(),
@@ -292,9 +320,8 @@ int RunLocal(const RunLocalArgs& args) {
 
   if (g_interrupted.load()) {
     std::fprintf(stderr,
-                 "interrupted; finished runs are kept in %s — run `smallemctl run %s` again to "
-                 "resume\n",
-                 args.db.c_str(), args.grid.c_str());
+                 "interrupted; finished runs are kept in %s — run `%s` again to resume\n",
+                 args.db.c_str(), SameRunCommand(args).c_str());
     (*coordinator)->Shutdown();
     return 130;
   }
@@ -304,10 +331,9 @@ int RunLocal(const RunLocalArgs& args) {
   (*coordinator)->Shutdown();
   if (last.counts().failed() > 0) {
     std::fprintf(stderr,
-                 "%d run%s failed (see `smallemctl run %s` output above); running the same "
-                 "command again retries them\n",
+                 "%d run%s failed (see the output above); `%s` again retries them\n",
                  last.counts().failed(), last.counts().failed() == 1 ? "" : "s",
-                 args.grid.c_str());
+                 SameRunCommand(args).c_str());
     return 1;
   }
   return 0;

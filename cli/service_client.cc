@@ -1,10 +1,18 @@
 #include "cli/service_client.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/files.h"
+#include "base/text.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset_format.h"
 #include "grpcpp/grpcpp.h"
@@ -15,6 +23,18 @@
 
 namespace smallem {
 namespace {
+
+// The line (from 1) where `key:` starts a line of a YAML text's top level;
+// 1 when none does (the parser accepted the file, so it is there in some
+// other form, such as a flow mapping).
+int TopLevelKeyLine(const std::string& yaml, const std::string& key) {
+  int line = 1;
+  for (absl::string_view text : absl::StrSplit(yaml, '\n')) {
+    if (absl::StartsWith(text, key + ":")) return line;
+    ++line;
+  }
+  return 1;
+}
 
 // The client token from `token_file` (else the environment) and the TLS
 // root from `tls_ca_file` (else the environment). When either cannot be
@@ -60,24 +80,52 @@ std::string DefaultCoordinatorAddress() {
   return env != nullptr && *env != '\0' ? env : "127.0.0.1:7070";
 }
 
+absl::Status CheckCoordinatorAddress(const std::string& address) {
+  // gRPC's own target forms (dns:///…, unix:…, ipv4:…) pass as they are.
+  if (address.find("://") != std::string::npos || address.rfind("unix:", 0) == 0 ||
+      address.rfind("ipv4:", 0) == 0 || address.rfind("ipv6:", 0) == 0) {
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  int number = 0;
+  if (colon == 0 || colon == std::string::npos || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--coordinator ", SanitizeLine(address, 200),
+        ": expected HOST:PORT, the address the coordinator listens on (e.g. 127.0.0.1:7070)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ExplainUnavailable(const absl::Status& status, const std::string& address) {
   if (status.code() != absl::StatusCode::kUnavailable &&
       status.code() != absl::StatusCode::kDeadlineExceeded) {
     return status;
   }
-  return absl::Status(status.code(),
-                      absl::StrCat("cannot reach the coordinator at ", address, " (",
-                                   status.message(),
-                                   "); start one with `smallem-coordinator --listen ", address,
-                                   "`, point at another with --coordinator HOST:PORT, or run "
-                                   "everything here with `smallemctl run GRID`"));
+  const std::string host = address.substr(0, address.rfind(':'));
+  const bool here = host == "127.0.0.1" || host == "localhost" || host == "[::1]" ||
+                    host == "0.0.0.0";
+  // Starting a coordinator is advice for this machine only; its flag is the
+  // coordinator's, so the command is given whole.
+  return absl::Status(
+      status.code(),
+      absl::StrCat("cannot reach the coordinator at ", address, " (", status.message(), "); ",
+                   here ? absl::StrCat("start one with `smallem-coordinator --listen ", address,
+                                       "`, ")
+                        : "is it running there, and listening on that port? ",
+                   "point at another with --coordinator HOST:PORT, or run everything here with "
+                   "`smallemctl run GRID`"));
 }
 
 ServiceClient::ServiceClient(const std::string& address, absl::Duration deadline,
                              const std::string& token_file, const std::string& tls_ca_file)
     : channel_(address, {.security = ResolveClientSecurity(token_file, tls_ca_file, &setup_)}),
       stub_(v1::ClientService::NewStub(channel_.channel())),
-      deadline_(deadline) {}
+      deadline_(deadline) {
+  if (setup_.ok()) setup_ = CheckCoordinatorAddress(address);
+}
 
 ServiceClient::ServiceClient(const std::string& address, absl::Duration deadline,
                              const ChannelSecurity& security)
@@ -134,12 +182,53 @@ absl::StatusOr<std::string> ServiceClient::EnsureDataset(const std::string& dir)
   return hash;
 }
 
+absl::StatusOr<std::string> ServiceClient::BudgetChangeNote(const Grid& grid) {
+  absl::StatusOr<v1::GetExperimentResponse> before = GetExperiment(grid.name);
+  if (absl::IsNotFound(before.status())) return std::string();
+  if (!before.ok()) return before.status();
+  std::set<std::string> wanted = {BudgetKey(grid.budget)};
+  if (grid.reference) {
+    for (const Budget& b : grid.reference->budgets) wanted.insert(BudgetKey(b));
+  }
+  std::map<std::string, int> left;  // budget → runs this grid no longer asks for
+  for (const v1::Run& run : before->runs()) {
+    if (!wanted.count(run.budget())) ++left[run.budget()];
+  }
+  if (left.empty()) return std::string();
+  std::vector<std::string> parts;
+  int runs = 0;
+  for (const auto& [budget, count] : left) {
+    parts.push_back(absl::StrCat(count, count == 1 ? " run" : " runs", " at ", budget));
+    runs += count;
+  }
+  const std::string now = BudgetKey(grid.budget);
+  return absl::StrCat(
+      "note: experiment \"", grid.name, "\" was submitted before with another budget (",
+      absl::StrJoin(parts, ", "), "); this grid's budget is ", now,
+      ". Its runs at ", now, " are queued, the report now compares at ", now, ", and the ", runs,
+      " earlier run", runs == 1 ? "" : "s",
+      " stay in the database (`smallemctl status ", grid.name,
+      "` lists them) but leave the report. To keep both comparisons, give this grid another name.");
+}
+
 absl::StatusOr<v1::SubmitResponse> ServiceClient::SubmitGridFile(const std::string& path,
-                                                                 int retry_budget) {
+                                                                 int retry_budget,
+                                                                 std::string* budget_note) {
   ASSIGN_OR_RETURN(std::string yaml, ReadFile(path));
   // Parsed here first: a malformed grid is reported before any upload, and
   // the dataset directory is the grid's.
   ASSIGN_OR_RETURN(Grid grid, ParseGrid(yaml, path));
+  if (!std::filesystem::exists(grid.data_dir + "/meta.json")) {
+    // Like every other grid error: the file, the line and the key.
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", TopLevelKeyLine(yaml, "data"), ": \"data\": ", grid.data_dir,
+        " is not a prepared dataset (it has no meta.json); make it with `smallemctl data "
+        "prepare --out ", grid.data_dir, "`, or fix the path (relative to the grid file's "
+        "directory)"));
+  }
+  if (budget_note != nullptr) {
+    ASSIGN_OR_RETURN(*budget_note, BudgetChangeNote(grid));
+  }
   ASSIGN_OR_RETURN(std::string hash, EnsureDataset(grid.data_dir));
   v1::SubmitRequest request;
   request.set_grid_yaml(yaml);

@@ -23,6 +23,8 @@
 
 namespace smallem {
 
+struct Grid;
+
 // The coordinator smallemctl talks to by default: $SMALLEM_COORDINATOR, else
 // 127.0.0.1:7070.
 std::string DefaultCoordinatorAddress();
@@ -33,7 +35,8 @@ class ServiceClient {
   // client token from `token_file`, else $SMALLEM_CLIENT_TOKEN; TLS with the
   // root certificate in `tls_ca_file`, else in the file $SMALLEM_TLS_CA
   // names, else plaintext. When a file cannot be read, every call fails
-  // with that error (it names the file).
+  // with that error (it names the file); so it does when `address` is not
+  // HOST:PORT (CheckCoordinatorAddress).
   ServiceClient(const std::string& address, absl::Duration deadline,
                 const std::string& token_file = "", const std::string& tls_ca_file = "");
   // Exactly `security`; the environment is not consulted.
@@ -48,8 +51,17 @@ class ServiceClient {
   absl::StatusOr<std::string> EnsureDataset(const std::string& dir);
 
   // Reads the grid file at `path`, uploads its dataset if needed and submits
-  // it. A malformed grid is reported before anything is sent.
-  absl::StatusOr<v1::SubmitResponse> SubmitGridFile(const std::string& path, int retry_budget);
+  // it. A malformed grid is reported before anything is sent. With
+  // `budget_note`, sets it to BudgetChangeNote's text ("" when none).
+  absl::StatusOr<v1::SubmitResponse> SubmitGridFile(const std::string& path, int retry_budget,
+                                                    std::string* budget_note = nullptr);
+
+  // What resubmitting `grid` changes when an experiment of its name has runs
+  // at budgets the grid no longer asks for (another `budget:`): which, and
+  // what becomes of them — queued anew at the new budget, the report
+  // retargeted, the old runs kept but out of it. "" when nothing changes or
+  // the experiment is new.
+  absl::StatusOr<std::string> BudgetChangeNote(const Grid& grid);
 
   absl::StatusOr<v1::ListExperimentsResponse> ListExperiments();
   // `experiment` is a name or a numeric id.
@@ -83,8 +95,15 @@ class ServiceClient {
 absl::StatusOr<v1::ReportRequest> MakeReportRequest(const std::string& at,
                                                    const std::string& format, double noise_floor);
 
-// Adds the next command to try to an error talking to the coordinator.
+// Adds the next command to try to an error talking to the coordinator:
+// start one (for an address on this machine) or check the address.
 absl::Status ExplainUnavailable(const absl::Status& status, const std::string& address);
+
+// InvalidArgument unless `address` reads as HOST:PORT (or one of gRPC's
+// target forms, such as unix:PATH): "--coordinator nohost" is a typo to
+// name, not an address to dial. Every call of a ServiceClient built on such
+// an address fails with this error.
+absl::Status CheckCoordinatorAddress(const std::string& address);
 
 }  // namespace smallem
 

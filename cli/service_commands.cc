@@ -55,8 +55,11 @@ std::string FormatAge(int64_t unix_ms) {
 
 int RunSubmit(const SubmitArgs& args) {
   ServiceClient client = Connect(args.service);
-  absl::StatusOr<v1::SubmitResponse> r = client.SubmitGridFile(args.grid, args.retry_budget);
+  std::string budget_note;
+  absl::StatusOr<v1::SubmitResponse> r =
+      client.SubmitGridFile(args.grid, args.retry_budget, &budget_note);
   if (!r.ok()) return Fail(r.status());
+  if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
   std::printf("experiment %s (id %lld): %d runs — %d queued, %d reissued, %d unchanged\n",
               r->experiment_name().c_str(), static_cast<long long>(r->experiment_id()),
               r->runs_total(), r->runs_added(), r->runs_reissued(), r->runs_unchanged());
@@ -99,14 +102,26 @@ int RunWatch(const WatchArgs& args) {
     line.Update(FormatRunLine(last));
     return true;
   });
-  line.Update(FormatRunLine(last), /*force=*/true);
+  // No line for a run never heard of (run 999): only the error.
+  if (last.run_id() != 0) line.Update(FormatRunLine(last), /*force=*/true);
   line.Finish();
+  if (absl::IsNotFound(status)) {
+    return Fail(absl::NotFoundError(absl::StrCat(
+        status.message(), " (`smallemctl status EXPERIMENT` lists an experiment's runs)")));
+  }
   if (!status.ok()) return Fail(status);
   if (last.status() == v1::RUN_STATUS_FAILED) {
     std::printf("failed: %s\n", last.last_error().c_str());
     return 1;
   }
-  if (last.status() == v1::RUN_STATUS_SUCCEEDED) std::printf("%s\n", last.result_json().c_str());
+  if (last.status() == v1::RUN_STATUS_CANCELLED) {
+    std::printf("cancelled (`smallemctl retry --run %lld` queues it again)\n",
+                static_cast<long long>(last.run_id()));
+    return 1;
+  }
+  if (last.status() == v1::RUN_STATUS_SUCCEEDED) {
+    std::printf("%s", FormatResult(last.result_json()).c_str());
+  }
   return 0;
 }
 

@@ -1,10 +1,12 @@
 #include "cli/status_view.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/progress.h"
+#include "nlohmann/json.hpp"
 
 namespace smallem {
 namespace {
@@ -58,7 +60,8 @@ std::string FormatRunLine(const v1::Run& run) {
                                   FormatBar(total > 0 ? static_cast<double>(done) / total : 0),
                                   " ", done, "/", total, " steps");
   if (run.progress().loss() > 0) {
-    absl::StrAppend(&line, absl::StrFormat(" · loss %.4f", run.progress().loss()));
+    absl::StrAppend(&line,
+                    absl::StrFormat(" · train loss %.4f nats/token", run.progress().loss()));
   }
   if (run.progress().tokens_per_s() > 0) {
     absl::StrAppend(&line, absl::StrFormat(" · %.0f tok/s", run.progress().tokens_per_s()));
@@ -72,9 +75,11 @@ std::string FormatRunLine(const v1::Run& run) {
 std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs) {
   size_t variant_width = 7;
   for (const v1::Run& run : runs) variant_width = std::max(variant_width, run.variant().size());
-  std::string out = absl::StrFormat("%5s  %-*s  %4s  %-9s  %-22s  %11s  %8s  %s\n", "run",
+  // The loss of a run in progress is the training loss per token; reports
+  // compare validation loss per byte — the header says which this is.
+  std::string out = absl::StrFormat("%5s  %-*s  %4s  %-9s  %-22s  %11s  %16s  %s\n", "run",
                                     static_cast<int>(variant_width), "variant", "seed", "status",
-                                    "progress", "steps", "loss", "ETA");
+                                    "progress", "steps", "train nats/token", "ETA");
   for (const v1::Run& run : runs) {
     const int64_t total = PlannedSteps(run);
     const int64_t done = DoneSteps(run);
@@ -84,7 +89,7 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
                                 ? FormatDuration(run.progress().eta_s())
                                 : "";
     absl::StrAppend(
-        &out, absl::StrFormat("%5d  %-*s  %4d  %-9s  %-22s  %11s  %8s  %s\n", run.run_id(),
+        &out, absl::StrFormat("%5d  %-*s  %4d  %-9s  %-22s  %11s  %16s  %s\n", run.run_id(),
                               static_cast<int>(variant_width), run.variant(), run.seed(),
                               RunStatusLabel(run.status()),
                               FormatBar(total > 0 ? static_cast<double>(done) / total : 0),
@@ -96,6 +101,32 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
     }
   }
   return out;
+}
+
+std::string FormatResult(const std::string& result_json) {
+  const nlohmann::json r = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
+  if (!r.is_object()) return result_json + "\n";
+  auto number = [&](const char* key) -> std::optional<double> {
+    const auto it = r.find(key);
+    if (it == r.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  std::string line = "result:";
+  if (auto v = number("val_nats_per_byte")) {
+    absl::StrAppend(&line, absl::StrFormat(" validation %.4f nats/byte", *v));
+  }
+  if (auto v = number("val_bits_per_byte")) {
+    absl::StrAppend(&line, absl::StrFormat(" (%.4f bits/byte)", *v));
+  }
+  if (auto v = number("steps")) absl::StrAppend(&line, absl::StrFormat(" · %.0f steps", *v));
+  if (auto v = number("train_seconds")) {
+    absl::StrAppend(&line, absl::StrFormat(" · %.1f s of training", *v));
+  }
+  if (auto v = number("params")) absl::StrAppend(&line, absl::StrFormat(" · %.0f parameters", *v));
+  if (auto it = r.find("device_class"); it != r.end() && it->is_string()) {
+    absl::StrAppend(&line, " · ", it->get<std::string>());
+  }
+  return absl::StrCat(line, "\n", r.dump(2), "\n");
 }
 
 }  // namespace smallem

@@ -1,7 +1,7 @@
 // How smallemctl shows experiments and runs: one progress line per
 // experiment (runs done, steps done / total, ETA) and a table of runs with a
-// progress bar each (steps done / total, current loss, ETA). Pure functions
-// of the messages.
+// progress bar each (steps done / total, current training loss, ETA). Pure
+// functions of the messages.
 #ifndef SMALLEM_CLI_STATUS_VIEW_H_
 #define SMALLEM_CLI_STATUS_VIEW_H_
 
@@ -19,12 +19,19 @@ const char* RunStatusLabel(v1::RunStatus status);
 //  1200/1800 steps · ETA 1m05s"
 std::string FormatExperimentLine(const v1::Experiment& experiment);
 
-// One row per run: id, variant, seed, budget, status, bar, steps, loss, ETA;
+// One row per run: id, variant, seed, budget, status, bar, steps, training
+// loss (nats/token, labelled so: reports give validation nats/byte), ETA;
 // the last error of failed runs under their row.
 std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs);
 
-// "run 12 (rope, seed 2): [#####...] 120/300 steps · loss 4.512 · 950 tok/s · ETA 12s"
+// "run 12 (rope, seed 2): [#####...] 120/300 steps · train loss 4.512 nats/token ·
+//  950 tok/s · ETA 12s"
 std::string FormatRunLine(const v1::Run& run);
+
+// A finished run's result JSON for a person: the validation loss and what
+// it cost on one line, then the whole result, indented. Text that is not a
+// JSON object is shown as it is.
+std::string FormatResult(const std::string& result_json);
 
 }  // namespace smallem
 

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
+#include "base/status_macros.h"
 #include "cli/progress.h"
 #include "engine/arena.h"
 #include "engine/cpu/cpu_backend.h"
@@ -60,23 +61,63 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device
 #endif
 }
 
+// The run spec of --spec FILE: a run spec, or a run's result.json (whose
+// "config" is the spec it ran), so that a run can be reproduced from its
+// directory.
+absl::StatusOr<nlohmann::json> ReadSpecFile(const std::string& path) {
+  ASSIGN_OR_RETURN(nlohmann::json file, ReadJsonFile(path));
+  if (!file.is_object()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: expected a JSON object (a run spec, or a run's result.json)", path));
+  }
+  if (file.contains("val_nats_per_byte")) {
+    const auto config = file.find("config");
+    if (config == file.end() || !config->is_object()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: a result without its run spec (\"config\"); pass the run spec instead", path));
+    }
+    return *config;
+  }
+  return file;
+}
+
+// The run spec train runs: the --spec file's keys under the flags'.
+absl::StatusOr<RunSpec> MergeTrainSpec(const nlohmann::json& file_spec,
+                                       const nlohmann::json& flags) {
+  nlohmann::json spec_json = file_spec.is_object() ? file_spec : nlohmann::json::object();
+  // The flags override the file, a budget whole: --minutes replaces the
+  // file's steps, --steps its minutes.
+  if (flags.contains("steps") || flags.contains("minutes")) {
+    spec_json.erase("steps");
+    spec_json.erase("minutes");
+  }
+  for (auto it = flags.begin(); it != flags.end(); ++it) spec_json[it.key()] = *it;
+  // A preset on the command line replaces the file's pieces it names.
+  if (flags.contains("arch")) {
+    for (const char* k : {"norm", "feed_forward", "positions", "bias"}) {
+      if (!flags.contains(k)) spec_json.erase(k);
+    }
+  }
+  ASSIGN_OR_RETURN(RunSpec spec, RunSpec::FromJson(spec_json));
+  if (spec.data.empty()) {
+    return absl::InvalidArgumentError(
+        "--data is required: the prepared dataset directory to train on (make one with "
+        "`smallemctl data prepare --out data/default`, then pass --data data/default), or a "
+        "--spec file that names it");
+  }
+  return spec;
+}
+
 }  // namespace
 
 int RunTrain(const TrainArgs& args) {
-  nlohmann::json spec_json = nlohmann::json::object();
+  nlohmann::json file_spec = nlohmann::json::object();
   if (!args.spec_file.empty()) {
-    absl::StatusOr<nlohmann::json> file = ReadJsonFile(args.spec_file);
+    absl::StatusOr<nlohmann::json> file = ReadSpecFile(args.spec_file);
     if (!file.ok()) return Fail(file.status());
-    spec_json = *file;
+    file_spec = *std::move(file);
   }
-  for (auto it = args.spec.begin(); it != args.spec.end(); ++it) spec_json[it.key()] = *it;
-  // A preset on the command line replaces the file's pieces it names.
-  if (args.spec.contains("arch")) {
-    for (const char* k : {"norm", "feed_forward", "positions", "bias"}) {
-      if (!args.spec.contains(k)) spec_json.erase(k);
-    }
-  }
-  absl::StatusOr<RunSpec> spec = RunSpec::FromJson(spec_json);
+  absl::StatusOr<RunSpec> spec = MergeTrainSpec(file_spec, args.spec);
   if (!spec.ok()) return Fail(spec.status());
 
   absl::StatusOr<std::unique_ptr<Backend>> created = CreateBackend(args.device, args.threads);
@@ -112,7 +153,7 @@ int RunTrain(const TrainArgs& args) {
   if (!args.json_progress) {
     const std::string where =
         args.device == "cpu"
-            ? absl::StrFormat("%d threads", static_cast<CpuBackend&>(**created).threads())
+            ? Plural(static_cast<CpuBackend&>(**created).threads(), "thread")
             : absl::StrFormat("%s, bf16 activations and matmuls", backend.Name());
     std::fprintf(stderr, "training on %s (%s): %s\n", backend.DeviceClass().c_str(),
                  where.c_str(), spec->ToJson().dump().c_str());

@@ -20,9 +20,10 @@
 namespace smallem {
 namespace {
 
-DeviceInfo CpuDevice() {
-  // The class the child's CpuBackend (all threads) will report in its result.
-  CpuBackend backend(0);
+DeviceInfo CpuDevice(int threads) {
+  // The class the child's CpuBackend (as many threads as the worker gives
+  // each job) will report in its result: `workers` and results agree.
+  CpuBackend backend(threads);
   const int64_t memory =
       static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
   return DeviceInfo{.name = "cpu", .device_class = backend.DeviceClass(), .memory_bytes = memory};
@@ -129,7 +130,8 @@ absl::StatusOr<std::vector<DeviceInfo>> ListCudaDevices(const std::string& progr
 }
 
 absl::StatusOr<std::vector<DeviceInfo>> ParseDevices(std::string_view flag,
-                                                     const CudaDeviceLister& list_cuda) {
+                                                     const CudaDeviceLister& list_cuda,
+                                                     int cpu_threads) {
   // The GPUs, listed once, on first need.
   std::optional<absl::StatusOr<std::vector<DeviceInfo>>> gpus;
   auto list_gpus = [&]() -> const absl::StatusOr<std::vector<DeviceInfo>>& {
@@ -143,7 +145,7 @@ absl::StatusOr<std::vector<DeviceInfo>> ParseDevices(std::string_view flag,
 
   std::vector<DeviceInfo> devices;
   if (flag == "all") {
-    devices.push_back(CpuDevice());
+    devices.push_back(CpuDevice(cpu_threads));
     if (!WorkerBuiltWithCuda()) {
       spdlog::info("--devices all: the CPU (this smallem-worker was built without CUDA)");
       return devices;
@@ -170,7 +172,7 @@ absl::StatusOr<std::vector<DeviceInfo>> ParseDevices(std::string_view flag,
     }
     const int ordinal = CudaOrdinal(name);
     if (name == "cpu") {
-      devices.push_back(CpuDevice());
+      devices.push_back(CpuDevice(cpu_threads));
     } else if (name == "all") {
       return absl::InvalidArgumentError(
           "--devices: all stands alone (it means the CPU and every GPU)");

@@ -66,8 +66,11 @@ absl::StatusOr<std::vector<DeviceInfo>> ListCudaDevices(const std::string& progr
 // CUDA device in a build without CUDA, a CUDA device when there is no usable
 // GPU, or an ordinal the machine lacks (the message names how many GPUs it
 // has). An empty list_cuda means no GPU can be listed (as Unavailable).
+// The CPU's class counts `cpu_threads` (the worker's --threads; 0 = every
+// core), as the results of its jobs will.
 absl::StatusOr<std::vector<DeviceInfo>> ParseDevices(std::string_view flag,
-                                                     const CudaDeviceLister& list_cuda = {});
+                                                     const CudaDeviceLister& list_cuda = {},
+                                                     int cpu_threads = 0);
 
 // `smallem-worker list-devices`: prints the lines ParseCudaDeviceList reads,
 // initializing CUDA in this process only. Returns the exit code: 0 when it

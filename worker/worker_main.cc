@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   const std::string self = SelfPath(argv[0]);
   absl::StatusOr<std::vector<smallem::DeviceInfo>> parsed =
-      smallem::ParseDevices(devices, [&] { return smallem::ListCudaDevices(self); });
+      smallem::ParseDevices(devices, [&] { return smallem::ListCudaDevices(self); },
+                            options.child_threads);
   if (!parsed.ok()) {
     spdlog::error("{}", std::string(parsed.status().message()));
     return 2;

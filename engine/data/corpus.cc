@@ -154,9 +154,12 @@ absl::StatusOr<Corpus> LoadTextFiles(const std::vector<std::string>& paths) {
   corpus.source = absl::StrCat("files: ", absl::StrJoin(paths, ", "));
   for (const std::string& path : paths) {
     ASSIGN_OR_RETURN(const std::string raw, ReadTextFile(path));
-    if (raw.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": empty file (a corpus file must hold some text)"));
+    // A file of blanks is no document: counting it as one made a corpus of
+    // nothing "have 1 document".
+    if (raw.find_first_not_of(" \t\r\n\f\v") == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, raw.empty() ? ": empty file" : ": holds only whitespace",
+          " (a corpus file must hold some text)"));
     }
     corpus.documents.push_back({path, NormalizeLineEndings(raw)});
   }

@@ -59,20 +59,26 @@ std::vector<int32_t> EncodeDocuments(const Tokenizer& tokenizer,
   constexpr size_t kBatchBytes = 1 << 20;
   std::vector<std::string> batch;
   size_t batch_bytes = 0;
+  // Progress counts the documents' own bytes, as total_bytes does — not the
+  // blank lines added between them (which took many small documents past
+  // 100%).
+  int64_t batch_text_bytes = 0;
   int64_t done = 0;
   auto flush = [&] {
     std::vector<std::string_view> views(batch.begin(), batch.end());
     std::vector<int32_t> encoded = tokenizer.EncodeAll(views);
     ids.insert(ids.end(), encoded.begin(), encoded.end());
-    done += static_cast<int64_t>(batch_bytes);
+    done += batch_text_bytes;
     batch.clear();
     batch_bytes = 0;
+    batch_text_bytes = 0;
     if (progress && total_bytes > 0) {
       progress("encode", progress_begin + (progress_end - progress_begin) *
                                               static_cast<double>(done) / total_bytes);
     }
   };
   for (const Document* document : documents) {
+    batch_text_bytes += static_cast<int64_t>(document->text.size());
     std::string text = document->text;
     if (text.empty() || text.back() != '\n') text.push_back('\n');
     text.push_back('\n');

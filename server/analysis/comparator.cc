@@ -21,7 +21,9 @@ struct Arm {
   std::vector<double> seconds;
   std::optional<int64_t> params;
   std::set<std::string> fingerprints;  // the non-empty eval_fingerprints of its results
+  int running = 0;
   int failed = 0;
+  int cancelled = 0;
   int elsewhere = 0;            // finished on another class
 };
 
@@ -86,7 +88,9 @@ std::string FingerprintConflict(const std::string& name, const Arm& v, const Arm
 
 std::string PendingReason(const Arm& arm, size_t expected) {
   std::string reason = absl::StrCat(arm.losses.size(), " of ", expected, " seeds finished");
+  if (arm.running > 0) absl::StrAppend(&reason, ", ", arm.running, " running");
   if (arm.failed > 0) absl::StrAppend(&reason, ", ", arm.failed, " failed");
+  if (arm.cancelled > 0) absl::StrAppend(&reason, ", ", arm.cancelled, " cancelled");
   if (arm.elsewhere > 0) {
     absl::StrAppend(&reason, ", ", arm.elsewhere, " on another device class");
   }
@@ -150,7 +154,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
     for (const ComparedRun* r : relevant) {
       if (r->seed != seed) continue;
       Arm& arm = arms[r->variant];
+      if (r->state == RunState::kRunning) ++arm.running;
       if (r->state == RunState::kFailed) ++arm.failed;
+      if (r->state == RunState::kCancelled) ++arm.cancelled;
       if (r->state != RunState::kSucceeded) continue;
       if (r->device_class != report.device_class) {
         ++arm.elsewhere;

@@ -49,12 +49,14 @@ namespace smallem {
 struct Grid;
 
 // Where a run stands, as far as a comparison cares (the store's statuses:
-// queued and leased → kPending; succeeded → kSucceeded; failed and
-// cancelled → kFailed).
+// queued → kPending, leased → kRunning; the others by name). Pending
+// reasons name each, so a report never calls a cancelled run failed.
 enum class RunState {
-  kPending,    // a result may still come
+  kPending,    // queued: a result may still come
+  kRunning,    // leased by a worker: a result may still come
   kSucceeded,  // finished with a result
-  kFailed,     // failed for good or cancelled: needs `smallemctl retry`
+  kFailed,     // failed for good: needs `smallemctl retry`
+  kCancelled,  // cancelled: needs `smallemctl retry`
 };
 
 // One run (one cell) of the experiment, as the store knows it.

@@ -58,12 +58,13 @@ absl::StatusOr<ReferenceRuns> GatherReferenceRuns(const ReferencePlan& plan,
   for (const Budget& budget : plan.budgets) {
     CurvePoint point;
     point.budget = budget;
-    int failed = 0;
+    int failed = 0, cancelled = 0;
     for (int64_t seed : plan.seeds) {
       const ComparedRun* found = nullptr;
       for (const ComparedRun& r : runs) {
         if (!IsReferenceRun(plan, r) || r.seed != seed || r.budget != budget) continue;
         if (r.state == RunState::kFailed) ++failed;
+        if (r.state == RunState::kCancelled) ++cancelled;
         if (r.state != RunState::kSucceeded || r.device_class != device_class) continue;
         if (found != nullptr) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -86,6 +87,7 @@ absl::StatusOr<ReferenceRuns> GatherReferenceRuns(const ReferencePlan& plan,
       std::string reason = absl::StrCat(BudgetLabel(budget), ": ", point.seed_losses.size(), " of ",
                                         plan.seeds.size(), " seeds finished");
       if (failed > 0) absl::StrAppend(&reason, ", ", failed, " failed");
+      if (cancelled > 0) absl::StrAppend(&reason, ", ", cancelled, " cancelled");
       out.pending.push_back(std::move(reason));
     }
   }

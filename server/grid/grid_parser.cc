@@ -149,9 +149,7 @@ absl::StatusOr<Grid> GridParser::Parse(absl::string_view text) {
     return Error(1, "a grid file is a mapping with name, data, base, budget, seeds, baseline "
                     "and variants or grid (see docs/grid-format.md), got ", Describe(root));
   }
-  static const std::vector<std::string> kTopKeys = {
-      "name", "data", "base", "budget", "seeds", "baseline", "variants", "grid", "reference"};
-  auto entries = Entries(root, 1, "the grid file", kTopKeys);
+  auto entries = Entries(root, 1, "the grid file", TopLevelKeyNames());
   if (!entries.ok()) return entries.status();
   Top top;
   for (const auto& [k, v] : *entries) top[k.Scalar()] = {v, Line(k)};

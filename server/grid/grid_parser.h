@@ -31,6 +31,9 @@ std::string Shown(absl::string_view text);
 std::string Suggest(absl::string_view word, const std::vector<std::string>& candidates);
 // The run-spec keys a grid may set, in order.
 std::vector<std::string> SpecKeyNames();
+// The keys of a grid file's top level, in the order docs/grid-format.md
+// gives them.
+const std::vector<std::string>& TopLevelKeyNames();
 // "a list", "a mapping", "nothing" or "a scalar": for messages.
 const char* Describe(const YAML::Node& node);
 

@@ -29,6 +29,7 @@ const std::map<std::string, ValueType>& SpecKeys() {
     auto* m = new std::map<std::string, ValueType>{{"arch", ValueType::kString}};
     RunSpec defaults;
     defaults.budget.steps = 1;
+    defaults.muon_lr = 0.01;  // optional keys appear in the JSON only when set
     const json spec = defaults.ToJson();
     for (const auto& [key, value] : spec.items()) {
       if (key == "data" || key == "seed" || key == "steps" || key == "minutes") continue;
@@ -76,6 +77,12 @@ std::string Suggest(absl::string_view word, const std::vector<std::string>& cand
   const std::string best = ClosestWord(std::string(word), candidates);
   if (!best.empty()) return absl::StrCat(" (did you mean \"", best, "\"?)");
   return absl::StrCat(" (expected one of: ", absl::StrJoin(candidates, ", "), ")");
+}
+
+const std::vector<std::string>& TopLevelKeyNames() {
+  static const auto* keys = new std::vector<std::string>{
+      "name", "data", "base", "budget", "seeds", "baseline", "variants", "grid", "reference"};
+  return *keys;
 }
 
 std::vector<std::string> SpecKeyNames() {

@@ -16,10 +16,10 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
   c.seed = run.seed;
   c.budget = Budget{.steps = run.budget_steps, .minutes = run.budget_minutes};
   switch (run.status) {
-    case RunStatus::kQueued:
-    case RunStatus::kLeased: c.state = RunState::kPending; break;
-    case RunStatus::kFailed:
-    case RunStatus::kCancelled: c.state = RunState::kFailed; break;
+    case RunStatus::kQueued: c.state = RunState::kPending; break;
+    case RunStatus::kLeased: c.state = RunState::kRunning; break;
+    case RunStatus::kFailed: c.state = RunState::kFailed; break;
+    case RunStatus::kCancelled: c.state = RunState::kCancelled; break;
     case RunStatus::kSucceeded: c.state = RunState::kSucceeded; break;
   }
   if (c.state != RunState::kSucceeded) return c;

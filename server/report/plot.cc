@@ -96,28 +96,10 @@ Axes MakeAxes(double left, std::vector<double> xs, std::vector<double> ys) {
   return a;
 }
 
-// Tick values for a log axis: 1-2-5 per decade, or every integer multiple
-// when the range spans less than a decade.
-std::vector<double> LogTicks(const Axes& a) {
-  std::vector<double> ticks;
-  for (const std::vector<int>& mantissas :
-       {std::vector<int>{1, 2, 5}, std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
-    ticks.clear();
-    for (int k = static_cast<int>(std::floor(a.log_lo / std::log(10.0)));
-         k <= static_cast<int>(std::ceil(a.log_hi / std::log(10.0))); ++k) {
-      for (int m : mantissas) {
-        const double v = m * std::pow(10.0, k);
-        if (v >= a.x_lo() && v <= a.x_hi()) ticks.push_back(v);
-      }
-    }
-    if (ticks.size() >= 3) break;
-  }
-  return ticks;
-}
-
-// About five round values across the y range, and the decimals they need.
-std::vector<double> LinearTicks(double lo, double hi, int* decimals) {
-  const double raw = (hi - lo) / 5;
+// About `target` round values across [lo, hi] (steps of 1, 2 or 5 × 10^k,
+// so sometimes fewer), and the decimals they need.
+std::vector<double> LinearTicks(double lo, double hi, int* decimals, int target = 5) {
+  const double raw = (hi - lo) / target;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -127,6 +109,46 @@ std::vector<double> LinearTicks(double lo, double hi, int* decimals) {
   *decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
   std::vector<double> ticks;
   for (double v = std::ceil(lo / step) * step; v <= hi + 1e-12; v += step) ticks.push_back(v);
+  return ticks;
+}
+
+// Tick values for a log axis: inside the drawn range, three or more, and
+// reaching across it (no end of the data further than a third of the panel
+// from a tick). Tried in order: 1-2-5 per decade; every integer multiple of
+// a power of ten; round linear steps — what a narrow range needs (every
+// point at 1,500 steps; times between 35 and 45 s), where the first two
+// give one tick or none, or ticks bunched at one end.
+std::vector<double> LogTicks(const Axes& a) {
+  auto per_decade = [&](const std::vector<int>& mantissas) {
+    std::vector<double> ticks;
+    for (int k = static_cast<int>(std::floor(a.log_lo / std::log(10.0)));
+         k <= static_cast<int>(std::ceil(a.log_hi / std::log(10.0))); ++k) {
+      for (int m : mantissas) {
+        const double v = m * std::pow(10.0, k);
+        if (v >= a.x_lo() && v <= a.x_hi()) ticks.push_back(v);
+      }
+    }
+    return ticks;
+  };
+  auto reaches_across = [&](const std::vector<double>& ticks) {
+    if (ticks.size() < 3) return false;
+    const double span = a.log_hi - a.log_lo;
+    return (std::log(ticks.front()) - a.log_lo) / span <= 1.0 / 3 &&
+           (a.log_hi - std::log(ticks.back())) / span <= 1.0 / 3;
+  };
+  for (const std::vector<int>& mantissas :
+       {std::vector<int>{1, 2, 5}, std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+    std::vector<double> ticks = per_decade(mantissas);
+    if (reaches_across(ticks)) return ticks;
+  }
+  std::vector<double> ticks;
+  for (int target : {5, 8}) {  // a step of 5 × 10^k may leave two ticks: a finer one
+    int decimals = 0;
+    ticks = LinearTicks(a.x_lo(), a.x_hi(), &decimals, target);
+    ticks.erase(std::remove_if(ticks.begin(), ticks.end(), [](double v) { return !(v > 0); }),
+                ticks.end());
+    if (ticks.size() >= 3) break;
+  }
   return ticks;
 }
 

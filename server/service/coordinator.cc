@@ -42,6 +42,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   const Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
   std::unique_ptr<Coordinator> c(new Coordinator());
   ASSIGN_OR_RETURN(c->store_, SqliteStore::Open(options.db_path));
+  // An upload under way when the last coordinator stopped can never finish
+  // (its stream is gone); its chunks would only take disk.
+  ASSIGN_OR_RETURN(const int dropped, c->store_->DeleteIncompleteDatasets());
+  if (dropped > 0) {
+    spdlog::info("dropped {} unfinished dataset upload{} left by the last run (clients send "
+                 "them again)", dropped, dropped == 1 ? "" : "s");
+  }
   c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
   const std::filesystem::path db_dir =

@@ -51,14 +51,27 @@ absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChun
                                                    " bytes; a dataset file holds at most ",
                                                    kDatasetFileBytes));
   }
+  // Written so that no sum can overflow: offset may be anything a client
+  // sends (2^63 - 1 included); file_size is bounded above.
   if (where.offset < 0 || where.file_size < 0 ||
-      where.offset + static_cast<int64_t>(data.size()) > where.file_size) {
+      where.offset > where.file_size - static_cast<int64_t>(data.size())) {
     return absl::InvalidArgumentError(absl::StrCat(
         where.file_name, ": chunk at offset ", where.offset, " of ", data.size(),
         " bytes does not fit a file of ", where.file_size, " bytes"));
   }
-  if (where.offset == 0) RETURN_IF_ERROR(CheckRoomFor(where));
-  return store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
+  // Every chunk, not only a file's first: a client may start anywhere.
+  RETURN_IF_ERROR(CheckRoomFor(where));
+  absl::Status put = store_->PutDatasetChunk(content_hash_, where, data, clock_->NowUnixMs());
+  if (absl::IsFailedPrecondition(put)) {
+    // Another upload of the same dataset may have completed it meanwhile:
+    // then this one has nothing left to send.
+    ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(content_hash_));
+    if (bytes.has_value()) {
+      already_present_ = true;
+      return absl::OkStatus();
+    }
+  }
+  return put;
 }
 
 absl::Status DatasetUpload::CheckRoomFor(const DatasetChunkRef& where) const {
@@ -67,10 +80,13 @@ absl::Status DatasetUpload::CheckRoomFor(const DatasetChunkRef& where) const {
   const std::filesystem::space_info space = std::filesystem::space(reserve_.dir, ec);
   if (ec) return absl::OkStatus();  // unknown: SQLite reports a full disk itself
   const auto available = static_cast<int64_t>(space.available);
-  if (available - where.file_size >= reserve_.min_free_bytes) return absl::OkStatus();
+  // What is still to come of this file from here on.
+  const int64_t to_store = where.file_size - where.offset;
+  if (available - to_store >= reserve_.min_free_bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "the coordinator's disk (", reserve_.dir, ") has ", HumanBytes(available), " free; storing ",
-      where.file_name, " (", HumanBytes(where.file_size), ") must leave at least ",
+      where.file_name, " (", HumanBytes(to_store), where.offset > 0 ? " still to come" : "",
+      ") must leave at least ",
       HumanBytes(reserve_.min_free_bytes),
       ", kept for results (coordinator --min-free-disk-gb)"));
 }
@@ -87,18 +103,21 @@ absl::StatusOr<UploadSummary> DatasetUpload::Finish() {
     return UploadSummary{.content_hash = content_hash_, .total_bytes = bytes.value_or(0),
                          .files = 4, .already_present = true};
   }
-  absl::StatusOr<UploadSummary> summary = Verify();
+  const int64_t drops_before = store_->DatasetDrops();
+  ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> chunks, store_->ListDatasetChunks(content_hash_));
+  absl::StatusOr<UploadSummary> summary = Verify(chunks);
   if (!summary.ok()) {
     // A bad upload is dropped whole; the client sends it again.
     store_->DeleteIncompleteDataset(content_hash_).IgnoreError();
     return summary.status();
   }
-  RETURN_IF_ERROR(store_->MarkDatasetComplete(content_hash_, summary->total_bytes));
+  // Hashing (up to gigabytes) stays outside the write transaction; the
+  // completion checks, inside it, that the chunks are still those hashed.
+  RETURN_IF_ERROR(store_->CompleteDataset(content_hash_, chunks, drops_before));
   return summary;
 }
 
-absl::StatusOr<UploadSummary> DatasetUpload::Verify() {
-  ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> chunks, store_->ListDatasetChunks(content_hash_));
+absl::StatusOr<UploadSummary> DatasetUpload::Verify(const std::vector<DatasetChunkRef>& chunks) {
   std::map<std::string, std::string> sha256;  // file → hex
   std::string meta_text;
   UploadSummary summary{.content_hash = content_hash_};

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/clock.h"
@@ -41,15 +42,20 @@ class DatasetUpload {
       : store_(store), clock_(clock), reserve_(std::move(reserve)) {}
 
   // Stores one chunk. The first chunk names the dataset; every later one must
-  // name the same. When that dataset is already complete, chunks are
-  // ignored. InvalidArgument for a bad file name, size or offset;
-  // ResourceExhausted when a file's first chunk declares more bytes than the
-  // disk reserve leaves room for.
+  // name the same. When that dataset is already complete — before this
+  // upload began or since, by another — chunks are ignored. InvalidArgument for a bad file name, size or offset;
+  // ResourceExhausted when what is left of the chunk's file (from its
+  // offset on) needs more room than the disk reserve leaves;
+  // FailedPrecondition when other bytes are already stored at that place
+  // (a stored chunk is never replaced).
   absl::Status Add(std::string_view content_hash, const DatasetChunkRef& where,
                    std::string_view data);
 
-  // Checks what was received and marks the dataset complete. DataLoss when a
-  // file is incomplete or its hash differs (the partial upload is dropped).
+  // Checks what was received and marks the dataset complete — only if its
+  // chunks are still the ones checked (SqliteStore::CompleteDataset), so no
+  // concurrent upload of the same hash can change a file in between.
+  // DataLoss when a file is incomplete or its hash differs (the partial
+  // upload is dropped); Aborted when the chunks changed meanwhile.
   absl::StatusOr<UploadSummary> Finish();
 
   // Drops what this upload stored, after a chunk was refused (or the store
@@ -58,7 +64,9 @@ class DatasetUpload {
   void Abandon();
 
  private:
-  absl::StatusOr<UploadSummary> Verify();
+  // Hashes the files of `chunks` (as listed by the store) and checks them
+  // against meta.json and the content hash.
+  absl::StatusOr<UploadSummary> Verify(const std::vector<DatasetChunkRef>& chunks);
   absl::Status CheckRoomFor(const DatasetChunkRef& where) const;
 
   SqliteStore* store_;

@@ -185,8 +185,10 @@ class SqliteStore {
   // or incomplete.
   absl::StatusOr<std::optional<int64_t>> DatasetBytes(std::string_view content_hash);
   // Stores one chunk of one file of an incomplete dataset (creating it).
-  // Rewriting a chunk replaces it. FailedPrecondition when the dataset is
-  // already complete.
+  // A stored chunk is never replaced: the same bytes again are a no-op;
+  // different bytes (or a different file size) at the same place are
+  // FailedPrecondition. FailedPrecondition too when the dataset is already
+  // complete.
   absl::Status PutDatasetChunk(std::string_view content_hash, const DatasetChunkRef& where,
                                std::string_view data, int64_t now_ms);
   // Chunks of a dataset in (file, offset) order (complete or not).
@@ -194,10 +196,29 @@ class SqliteStore {
   // NotFound when absent.
   absl::StatusOr<std::string> ReadDatasetChunk(std::string_view content_hash,
                                                std::string_view file_name, int64_t offset);
-  // Marks a dataset complete (its chunks are checked by the caller).
-  absl::Status MarkDatasetComplete(std::string_view content_hash, int64_t total_bytes);
+  // How many times incomplete datasets were dropped so far (in this
+  // process): read before listing the chunks to verify, and passed to
+  // CompleteDataset.
+  int64_t DatasetDrops();
+  // Marks a dataset complete, in one transaction with a check that its
+  // chunks are exactly `verified` (what the caller read and checked) and
+  // that no incomplete dataset was dropped since `drops_before` (the
+  // caller's DatasetDrops() before it listed them). Chunks are never
+  // replaced, only added or dropped whole: the same list with no drop in
+  // between means the same bytes, so no upload can swap a file between the
+  // check and the completion — not even by having the dataset dropped and
+  // sent again with other bytes of the same sizes. Aborted when anything
+  // changed (the caller sends it again); NotFound when nothing was uploaded.
+  // Already complete: OK.
+  absl::Status CompleteDataset(std::string_view content_hash,
+                               const std::vector<DatasetChunkRef>& verified,
+                               int64_t drops_before);
   // Drops an incomplete dataset's chunks (a failed upload).
   absl::Status DeleteIncompleteDataset(std::string_view content_hash);
+  // Drops every incomplete dataset — uploads that a stopped coordinator
+  // never finished. Only when no upload is under way (at startup). Returns
+  // how many were dropped.
+  absl::StatusOr<int> DeleteIncompleteDatasets();
 
  private:
   struct Writer;
@@ -211,6 +232,9 @@ class SqliteStore {
   void RunBatchLocked(const std::vector<Writer*>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
   absl::StatusOr<RunRecord> GetRunLocked(int64_t run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // ListDatasetChunks. REQUIRES: db_mu_ held.
+  absl::StatusOr<std::vector<DatasetChunkRef>> ListDatasetChunksLocked(
+      std::string_view content_hash) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   absl::StatusOr<std::vector<RunRecord>> QueryRunsLocked(std::string_view where, int64_t arg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   absl::Status InsertPointsLocked(int64_t run_id, int attempt,
@@ -243,6 +267,8 @@ class SqliteStore {
   // Committed write transactions and their total commit time (Stats).
   std::atomic<int64_t> commits_{0};
   std::atomic<int64_t> commit_nanos_{0};
+  // Counts DeleteIncompleteDataset(s) calls (see CompleteDataset).
+  int64_t dataset_drops_ ABSL_GUARDED_BY(db_mu_) = 0;
 };
 
 // OK when (run, attempt, worker) holds an unexpired lease at now_ms;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/data/dataset.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/store/sqlite_store.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/server/test_support.h"
@@ -109,6 +110,44 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
   ASSERT_EQ(again.exit.exit_code, 0) << again.out << "\n" << again.last_error;
   EXPECT_NE(again.out.find("4 runs (0 new, 0 reissued, 4 already done"), std::string::npos)
       << again.out;
+
+  // The same database behind a coordinator: `watch` of a finished run
+  // ends with its result for a person, not one line of JSON.
+  absl::StatusOr<testing::CoordinatorProcess> coordinator =
+      testing::StartCoordinatorProcess({"--db", dir_.Join("smallem.db")});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  Output watched = RunCtl({"watch", "1", "--coordinator", coordinator->address});
+  EXPECT_EQ(watched.exit.exit_code, 0) << watched.last_error;
+  EXPECT_NE(watched.out.find("result: validation "), std::string::npos) << watched.out;
+  EXPECT_NE(watched.out.find(" nats/byte"), std::string::npos) << watched.out;
+  EXPECT_NE(watched.out.find("\n  \"val_nats_per_byte\": "), std::string::npos) << watched.out;
+
+  // `status` says which loss its column holds: training nats per token,
+  // not the report's validation nats per byte.
+  Output status = RunCtl({"status", "cli", "--coordinator", coordinator->address});
+  EXPECT_EQ(status.exit.exit_code, 0) << status.last_error;
+  EXPECT_NE(status.out.find("train nats/token"), std::string::npos) << status.out;
+
+  // Resubmitted with another budget, the grid says what changes.
+  const std::string longer = dir_.Join("longer.yaml");
+  testing::WriteFile(longer, testing::TinyGridYaml("cli", data, 2, 2, 40));
+  Output resubmitted = RunCtl({"submit", longer, "--coordinator", coordinator->address});
+  ASSERT_EQ(resubmitted.exit.exit_code, 0) << resubmitted.last_error;
+  EXPECT_NE(resubmitted.out.find("submitted before with another budget (4 runs at steps:20)"),
+            std::string::npos)
+      << resubmitted.out;
+  EXPECT_NE(resubmitted.out.find("the report now compares at steps:40"), std::string::npos)
+      << resubmitted.out;
+}
+
+TEST_F(CliTest, AGridWhoseDatasetIsMissingNamesTheFileLineAndKey) {
+  const std::string grid = dir_.Join("nodata.yaml");
+  testing::WriteFile(grid, testing::TinyGridYaml("nodata", dir_.Join("absent"), 1, 1));
+  Output o = RunCtl({"run", grid, "--db", dir_.Join("smallem.db")});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_NE(o.last_error.find("nodata.yaml:2: \"data\": "), std::string::npos) << o.last_error;
+  EXPECT_NE(o.last_error.find("smallemctl data prepare --out"), std::string::npos)
+      << o.last_error;
 }
 
 // The line of `out` that starts with `prefix`, or "".
@@ -152,6 +191,18 @@ TEST_F(CliTest, EvalReproducesTheLossTrainPrinted) {
   ASSERT_EQ(other.exit.exit_code, 0) << other.out << "\n" << other.last_error;
   EXPECT_NE(LineStartingWith(other.out, "validation:"), trained) << other.out;
   EXPECT_NE(other.out.find("on other validation text"), std::string::npos) << other.out;
+
+  // The run again from its result.json, its budget replaced by --steps.
+  const std::string again = dir_.Join("again");
+  Output rerun = RunCtl({"train", "--spec", run + "/result.json", "--steps", "4", "--threads",
+                         "1", "--out", again});
+  ASSERT_EQ(rerun.exit.exit_code, 0) << rerun.out << "\n" << rerun.last_error;
+  std::ifstream in(again + "/result.json");
+  const nlohmann::json result = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(result.is_object());
+  EXPECT_EQ(result["steps"], 4);
+  EXPECT_EQ(result["config"]["embed"], 32);        // the spec came from the result
+  EXPECT_EQ(result["config"]["eval_batch_size"], 3);
 }
 
 TEST_F(CliTest, MalformedGridExitsWith2AndNamesFileLineAndKey) {
@@ -180,6 +231,11 @@ TEST_F(CliTest, InterruptedRunStopsItsWorkersRequeuesTheRunAndSaysHowToResume) {
   }
   EXPECT_EQ(ctl->Wait().exit_code, 130);
   EXPECT_NE(ctl->last_stderr_line().find("again to resume"), std::string::npos)
+      << ctl->last_stderr_line();
+  // The command to resume keeps the database, cache and threads it ran with.
+  EXPECT_NE(ctl->last_stderr_line().find(absl::StrCat("--db ", db(), " --cache ", cache(),
+                                                      " --threads 1")),
+            std::string::npos)
       << ctl->last_stderr_line();
   // smallemctl waited for its workers, and they for their children.
   EXPECT_EQ(ProcessesWithArgument(cache()), std::vector<std::string>{});

@@ -79,5 +79,74 @@ TEST_F(CliUsageTest, CancellingOrRetryingNothingSaysWhy) {
       << retry.out;
 }
 
+TEST_F(CliUsageTest, TrainWithoutDataSaysWhatToPassFirst) {
+  testing::CtlOutput o = RunCtl({"train", "--steps", "5"});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_EQ(o.last_error.rfind("error: --data is required", 0), 0u) << o.last_error;
+  EXPECT_NE(o.last_error.find("smallemctl data prepare"), std::string::npos) << o.last_error;
+}
+
+TEST_F(CliUsageTest, TrainTakesTheSpecOfAResultAndABudgetFlagReplacesItsBudget) {
+  testing::TempDir dir;
+  // A result.json as `train` writes it: the spec under "config", beside
+  // keys that are not run-spec keys ("activations", ...).
+  const std::string result = dir.Join("result.json");
+  testing::WriteFile(result, R"({"val_nats_per_byte": 2.25, "activations": "f32",
+      "device_class": "cpu-1t", "steps": 20, "seed": 3,
+      "config": {"data": ")" + dir.Join("absent") + R"(", "layers": 1, "heads": 2,
+                 "embed": 32, "context": 32, "batch": 4, "steps": 20, "seed": 3}})");
+  testing::CtlOutput o = RunCtl({"train", "--spec", result, "--minutes", "0.01"});
+  // Accepted as far as the dataset, which this test leaves out on purpose.
+  EXPECT_EQ(o.last_error.find("unknown key"), std::string::npos) << o.last_error;
+  EXPECT_EQ(o.last_error.find("not both"), std::string::npos) << o.last_error;
+  EXPECT_NE(o.last_error.find("no such dataset directory"), std::string::npos) << o.last_error;
+}
+
+TEST_F(CliUsageTest, ACorpusOfOnlyWhitespaceIsRefusedByName) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.Join("blank.txt"), "  \n\t\n  ");
+  testing::CtlOutput o =
+      RunCtl({"data", "prepare", dir.Join("blank.txt"), "--out", dir.Join("data")});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_NE(o.last_error.find("blank.txt: holds only whitespace"), std::string::npos)
+      << o.last_error;
+}
+
+TEST_F(CliUsageTest, ACoordinatorAddressWithoutAPortIsCalledWhatItIs) {
+  testing::CtlOutput o = RunCtl({"status", "--coordinator", "nohost", "--timeout", "2"});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_NE(o.last_error.find("--coordinator nohost: expected HOST:PORT"), std::string::npos)
+      << o.last_error;
+  EXPECT_EQ(o.last_error.find("--listen"), std::string::npos) << o.last_error;
+}
+
+TEST_F(CliUsageTest, WatchingARunThatDoesNotExistPrintsOnlyTheError) {
+  testing::TempDir dir;
+  absl::StatusOr<testing::CoordinatorProcess> coordinator =
+      testing::StartCoordinatorProcess({"--db", dir.Join("smallem.db")});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  testing::CtlOutput o = RunCtl({"watch", "999", "--coordinator", coordinator->address});
+  EXPECT_NE(o.exit.exit_code, 0);
+  EXPECT_EQ(o.out, "");  // no progress line of a run that is not there
+  EXPECT_NE(o.last_error.find("no run with id 999"), std::string::npos) << o.last_error;
+}
+
+TEST_F(CliUsageTest, OneThreadIsOneThread) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(
+      testing::CtlBinary(),
+      {"train", "--data", dir.Join("absent"), "--threads", "1", "--steps", "1"});
+  ASSERT_TRUE(ctl.ok()) << ctl.status();
+  std::vector<std::string> lines;
+  while ((*ctl)->Poll(100, &lines)) {
+  }
+  (*ctl)->Wait();
+  // "training on cpu-1t-… (1 thread): {…}" comes before the dataset's error.
+  const std::vector<std::string> tail = (*ctl)->stderr_tail();
+  ASSERT_GE(tail.size(), 2u);
+  const std::string& training = tail[tail.size() - 2];
+  EXPECT_NE(training.find("(1 thread):"), std::string::npos) << training;
+}
+
 }  // namespace
 }  // namespace smallem

@@ -102,6 +102,14 @@ TEST_F(CorpusTest, EmptyFileIsRejected) {
   EXPECT_NE(corpus.status().message().find("empty.txt: empty file"), std::string::npos);
 }
 
+TEST_F(CorpusTest, AFileOfOnlyWhitespaceIsNoDocument) {
+  WriteFile(root_ / "blank.txt", "  \n\t\n\r\n   ");
+  auto corpus = LoadTextFiles({(root_ / "blank.txt").string()});
+  EXPECT_EQ(corpus.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(corpus.status().message().find("blank.txt: holds only whitespace"), std::string::npos)
+      << corpus.status();
+}
+
 TEST_F(CorpusTest, DirectoryIsRejected) {
   auto corpus = LoadTextFiles({root_.string()});
   EXPECT_EQ(corpus.status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,5 +1,6 @@
 #include "engine/data/dataset.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -112,6 +113,16 @@ TEST_F(DatasetTest, PreparedDatasetOpens) {
   EXPECT_FALSE(dataset->train.empty());
   EXPECT_FALSE(dataset->val.empty());
   EXPECT_EQ(fs::file_size(fs::path(options.out_dir) / "train.bin"), dataset->train.size() * 2);
+}
+
+TEST_F(DatasetTest, ProgressNeverPassesTheWhole) {
+  std::map<std::string, double> highest;
+  ASSERT_TRUE(PrepareDataset(Options(), [&](std::string_view stage, double fraction) {
+                double& h = highest[std::string(stage)];
+                h = std::max(h, fraction);
+              }).ok());
+  ASSERT_FALSE(highest.empty());
+  for (const auto& [stage, fraction] : highest) EXPECT_LE(fraction, 1.0) << stage;
 }
 
 TEST_F(DatasetTest, MetaDescribesTheFiles) {

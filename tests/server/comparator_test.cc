@@ -183,6 +183,18 @@ TEST(ComparatorTest, RunningAndFailedRunsLeaveTheVariantPending) {
   EXPECT_EQ(Row(*report, "better").VerdictText(), "pending: 0 of 2 seeds finished, 1 failed");
 }
 
+TEST(ComparatorTest, APendingRowNamesRunningFailedAndCancelledSeedsApart) {
+  std::vector<ComparedRun> runs = {Finished("baseline", 1, 1.500), Finished("baseline", 2, 1.501),
+                                   Finished("baseline", 3, 1.502),
+                                   Unfinished("better", 1, RunState::kRunning),
+                                   Unfinished("better", 2, RunState::kFailed),
+                                   Unfinished("better", 3, RunState::kCancelled)};
+  absl::StatusOr<Report> report = CompareAtEqualSteps(Plan({"baseline", "better"}, {1, 2, 3}), runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(Row(*report, "better").VerdictText(),
+            "pending: 0 of 3 seeds finished, 1 running, 1 failed, 1 cancelled");
+}
+
 TEST(ComparatorTest, VariantWithNoRunsAtAllIsPending) {
   absl::StatusOr<Report> report =
       CompareAtEqualSteps(Plan({"baseline", "better", "never"}), Fixture());

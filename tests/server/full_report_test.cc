@@ -226,7 +226,7 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
   EXPECT_TRUE(tiny["extrapolated"].get<bool>());
   EXPECT_NEAR(tiny["span_ratio"].get<double>(), 81.0 / 101.0, 1e-12);
   EXPECT_EQ(tiny["verdict"], "within noise");
-  EXPECT_EQ(RowOf(t["rows"], "late")["verdict_text"], "pending: 1 of 2 seeds finished");
+  EXPECT_EQ(RowOf(t["rows"], "late")["verdict_text"], "pending: 1 of 2 seeds finished, 1 running");
 
   // Noise: two seeds per arm — spreads, but no Welch t.
   const json& noise = j["noise"];

@@ -597,5 +597,12 @@ TEST(GridErrorTest, ReferenceBudgetsWithBothKinds) {
                            "minutes"));
 }
 
+TEST(GridTest, EveryOptionalRunSpecKeyIsAGridKeyToo) {
+  // muon_lr appears in a spec's JSON only when set; a grid may still set it.
+  absl::StatusOr<Grid> grid = Parse(Demo("rope: {positions: rope}", "rope: {muon_lr: 0.01}"));
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(SpecOf(*grid, "rope")["muon_lr"], 0.01);
+}
+
 }  // namespace
 }  // namespace smallem

@@ -1,6 +1,8 @@
 // The figure: rendered, parsed back as XML, and checked series by series.
 #include "server/report/plot.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -276,6 +279,74 @@ TEST(PlotTest, WithoutAReferenceCurveTheVariantsAreStillDrawn) {
     ASSERT_NE(panel, nullptr);
     EXPECT_EQ(Count(*Only(*panel, "g", "data-series", "variant:rope"), "circle"), 1u) << id;
   }
+}
+
+// The x positions of a panel's axis ticks, and where its frame spans.
+struct XAxis {
+  double left = 0, right = 0;
+  std::vector<double> ticks;
+  std::vector<std::string> labels;
+};
+
+XAxis XAxisOf(const Element& panel) {
+  XAxis axis;
+  std::vector<const Element*> found;
+  panel.Find([](const Element& e) { return e.name == "rect" && e.Attr("class") == "frame"; },
+             found);
+  if (found.empty()) return axis;
+  axis.left = std::stod(found[0]->Attr("x"));
+  axis.right = axis.left + std::stod(found[0]->Attr("width"));
+  found.clear();
+  panel.Find([](const Element& e) { return e.name == "line" && e.Attr("class") == "tick"; },
+             found);
+  for (const Element* e : found) axis.ticks.push_back(std::stod(e->Attr("x1")));
+  found.clear();
+  panel.Find([](const Element& e) {
+    return e.name == "text" && e.Attr("class") == "tick-label" && e.Attr("text-anchor") == "middle";
+  }, found);
+  for (const Element* e : found) axis.labels.push_back(e->text);
+  return axis;
+}
+
+// Ticks inside the frame, three or more, with one near every drawn point.
+void ExpectTicksReachEveryPoint(const Element& root, const std::string& id) {
+  const Element* panel = Only(root, "g", "id", id);
+  ASSERT_NE(panel, nullptr);
+  const XAxis axis = XAxisOf(*panel);
+  ASSERT_GE(axis.ticks.size(), 3u) << id << ": " << absl::StrJoin(axis.labels, ", ");
+  for (double x : axis.ticks) {
+    EXPECT_GE(x, axis.left) << id;
+    EXPECT_LE(x, axis.right) << id;
+  }
+  std::vector<const Element*> circles;
+  panel->Find([](const Element& e) { return e.name == "circle"; }, circles);
+  ASSERT_FALSE(circles.empty());
+  for (const Element* c : circles) {
+    const double cx = std::stod(c->Attr("cx"));
+    double nearest = 1e9;
+    for (double x : axis.ticks) nearest = std::min(nearest, std::abs(x - cx));
+    EXPECT_LE(nearest, (axis.right - axis.left) / 3)
+        << id << ": a point at x " << cx << " is far from every tick ("
+        << absl::StrJoin(axis.labels, ", ") << ")";
+  }
+}
+
+TEST(PlotTest, TicksReachTheDataOnANarrowRange) {
+  PlotData narrow;
+  narrow.variants = {{.name = "base",
+                      .time = {{35, 1.2}, {45, 1.1}},
+                      .steps = {{1500, 1.2}, {1500, 1.1}}}};
+  std::unique_ptr<Element> root = ParseXml(RenderPlotSvg(narrow));
+  ExpectTicksReachEveryPoint(*root, "time-panel");
+  ExpectTicksReachEveryPoint(*root, "steps-panel");
+
+  PlotData spread;  // within one decade, but wider than 1-2-5 can cover
+  spread.variants = {{.name = "base",
+                      .time = {{40, 1.2}, {90, 1.1}},
+                      .steps = {{700, 1.2}, {1500, 1.1}}}};
+  root = ParseXml(RenderPlotSvg(spread));
+  ExpectTicksReachEveryPoint(*root, "time-panel");
+  ExpectTicksReachEveryPoint(*root, "steps-panel");
 }
 
 TEST(PlotTest, WritePlotWritesSvgAndRefusesPng) {

@@ -224,12 +224,11 @@ TEST_F(SqliteStoreTest, CancelledRunTellsItsWorkerToStopAndRefusesItsResult) {
 
 TEST_F(SqliteStoreTest, DatasetChunksRoundTripAndCompleteOnlyWhenMarked) {
   const std::string bytes(3000, 'x');
-  ASSERT_TRUE(store_->PutDatasetChunk("abc", {.file_name = "train.bin", .file_size = 3000,
-                                              .offset = 0},
-                                      bytes, kNow)
-                  .ok());
+  const DatasetChunkRef train{.file_name = "train.bin", .file_size = 3000, .offset = 0,
+                              .length = 3000};
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", train, bytes, kNow).ok());
   EXPECT_FALSE(store_->DatasetBytes("abc")->has_value());
-  ASSERT_TRUE(store_->MarkDatasetComplete("abc", 3000).ok());
+  ASSERT_TRUE(store_->CompleteDataset("abc", {train}, store_->DatasetDrops()).ok());
   Reopen();
   EXPECT_EQ(**store_->DatasetBytes("abc"), 3000);
   absl::StatusOr<std::vector<DatasetChunkRef>> chunks = store_->ListDatasetChunks("abc");
@@ -238,6 +237,60 @@ TEST_F(SqliteStoreTest, DatasetChunksRoundTripAndCompleteOnlyWhenMarked) {
   EXPECT_EQ(*store_->ReadDatasetChunk("abc", "train.bin", 0), bytes);
   EXPECT_EQ(store_->PutDatasetChunk("abc", {.file_name = "x"}, "y", kNow).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SqliteStoreTest, AStoredChunkIsNeverReplaced) {
+  const DatasetChunkRef tokenizer{.file_name = "tokenizer.json", .file_size = 4, .offset = 0,
+                                  .length = 4};
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", tokenizer, "good", kNow).ok());
+  EXPECT_TRUE(store_->PutDatasetChunk("abc", tokenizer, "good", kNow).ok());  // same bytes
+  absl::Status swapped = store_->PutDatasetChunk("abc", tokenizer, "evil", kNow);
+  EXPECT_EQ(swapped.code(), absl::StatusCode::kFailedPrecondition) << swapped;
+  EXPECT_NE(swapped.message().find("never replaced"), std::string::npos) << swapped;
+  EXPECT_EQ(*store_->ReadDatasetChunk("abc", "tokenizer.json", 0), "good");
+}
+
+TEST_F(SqliteStoreTest, ADatasetWhoseChunksChangedSinceTheyWereVerifiedIsNotCompleted) {
+  const DatasetChunkRef first{.file_name = "train.bin", .file_size = 8, .offset = 0, .length = 4};
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", first, "0123", kNow).ok());
+  const int64_t drops = store_->DatasetDrops();
+  const std::vector<DatasetChunkRef> verified = *store_->ListDatasetChunks("abc");
+  // Another upload adds a chunk after the first one's check.
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", {.file_name = "train.bin", .file_size = 8,
+                                              .offset = 2, .length = 4},
+                                      "xxxx", kNow)
+                  .ok());
+  absl::Status completed = store_->CompleteDataset("abc", verified, drops);
+  EXPECT_EQ(completed.code(), absl::StatusCode::kAborted) << completed;
+  EXPECT_FALSE(store_->DatasetBytes("abc")->has_value());
+}
+
+TEST_F(SqliteStoreTest, ADatasetDroppedAndSentAgainSinceItWasVerifiedIsNotCompleted) {
+  const DatasetChunkRef tokenizer{.file_name = "tokenizer.json", .file_size = 4, .offset = 0,
+                                  .length = 4};
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", tokenizer, "good", kNow).ok());
+  const int64_t drops = store_->DatasetDrops();
+  const std::vector<DatasetChunkRef> verified = *store_->ListDatasetChunks("abc");
+  // Between the check and the completion, another client has the upload
+  // dropped and sends other bytes of the same size: the same chunk list.
+  ASSERT_TRUE(store_->DeleteIncompleteDataset("abc").ok());
+  ASSERT_TRUE(store_->PutDatasetChunk("abc", tokenizer, "evil", kNow).ok());
+  ASSERT_EQ(store_->ListDatasetChunks("abc")->size(), verified.size());
+  absl::Status completed = store_->CompleteDataset("abc", verified, drops);
+  EXPECT_EQ(completed.code(), absl::StatusCode::kAborted) << completed;
+  EXPECT_FALSE(store_->DatasetBytes("abc")->has_value());
+}
+
+TEST_F(SqliteStoreTest, IncompleteDatasetsAreDroppedAndCompleteOnesKept) {
+  const DatasetChunkRef chunk{.file_name = "val.bin", .file_size = 2, .offset = 0, .length = 2};
+  ASSERT_TRUE(store_->PutDatasetChunk("done", chunk, "ab", kNow).ok());
+  ASSERT_TRUE(store_->CompleteDataset("done", {chunk}, store_->DatasetDrops()).ok());
+  ASSERT_TRUE(store_->PutDatasetChunk("partial", chunk, "ab", kNow).ok());
+  absl::StatusOr<int> dropped = store_->DeleteIncompleteDatasets();
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, 1);
+  EXPECT_TRUE(store_->ListDatasetChunks("partial")->empty());
+  EXPECT_EQ(**store_->DatasetBytes("done"), 2);
 }
 
 TEST_F(SqliteStoreTest, ConcurrentWritesCommitTogetherAndAFailedOneUndoesOnlyItself) {

@@ -7,6 +7,7 @@
 
 #include <sys/stat.h>
 
+#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"
@@ -58,6 +59,18 @@ TEST(DevicesTest, CpuIsTheMachineWithItsMemory) {
   EXPECT_EQ((*devices)[0].name, "cpu");
   EXPECT_FALSE((*devices)[0].device_class.empty());
   EXPECT_GT((*devices)[0].memory_bytes, 0);
+}
+
+TEST(DevicesTest, TheCpuClassCountsTheThreadsEachJobGets) {
+  // A worker started with --threads 1 offers the class its jobs' results
+  // will carry (CpuBackend(1)), not the whole machine's.
+  absl::StatusOr<std::vector<DeviceInfo>> one = ParseDevices("cpu", {}, /*cpu_threads=*/1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ((*one)[0].device_class, CpuBackend(1).DeviceClass());
+  EXPECT_EQ((*one)[0].device_class.rfind("cpu-1t", 0), 0u) << (*one)[0].device_class;
+  absl::StatusOr<std::vector<DeviceInfo>> all = ParseDevices("all", {}, /*cpu_threads=*/2);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ((*all)[0].device_class.rfind("cpu-2t", 0), 0u) << (*all)[0].device_class;
 }
 
 TEST(DevicesTest, AllIsTheCpuFirstThenEveryGpu) {
