@@ -28,7 +28,7 @@ class ChildCheckpointTest : public ::testing::Test {
     ASSERT_TRUE(prepared.ok()) << prepared;
     // Long enough that the kill lands mid-run; a checkpoint every 0.12 s
     // of training.
-    nlohmann::json spec = nlohmann::json::parse(testing::TinySpecJson(data_, 3000));
+    nlohmann::json spec = nlohmann::json::parse(testing::TinySpecJson(data_, 1000));
     spec["checkpoint_minutes"] = 0.002;
     spec_ = dir_.Join("spec.json");
     testing::WriteFile(spec_, spec.dump());
@@ -91,7 +91,7 @@ TEST_F(ChildCheckpointTest, ChildKilledMidRunResumesToTheUninterruptedResult) {
                                     << killed.exit_code << "); lengthen the run";
   EXPECT_EQ(written->path, checkpoint);
   EXPECT_GT(written->steps, 0);
-  EXPECT_LT(written->steps, 3000);
+  EXPECT_LT(written->steps, 1000);
   EXPECT_FALSE(std::filesystem::exists(dir_.Join("first/result.json")));
 
   const nlohmann::json resumed = RunToEnd(dir_.Join("resumed"), {"--resume", checkpoint});
@@ -99,7 +99,7 @@ TEST_F(ChildCheckpointTest, ChildKilledMidRunResumesToTheUninterruptedResult) {
   ASSERT_TRUE(resumed.is_object() && clean.is_object());
   EXPECT_EQ(resumed["resumes"], 1);
   EXPECT_EQ(clean["resumes"], 0);
-  EXPECT_EQ(resumed["steps"], 3000);
+  EXPECT_EQ(resumed["steps"], 1000);
   // Training time continues from the checkpoint's.
   EXPECT_GE(resumed["train_seconds"].get<double>(), written->train_seconds);
   EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
