@@ -40,7 +40,7 @@ nlohmann::json Deterministic(nlohmann::json result) {
   return result;
 }
 
-class ResumeTest : public ::testing::Test {
+class ServiceResumeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
@@ -87,7 +87,7 @@ class ResumeTest : public ::testing::Test {
   std::string hash_;
 };
 
-TEST_F(ResumeTest, KilledWorkersRunResumesFromItsCheckpointToTheUninterruptedResult) {
+TEST_F(ServiceResumeTest, KilledWorkersRunResumesFromItsCheckpointToTheUninterruptedResult) {
   CoordinatorOptions options;
   options.listen = "127.0.0.1:0";
   options.db_path = dir_.Join("smallem.db");
