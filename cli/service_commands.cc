@@ -224,6 +224,9 @@ int RunWorkers(const WorkersArgs& args) {
     }
   }
   note_omitted();
+  // The coordinator's disk held for resuming runs (docs/reliability.md).
+  std::printf("checkpoints: %d held, %s\n", r->checkpoints(),
+              absl::StrFormat("%.1f MiB", r->checkpoint_bytes() / 1048576.0).c_str());
   return 0;
 }
 

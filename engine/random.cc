@@ -32,6 +32,20 @@ uint64_t Rng::Next() {
   return result;
 }
 
+Rng::State Rng::state() const {
+  State out;
+  for (int i = 0; i < 4; ++i) out.s[i] = s_[i];
+  out.has_spare = has_spare_;
+  out.spare = spare_;
+  return out;
+}
+
+void Rng::set_state(const State& state) {
+  for (int i = 0; i < 4; ++i) s_[i] = state.s[i];
+  has_spare_ = state.has_spare;
+  spare_ = state.spare;
+}
+
 double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
 uint64_t Rng::Below(uint64_t n) {

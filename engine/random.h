@@ -19,6 +19,16 @@ class Rng {
   // Standard normal (Box–Muller; the second value of each pair is kept).
   double Normal();
 
+  // The generator's whole state, so a checkpoint can save it and a resumed
+  // run continue the same stream (engine/train/checkpoint.h).
+  struct State {
+    uint64_t s[4] = {0, 0, 0, 0};
+    bool has_spare = false;
+    double spare = 0;
+  };
+  State state() const;
+  void set_state(const State& state);
+
  private:
   uint64_t s_[4];
   bool has_spare_ = false;

@@ -22,6 +22,11 @@ inline constexpr int64_t kDatasetChunkBytes = 1 << 20;
 // client's declared size cannot make the coordinator accept unbounded data.
 inline constexpr int64_t kDatasetFileBytes = int64_t{8} << 30;
 
+// Checkpoint transfers (UploadCheckpoint, FetchCheckpoint) move a file in
+// chunks of kDatasetChunkBytes; a checkpoint holds at most this many bytes
+// (weights and two optimizer moments of a ~2.5 G-parameter model).
+inline constexpr int64_t kCheckpointFileBytes = int64_t{32} << 30;
+
 }  // namespace smallem
 
 #endif  // SMALLEM_RPC_LIMITS_H_

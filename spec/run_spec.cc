@@ -1,5 +1,6 @@
 #include "spec/run_spec.h"
 
+#include <cmath>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -48,7 +49,7 @@ constexpr const char* kKeys[] = {
     "layers", "heads",     "embed",        "context",      "batch",     "steps",
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
-    "muon_lr"};
+    "muon_lr", "checkpoint_minutes"};
 
 }  // namespace
 
@@ -83,6 +84,9 @@ json RunSpec::ToJson() const {
   if (budget.steps) j["steps"] = *budget.steps;
   if (budget.minutes) j["minutes"] = *budget.minutes;
   if (muon_lr) j["muon_lr"] = *muon_lr;
+  if (checkpoint_minutes != kDefaultCheckpointMinutes) {
+    j["checkpoint_minutes"] = checkpoint_minutes;
+  }
   return j;
 }
 
@@ -145,6 +149,7 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "eval_batches") st = ReadInt(v, k, &s.eval_batches);
     else if (k == "eval_batch_size") st = ReadInt(v, k, &s.eval_batch_size);
     else if (k == "seed") st = ReadInt(v, k, &s.seed);
+    else if (k == "checkpoint_minutes") st = ReadDouble(v, k, &s.checkpoint_minutes);
   }
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(s.Validate());
@@ -163,6 +168,10 @@ absl::Status RunSpec::Validate() const {
   if (eval_batches <= 0) return bad("\"eval_batches\": must be positive (got ", eval_batches, ")");
   if (eval_batch_size <= 0) {
     return bad("\"eval_batch_size\": must be positive (got ", eval_batch_size, ")");
+  }
+  if (!(checkpoint_minutes >= 0) || !std::isfinite(checkpoint_minutes)) {
+    return bad("\"checkpoint_minutes\": minutes of training between checkpoints, 0 = none "
+               "(got ", checkpoint_minutes, ")");
   }
   if (muon_lr && !(*muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", *muon_lr, ")");
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {

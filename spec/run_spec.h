@@ -52,6 +52,12 @@ struct RunSpec {
   // targets do not depend on it, the loss only up to float rounding.
   int64_t eval_batch_size = 16;
   int64_t seed = 1;
+  // Minutes of training between two checkpoints (engine/train/checkpoint.h),
+  // fractions allowed; 0 = none. It decides when state is saved, never what
+  // is computed, so the canonical JSON carries it only when it differs from
+  // the default (specs written before it existed keep their hashes).
+  static constexpr double kDefaultCheckpointMinutes = 10;
+  double checkpoint_minutes = kDefaultCheckpointMinutes;
 
   ModelConfig ModelFor(int64_t vocab) const;
   // Muon's peak rate: muon_lr when set, else lr.
@@ -61,7 +67,7 @@ struct RunSpec {
 
   // Canonical JSON: every key, fixed order and formatting, so equal specs
   // hash equally. Keys: see the file comment; `steps`, `minutes` and
-  // `muon_lr` only when set.
+  // `muon_lr` only when set, `checkpoint_minutes` only when not 10.
   nlohmann::json ToJson() const;
   // Accepts "arch" (a preset) plus per-piece overrides; unknown keys and
   // wrong types are errors naming the key.

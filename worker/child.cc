@@ -87,6 +87,25 @@ std::optional<TrainProgress> ParseProgressLine(const std::string& line) {
   return p;
 }
 
+std::string FormatCheckpointLine(const CheckpointWritten& w) {
+  return nlohmann::json{{"event", "checkpoint"}, {"path", w.path}, {"step", w.steps},
+                        {"train_seconds", w.train_seconds}}.dump();
+}
+
+std::optional<CheckpointWritten> ParseCheckpointLine(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("event", "") != "checkpoint") return std::nullopt;
+  const auto path = j.find("path");
+  const auto step = j.find("step");
+  const auto seconds = j.find("train_seconds");
+  if (path == j.end() || !path->is_string() || step == j.end() || !step->is_number_integer() ||
+      seconds == j.end() || !seconds->is_number()) {
+    return std::nullopt;
+  }
+  return CheckpointWritten{.path = path->get<std::string>(), .steps = step->get<int64_t>(),
+                           .train_seconds = seconds->get<double>()};
+}
+
 int RunChild(const ChildArgs& args) {
   // SIGTERM stops training at the next step (Cancelled) instead of killing
   // mid-write.
@@ -124,7 +143,21 @@ int RunChild(const ChildArgs& args) {
     std::printf("%s\n", FormatProgressLine(p).c_str());
     std::fflush(stdout);
   };
+  options.checkpoint_path = args.checkpoint_path;
+  options.on_checkpoint = [](const CheckpointWritten& w) {
+    std::printf("%s\n", FormatCheckpointLine(w).c_str());
+    std::fflush(stdout);
+  };
+  options.resume_from = args.resume_path;
   absl::StatusOr<nlohmann::json> result = Train(*spec, **backend, options);
+  if (!result.ok() && IsResumeFailure(result.status())) {
+    // Nothing was trained: the run starts over rather than fails.
+    std::fprintf(stderr, "%s; training from the start\n",
+                 std::string(result.status().message()).c_str());
+    std::fflush(stderr);
+    options.resume_from.clear();
+    result = Train(*spec, **backend, options);
+  }
   if (!result.ok() && g_stop.load()) {
     return Fail(kExitTerminated, "training stopped by SIGTERM (the worker is being stopped)");
   }
@@ -171,6 +204,12 @@ absl::StatusOr<ChildCommand> BuildChildCommand(const ChildArgs& args,
                   "--out",     args.out_dir,       "--threads",
                   std::to_string(args.threads),    "--progress-every",
                   std::to_string(args.progress_every), "--device", child_device};
+  if (!args.checkpoint_path.empty()) {
+    command.args.insert(command.args.end(), {"--checkpoint", args.checkpoint_path});
+  }
+  if (!args.resume_path.empty()) {
+    command.args.insert(command.args.end(), {"--resume", args.resume_path});
+  }
   for (const std::string& entry : parent_env) {
     if (visible.has_value() && absl::StartsWith(entry, kVisible)) continue;
     command.env.push_back(entry);

@@ -8,6 +8,12 @@
 //   stdout  one JSON object per line:
 //           {"event":"progress","step":..,"total_steps":..,"loss":..,
 //            "tokens_per_s":..,"elapsed_s":..,"eta_s":..}
+//           {"event":"checkpoint","path":..,"step":..,"train_seconds":..}
+//             after each checkpoint written to --checkpoint PATH (every
+//             checkpoint_minutes of the spec; engine/train/checkpoint.h)
+//   --resume PATH  continue from that checkpoint; when it cannot be used
+//           (damaged, another run's or device class's) the child says so on
+//           stderr and trains from the start instead
 //   DIR/result.json  the Result JSON (docs/architecture.md § The formats), on success
 //   exit    ExitCodeFor the status (base/exit_codes.h): 0 success; 2 a
 //           deterministic error (the spec, the dataset, out of memory — not
@@ -40,12 +46,17 @@ struct ChildArgs {
   int threads = 0;              // CPU backend threads; 0 = every hardware thread
   int64_t progress_every = 10;  // steps between progress lines
   std::string device = "cpu";   // "cpu" or "cuda:N", N among the GPUs this process sees
+  std::string checkpoint_path;  // where checkpoints are written; "" = none
+  std::string resume_path;      // a checkpoint to continue from; "" = none
 };
 
 // One stdout line of the protocol, and back. ParseProgressLine returns
 // nullopt for a line that is not a progress event (it is ignored).
 std::string FormatProgressLine(const TrainProgress& progress);
 std::optional<TrainProgress> ParseProgressLine(const std::string& line);
+// A checkpoint event line, and back (nullopt for any other line).
+std::string FormatCheckpointLine(const CheckpointWritten& written);
+std::optional<CheckpointWritten> ParseCheckpointLine(const std::string& line);
 
 // Runs the child: trains, prints progress, writes the result. Returns the
 // exit code; the error message, if any, is the last line written to stderr.

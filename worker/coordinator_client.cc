@@ -87,4 +87,44 @@ absl::Status CoordinatorClient::FetchDataset(
   return FromGrpcStatus(reader->Finish());
 }
 
+absl::StatusOr<v1::UploadCheckpointResponse> CoordinatorClient::UploadCheckpoint(
+    absl::Duration deadline,
+    const std::function<absl::StatusOr<bool>(v1::CheckpointChunk*)>& next) {
+  auto context = channel_.NewCallContext(deadline);
+  v1::UploadCheckpointResponse response;
+  auto writer = stub_->UploadCheckpoint(context.get(), &response);
+  while (true) {
+    v1::CheckpointChunk chunk;
+    absl::StatusOr<bool> more = next(&chunk);
+    if (!more.ok()) {
+      context->TryCancel();
+      writer->Finish().ok();
+      return more.status();
+    }
+    if (!*more) break;
+    // A failed write means the call ended; Finish says why.
+    if (!writer->Write(chunk)) break;
+  }
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::Status CoordinatorClient::FetchCheckpoint(
+    const v1::FetchCheckpointRequest& request, absl::Duration deadline,
+    const std::function<absl::Status(const v1::CheckpointChunk&)>& on_chunk) {
+  auto context = channel_.NewCallContext(deadline);
+  auto reader = stub_->FetchCheckpoint(context.get(), request);
+  v1::CheckpointChunk chunk;
+  absl::Status handled;
+  while (handled.ok() && reader->Read(&chunk)) handled = on_chunk(chunk);
+  if (!handled.ok()) {
+    context->TryCancel();
+    reader->Finish().ok();
+    return handled;
+  }
+  return FromGrpcStatus(reader->Finish());
+}
+
 }  // namespace smallem

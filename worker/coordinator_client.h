@@ -43,6 +43,16 @@ class CoordinatorClient {
   // returning an error). The whole fetch must end within `deadline`.
   absl::Status FetchDataset(const std::string& content_hash, absl::Duration deadline,
                             const std::function<absl::Status(const v1::DatasetChunk&)>& on_chunk);
+  // Streams the chunks `next` yields (it returns false after the last, or
+  // an error that cancels the upload) as one checkpoint upload; the whole
+  // upload must end within `deadline`.
+  absl::StatusOr<v1::UploadCheckpointResponse> UploadCheckpoint(
+      absl::Duration deadline,
+      const std::function<absl::StatusOr<bool>(v1::CheckpointChunk*)>& next);
+  // Streams the run's checkpoint to `on_chunk`, as FetchDataset does.
+  absl::Status FetchCheckpoint(const v1::FetchCheckpointRequest& request,
+                               absl::Duration deadline,
+                               const std::function<absl::Status(const v1::CheckpointChunk&)>& on_chunk);
 
  private:
   template <typename Response, typename Call>

@@ -10,6 +10,9 @@
 //  * Job directories (worker/job_dirs.h): removed once the coordinator has
 //    recorded the result, or the run was cancelled; kept under
 //    CACHE/jobs/failed/ otherwise (the newest max_failed_job_dirs).
+//  * Checkpoints (docs/reliability.md): each one the child writes is
+//    uploaded at once, between heartbeats; a lease naming a checkpoint has
+//    it fetched first and the child resumes from it.
 //  * Cancel: a heartbeat answering `cancel` kills the child; nothing is
 //    reported.
 //  * Lease lost: a heartbeat answering FailedPrecondition/NotFound (the
@@ -58,6 +61,7 @@
 namespace smallem {
 
 class ChildProcess;
+struct CheckpointWritten;
 
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:7070";  // host:port
@@ -124,6 +128,10 @@ class WorkerDaemon {
   // Relays the child's progress in heartbeats until it exits, or kills it
   // when the worker stops, the run is cancelled or the lease is lost.
   ChildEnd SuperviseChild(ChildProcess& child, Job* job);
+  // Uploads a checkpoint the child wrote (worker/checkpoint_transfer.h);
+  // kLeaseLost when the coordinator says the attempt is over, else nullopt
+  // (a failed upload is logged; the next checkpoint tries again).
+  std::optional<ChildEnd> UploadJobCheckpoint(const Job& job, const CheckpointWritten& written);
   // Sends one heartbeat with the points gathered so far; kCancelled or
   // kLeaseLost when the reply says the attempt is over, else nullopt.
   std::optional<ChildEnd> Heartbeat(Job* job);

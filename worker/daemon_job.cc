@@ -12,6 +12,7 @@
 #include "base/files.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "worker/checkpoint_transfer.h"
 #include "worker/child.h"
 #include "worker/child_process.h"
 #include "worker/daemon.h"
@@ -56,6 +57,7 @@ struct WorkerDaemon::Job {
   std::string dir;         // CACHE/jobs/run-R-attempt-A; "" until created
   std::string spec_path;   // dir/spec.json
   v1::HeartbeatRequest beat;  // progress points not yet acknowledged
+  std::string resume_path;    // dir/resume.ckpt when resuming, else ""
 };
 
 template <typename Call>
@@ -130,6 +132,22 @@ void WorkerDaemon::RunJob(const DeviceInfo& device, const v1::LeaseResponse& lea
 
   std::optional<std::string> dataset = EnsureJobDataset(job, lease.dataset_hash());
   if (!dataset.has_value() || !WriteJobSpec(lease.spec_json(), *dataset, &job)) return;
+  if (!lease.checkpoint_sha256().empty()) {
+    // A checkpoint that cannot be fetched costs the work since it, not the
+    // run: the child starts from the beginning.
+    const std::string path = job.dir + "/resume.ckpt";
+    absl::Status fetched = DownloadCheckpoint(
+        *client_, CheckpointAttempt{options_.worker_id, job.run_id, job.attempt},
+        lease.checkpoint_sha256(), lease.checkpoint_bytes(), path, absl::Minutes(10));
+    if (fetched.ok()) {
+      job.resume_path = path;
+      spdlog::info("run {} attempt {}: resuming from the checkpoint at step {}", job.run_id,
+                   job.attempt, lease.checkpoint_step());
+    } else {
+      spdlog::warn("run {} attempt {}: starting afresh, its checkpoint could not be fetched: {}",
+                   job.run_id, job.attempt, std::string(fetched.message()));
+    }
+  }
   std::unique_ptr<ChildProcess> child = SpawnJobChild(job);
   if (child == nullptr) return;
   switch (SuperviseChild(*child, &job)) {
@@ -192,7 +210,9 @@ std::unique_ptr<ChildProcess> WorkerDaemon::SpawnJobChild(const Job& job) {
                        .out_dir = job.dir,
                        .threads = options_.child_threads,
                        .progress_every = options_.progress_every,
-                       .device = job.device.name};
+                       .device = job.device.name,
+                       .checkpoint_path = job.dir + "/checkpoint.ckpt",
+                       .resume_path = job.resume_path};
   absl::StatusOr<ChildCommand> command = BuildChildCommand(child_args, CurrentEnvironment());
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       command.ok() ? ChildProcess::Spawn(options_.child_program, command->args, command->env)
@@ -215,21 +235,24 @@ WorkerDaemon::ChildEnd WorkerDaemon::SuperviseChild(ChildProcess& child, Job* jo
   while (true) {
     std::vector<std::string> lines;
     const bool running = child.Poll(100, &lines);
+    std::optional<ChildEnd> end;
     for (const std::string& line : lines) {
       if (std::optional<TrainProgress> p = ParseProgressLine(line)) {
         AddPoint(*p, job->beat.mutable_points());
+      } else if (std::optional<CheckpointWritten> c = ParseCheckpointLine(line); c && !end) {
+        end = UploadJobCheckpoint(*job, *c);
       }
     }
     const int64_t now = clock_->NowUnixMs();
     // A clock set back (the wall clock corrected) sends one beat early.
     const bool beat_due = now - last_beat_ms >= interval_ms || now < last_beat_ms;
-    std::optional<ChildEnd> end;
-    if (stopping()) {
-      // Checkpoint hook: once runs can checkpoint (issue 14), ask the child
-      // to write one here, before it is killed and its run released, so the
-      // next attempt resumes from it instead of from step 0. It must fit in
-      // the grace period the scheduler leaves (--signal in the sbatch
-      // script, docs/cluster.md).
+    if (end.has_value()) {
+      // The upload found the lease gone.
+    } else if (stopping()) {
+      // The run's last uploaded checkpoint is already on the coordinator:
+      // the attempt that follows the release resumes from it, losing at most
+      // one checkpoint interval (writing a fresh one here, within the
+      // scheduler's grace period, is left for later: docs/cluster.md).
       end = ChildEnd::kStopped;
     } else if (!running) {
       return ChildEnd::kExited;
@@ -243,6 +266,27 @@ WorkerDaemon::ChildEnd WorkerDaemon::SuperviseChild(ChildProcess& child, Job* jo
       return *end;
     }
   }
+}
+
+std::optional<WorkerDaemon::ChildEnd> WorkerDaemon::UploadJobCheckpoint(
+    const Job& job, const CheckpointWritten& written) {
+  absl::StatusOr<int64_t> stored = UploadCheckpointFile(
+      *client_, CheckpointAttempt{options_.worker_id, job.run_id, job.attempt}, written.path,
+      written.steps, absl::Minutes(10));
+  if (stored.ok()) {
+    spdlog::info("run {} attempt {}: checkpoint at step {} stored ({} bytes)", job.run_id,
+                 job.attempt, written.steps, *stored);
+    return std::nullopt;
+  }
+  if (LeaseIsGone(stored.status())) {
+    spdlog::warn("run {} attempt {}: lease lost ({}); stopping its child", job.run_id,
+                 job.attempt, std::string(stored.status().message()));
+    return ChildEnd::kLeaseLost;
+  }
+  // The next checkpoint tries again; until then a resume starts earlier.
+  spdlog::warn("run {} attempt {}: checkpoint at step {} not stored: {}", job.run_id,
+               job.attempt, written.steps, std::string(stored.status().message()));
+  return std::nullopt;
 }
 
 std::optional<WorkerDaemon::ChildEnd> WorkerDaemon::Heartbeat(Job* job) {

@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
   child_cmd->add_option("--threads", child.threads, "CPU threads (0 = all)");
   child_cmd->add_option("--progress-every", child.progress_every, "steps between progress lines");
   child_cmd->add_option("--device", child.device, "cpu or cuda:N (as this process sees the GPUs)");
+  child_cmd->add_option("--checkpoint", child.checkpoint_path,
+                        "write checkpoints here, every checkpoint_minutes of the spec");
+  child_cmd->add_option("--resume", child.resume_path, "continue from this checkpoint");
   CLI::App* list_devices_cmd = app.add_subcommand(
       "list-devices", "print one JSON line per CUDA device (run by the daemon for --devices)");
 

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/model/model.h"
+#include "engine/optim/optimizer.h"
 
 namespace smallem {
 
@@ -43,6 +45,12 @@ class AdamWOptimizer {
   // Both, through a device buffer of its own.
   void Step(float lr);
   int64_t steps() const { return step_; }
+  // For checkpoints (Optimizer::StateTensors): the moments, named
+  // `prefix`m and `prefix`v; and the step count a resume continues from.
+  std::vector<Optimizer::StateTensor> StateTensors(const std::string& prefix) const {
+    return {{prefix + "m", m_}, {prefix + "v", v_}};
+  }
+  void RestoreSteps(int64_t steps) { step_ = steps; }
   // Device scalar: the squared global gradient norm of the last Step.
   Tensor grad_norm_sq() const { return norm_sq_; }
 

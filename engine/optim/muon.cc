@@ -102,6 +102,16 @@ std::vector<std::vector<std::string>> Muon::Stacks() const {
   return out;
 }
 
+std::vector<Optimizer::StateTensor> Muon::StateTensors() const {
+  std::vector<Optimizer::StateTensor> out;
+  for (size_t i = 0; i < stacks_.size(); ++i) {
+    const std::string prefix = absl::StrCat("muon.stack", i, ".");
+    out.push_back({prefix + "momentum", stacks_[i].momentum});
+    if (!stacks_[i].row_stat.empty()) out.push_back({prefix + "row_stat", stacks_[i].row_stat});
+  }
+  return out;
+}
+
 int64_t Muon::WorkFloats(int64_t n, int64_t rows, int64_t cols) {
   return Padded(n * rows * cols) + NewtonSchulzWorkspaceFloats(n, rows, cols) +
          Padded(n * rows) + 2 * Padded(n) + Padded(n * cols) + Padded(n * rows);
@@ -283,6 +293,12 @@ absl::StatusOr<std::unique_ptr<MuonOptimizer>> MuonOptimizer::Create(
 void MuonOptimizer::Prepare(float lr_scale, float* scalars) {
   adamw_->Prepare(adamw_lr_ * lr_scale, scalars);
   muon_->Prepare(muon_lr_ * lr_scale, scalars + AdamWOptimizer::kScalarCount);
+}
+
+std::vector<Optimizer::StateTensor> MuonOptimizer::StateTensors() const {
+  std::vector<StateTensor> out = adamw_->StateTensors("adamw.");
+  for (StateTensor& t : muon_->StateTensors()) out.push_back(std::move(t));
+  return out;
 }
 
 void MuonOptimizer::Update(const Tensor& scalars) {

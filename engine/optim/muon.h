@@ -89,6 +89,11 @@ class Muon {
   int UpdateVariant() const { return orthogonalize_ ? 0 : 1; }
 
   int64_t steps() const { return step_; }
+  // For checkpoints (Optimizer::StateTensors): each stack's momenta,
+  // "muon.stackI.momentum", and NorMuon's statistics,
+  // "muon.stackI.row_stat"; and the step count a resume continues from.
+  std::vector<Optimizer::StateTensor> StateTensors() const;
+  void RestoreSteps(int64_t steps) { step_ = steps; }
   // Stacks, each the names of its matrices in order.
   std::vector<std::vector<std::string>> Stacks() const;
 
@@ -151,6 +156,13 @@ class MuonOptimizer final : public Optimizer {
   void Prepare(float lr_scale, float* scalars) override;
   void Update(const Tensor& scalars) override;
   int UpdateVariant() const override { return muon_->UpdateVariant(); }
+  // AdamW's moments ("adamw.m", "adamw.v"), then Muon's.
+  std::vector<StateTensor> StateTensors() const override;
+  int64_t Steps() const override { return muon_->steps(); }
+  void RestoreSteps(int64_t steps) override {
+    adamw_->RestoreSteps(steps);
+    muon_->RestoreSteps(steps);
+  }
   const Muon& muon() const { return *muon_; }
 
  private:

@@ -41,6 +41,11 @@ class AdamWAdapter final : public Optimizer {
     adamw_->Prepare(lr_ * lr_scale, scalars);
   }
   void Update(const Tensor& scalars) override { adamw_->Update(scalars); }
+  std::vector<StateTensor> StateTensors() const override {
+    return adamw_->StateTensors("adamw.");
+  }
+  int64_t Steps() const override { return adamw_->steps(); }
+  void RestoreSteps(int64_t steps) override { adamw_->RestoreSteps(steps); }
 
  private:
   std::unique_ptr<AdamWOptimizer> adamw_;
@@ -62,6 +67,9 @@ class ProfiledOptimizer final : public Optimizer {
     profiler_.EndOptimizer();
   }
   int UpdateVariant() const override { return inner_->UpdateVariant(); }
+  std::vector<StateTensor> StateTensors() const override { return inner_->StateTensors(); }
+  int64_t Steps() const override { return inner_->Steps(); }
+  void RestoreSteps(int64_t steps) override { inner_->RestoreSteps(steps); }
 
  private:
   std::unique_ptr<Optimizer> inner_;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,22 @@ class Optimizer {
   // Prepare, copy the scalars to the device, Update. The first call
   // allocates a small device buffer for the scalars.
   void Step(float lr_scale);
+
+  // Checkpoints (engine/train/checkpoint.h): the optimizer's whole state
+  // between two steps is its step count and the device tensors listed here
+  // (AdamW's moments, Muon's momenta and NorMuon's statistics), each named
+  // uniquely and in a fixed order. The tensors are views owned by the
+  // optimizer: a checkpoint copies them out, a resume copies values of the
+  // same names and sizes back in before the next Prepare.
+  struct StateTensor {
+    std::string name;  // e.g. "adamw.m", "muon.stack0.momentum"
+    Tensor tensor;     // f32, device
+  };
+  virtual std::vector<StateTensor> StateTensors() const = 0;
+  // Updates prepared so far; RestoreSteps sets it when resuming, so the
+  // bias corrections and Muon's period continue where they were.
+  virtual int64_t Steps() const = 0;
+  virtual void RestoreSteps(int64_t steps) = 0;
 
  protected:
   explicit Optimizer(Backend& backend) : backend_(backend) {}

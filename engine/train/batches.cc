@@ -1,5 +1,8 @@
 #include "engine/train/batches.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 
 namespace smallem {
@@ -39,6 +42,31 @@ void TrainBatches::Next(int32_t* inputs, int32_t* targets) {
       targets[r * time_ + t] = seq[t + 1];
     }
   }
+}
+
+TrainBatches::State TrainBatches::Save() const {
+  return State{.rng = rng_.state(), .order = order_, .cursor = cursor_, .consumed = consumed_};
+}
+
+absl::Status TrainBatches::Restore(State state) {
+  const auto n = static_cast<int64_t>(order_.size());
+  if (static_cast<int64_t>(state.order.size()) != n || state.cursor < 0 ||
+      state.cursor > n || state.consumed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data order: the checkpoint's order holds ", state.order.size(), " sequences (cursor ",
+        state.cursor, "); this split cut in sequences of ", time_, " holds ", n));
+  }
+  for (int64_t start : state.order) {
+    if (start < 0 || start + time_ + 1 > static_cast<int64_t>(tokens_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data order: sequence start ", start, " lies outside the split"));
+    }
+  }
+  rng_.set_state(state.rng);
+  order_ = std::move(state.order);
+  cursor_ = state.cursor;
+  consumed_ = state.consumed;
+  return absl::OkStatus();
 }
 
 double TrainBatches::epochs() const {

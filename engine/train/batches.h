@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/random.h"
 
 namespace smallem {
@@ -32,6 +33,19 @@ class TrainBatches {
   void Next(int32_t* inputs, int32_t* targets);
   // Sequences consumed / sequences per epoch.
   double epochs() const;
+
+  // Where the stream is, for checkpoints: the generator, the current
+  // epoch's order and the position in it. Restore takes a State taken from
+  // a stream over the same split, B and T; InvalidArgument otherwise (an
+  // order of another length, a cursor beyond it).
+  struct State {
+    Rng::State rng;
+    std::vector<int64_t> order;  // sequence start offsets of the current epoch
+    int64_t cursor = 0;          // next index into order
+    int64_t consumed = 0;        // sequences consumed since the start
+  };
+  State Save() const;
+  absl::Status Restore(State state);
 
  private:
   void Shuffle();

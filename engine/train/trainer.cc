@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/status_macros.h"
@@ -18,8 +19,11 @@
 #include "engine/model/weights.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/batches.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/checkpointer.h"
 #include "engine/train/evaluate.h"
 #include "engine/train/schedule.h"
+#include "engine/train/resume.h"
 #include "engine/train/step_runner.h"
 #include "engine/train/validation_text.h"
 
@@ -110,12 +114,15 @@ struct StepsDone {
 // The step loop: runs steps until the budget is spent, reporting progress;
 // then reads the last loss and releases the runner's graphs. Cancelled when
 // options.stop is raised; Internal when the loss is not finite.
+// Starts from `from` (nothing done, or a checkpoint's position); writes
+// checkpoints through `checkpointer` when they are due.
 absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
                                    const Schedule& schedule, const TrainingBudget& budget,
                                    Backend& backend, int64_t B, int64_t T,
-                                   const TrainOptions& options) {
+                                   const TrainOptions& options, const StepsDone& from,
+                                   Checkpointer& checkpointer, int64_t resumes) {
   std::vector<int64_t> starts(static_cast<size_t>(B));
-  StepsDone done;
+  StepsDone done = from;
   int64_t& step = done.steps;
   double& train_s = done.train_s;
   float& last_loss = done.last_loss;
@@ -126,7 +133,8 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
     const Clock::time_point start = Clock::now();
     const double lr = schedule.At(fraction);
     batches.NextStarts(starts.data());
-    RETURN_IF_ERROR(runner.Run(step, starts, static_cast<float>(lr)));
+    // The runner counts its own steps (warm-up, captures) from 0.
+    RETURN_IF_ERROR(runner.Run(step - from.steps, starts, static_cast<float>(lr)));
     ++step;
     const bool report = step % options.progress_every == 0 || step == budget.steps;
     if (report || budget.seconds > 0) {
@@ -147,15 +155,58 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
           .eta_s = budget.steps ? train_s / step * (budget.steps - step)
                                 : budget.seconds - train_s});
     }
+    // Between steps, outside the timed region; none after the last step.
+    if (checkpointer.Due(step, train_s) && budget.Fraction(step, train_s) < 1.0) {
+      RETURN_IF_ERROR(checkpointer.Write(TrainingPosition{
+          .steps = step, .train_seconds = train_s, .last_loss = runner.ReadLoss(),
+          .resumes = resumes}));
+    }
   }
-  // The last step's loss, whether or not it was a progress step.
-  if (step > 0) last_loss = runner.ReadLoss();
+  // The last step's loss, whether or not it was a progress step (a run
+  // resumed at its end ran none: the checkpoint's).
+  if (step > from.steps) last_loss = runner.ReadLoss();
   runner.Release();
   if (!std::isfinite(last_loss)) {
     return absl::InternalError(absl::StrCat(
         "training diverged: loss is ", last_loss, " at step ", step, " (lower --lr?)"));
   }
   return done;
+}
+
+// What a checkpoint of this run on this backend belongs to.
+CheckpointOwner OwnerOf(const RunSpec& spec, const TrainInputs& inputs, const Backend& backend) {
+  return CheckpointOwner{.spec_json = CheckpointSpecJson(spec),
+                         .dataset_hash = inputs.data.meta.value("content_hash", ""),
+                         .device_class = backend.DeviceClass()};
+}
+
+// Where a run starts: from nothing, or from options.resume_from.
+struct ResumePoint {
+  StepsDone done;        // steps, training seconds and loss already behind it
+  int64_t resumes = 0;   // including this one
+};
+
+// Restores options.resume_from, when set, into the fresh model, optimizer
+// and data order. Every failure has kResumeFailedCode (see trainer.h).
+absl::StatusOr<ResumePoint> MaybeResume(const RunSpec& spec, const TrainInputs& inputs,
+                                        const Backend& backend, const TrainOptions& options,
+                                        Model& model, Optimizer& optimizer,
+                                        TrainBatches& batches) {
+  if (options.resume_from.empty()) return ResumePoint{};
+  absl::StatusOr<Checkpoint> checkpoint = ReadCheckpoint(options.resume_from);
+  absl::Status restored = checkpoint.status();
+  if (restored.ok()) {
+    restored = RestoreCheckpoint(*checkpoint, OwnerOf(spec, inputs, backend), model, optimizer,
+                                 batches);
+  }
+  if (!restored.ok()) {
+    return absl::Status(kResumeFailedCode, absl::StrCat("resume from ", options.resume_from,
+                                                        ": ", restored.message()));
+  }
+  return ResumePoint{.done = StepsDone{.steps = checkpoint->steps,
+                                       .train_s = checkpoint->train_seconds,
+                                       .last_loss = checkpoint->last_loss},
+                     .resumes = checkpoint->resumes + 1};
 }
 
 // The result JSON (docs/architecture.md § The formats) of a finished run.
@@ -219,6 +270,10 @@ absl::Status WriteRunDirectory(const std::string& out_dir, const Model& model,
 
 }  // namespace
 
+bool IsResumeFailure(const absl::Status& status) {
+  return status.code() == kResumeFailedCode && absl::StartsWith(status.message(), "resume from ");
+}
+
 absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                      const TrainOptions& options) {
   ASSIGN_OR_RETURN(const TrainInputs inputs, OpenInputs(spec, options));
@@ -247,8 +302,18 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                    StepRunner::Create(*model, *optimizer, arena, tape, inputs.data.train,
                                       StepRunner::Options{.batch = B, .time = T,
                                                           .graphs = use_graphs}));
+  ASSIGN_OR_RETURN(const ResumePoint resume,
+                   MaybeResume(spec, inputs, backend, options, *model, *optimizer, batches));
+  Checkpointer checkpointer(
+      Checkpointer::Options{.path = options.checkpoint_path,
+                            .every_seconds = spec.checkpoint_minutes * 60.0,
+                            .every_steps = options.checkpoint_every_steps,
+                            .on_written = options.on_checkpoint},
+      OwnerOf(spec, inputs, backend), *model, *optimizer, batches,
+      TrainingPosition{.steps = resume.done.steps, .train_seconds = resume.done.train_s});
   ASSIGN_OR_RETURN(const StepsDone done,
-                   RunSteps(*runner, batches, schedule, budget, backend, B, T, options));
+                   RunSteps(*runner, batches, schedule, budget, backend, B, T, options,
+                            resume.done, checkpointer, resume.resumes));
 
   // "Ends fully decayed": training stops once the fraction of the budget
   // done reaches 1, where the schedule is at its floor lr·min_lr_ratio.
@@ -261,6 +326,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                    spec.eval_batch_size);
   nlohmann::json result = ResultJson(spec, inputs, done, final_lr, eval, *model, backend,
                                      batches.epochs(), runner->graphs_used());
+  result["resumes"] = resume.resumes;
   if (!options.out_dir.empty()) {
     RETURN_IF_ERROR(WriteRunDirectory(options.out_dir, *model, result, spec.data));
   }

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/train/checkpointer.h"
 #include "engine/train/step_runner.h"  // kWarmupSteps
 #include "nlohmann/json.hpp"
 #include "spec/run_spec.h"
@@ -42,12 +43,32 @@ struct TrainOptions {
   // (CUDA), after warm-up steps; false, or SMALLEM_CUDA_GRAPHS=0 in the
   // environment, runs every step eagerly (for debugging: same numbers).
   bool cuda_graphs = true;
+  // Checkpoints (engine/train/checkpoint.h, docs/reliability.md). With a
+  // path, the run's state is written there every spec.checkpoint_minutes of
+  // training (none when 0) — or every checkpoint_every_steps steps when
+  // that is > 0 — but never after the last step, and on_checkpoint is told
+  // after each write. A checkpoint that cannot be written fails the run.
+  std::string checkpoint_path;
+  int64_t checkpoint_every_steps = 0;
+  std::function<void(const CheckpointWritten&)> on_checkpoint;
+  // A checkpoint of this run to continue from ("" = from the start): its
+  // steps, training seconds, data order and state are restored and the
+  // result's `resumes` is one more than the checkpoint's.
+  std::string resume_from;
 };
+
+// The status code of every failure to resume from TrainOptions::resume_from
+// (unreadable, damaged, another run's or device class's checkpoint); its
+// message starts "resume from <path>: ". Nothing has been trained then: the
+// caller may start the run afresh.
+inline constexpr absl::StatusCode kResumeFailedCode = absl::StatusCode::kDataLoss;
+bool IsResumeFailure(const absl::Status& status);
 
 // Runs the whole job on `backend`. Returns the result JSON (docs/architecture.md
 // § Formats: val_nats_per_byte, ..., config, seed; `eval_fingerprint`, the
 // scored validation targets (docs/validation.md); and `cuda_graphs`:
-// whether steps were replayed from graphs), also written to
+// whether steps were replayed from graphs; `resumes`: how many times it
+// resumed from a checkpoint), also written to
 // out_dir/result.json when out_dir is set.
 //
 // Steps run through a StepRunner (engine/train/step_runner.h): a step does

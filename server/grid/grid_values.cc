@@ -26,7 +26,9 @@ enum class ValueType { kString, kInteger, kNumber, kBool };
 // and "minutes" belong to the experiment or the cell, not to a spec.
 const std::map<std::string, ValueType>& SpecKeys() {
   static const auto* keys = [] {
-    auto* m = new std::map<std::string, ValueType>{{"arch", ValueType::kString}};
+    // checkpoint_minutes is in the canonical JSON only when not the default.
+    auto* m = new std::map<std::string, ValueType>{{"arch", ValueType::kString},
+                                                   {"checkpoint_minutes", ValueType::kNumber}};
     RunSpec defaults;
     defaults.budget.steps = 1;
     defaults.muon_lr = 0.01;  // optional keys appear in the JSON only when set

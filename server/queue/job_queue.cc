@@ -78,11 +78,16 @@ absl::StatusOr<std::optional<Lease>> JobQueue::LeaseRun(std::string_view worker_
   if (!leased) return std::optional<Lease>();
   NoteChange();
   ASSIGN_OR_RETURN(std::string spec, ComposeRunSpec(leased->run, leased->dataset_hash));
+  // Only the attempt leased now can upload a newer checkpoint: this one
+  // stays the run's until that attempt replaces it.
+  ASSIGN_OR_RETURN(std::optional<CheckpointRecord> checkpoint,
+                   store_->GetCheckpoint(leased->run.id));
   return std::optional<Lease>(Lease{.run_id = leased->run.id,
                                     .attempt = leased->run.attempt,
                                     .spec_json = std::move(spec),
                                     .dataset_hash = leased->dataset_hash,
-                                    .expires_unix_ms = leased->run.lease_expires_unix_ms});
+                                    .expires_unix_ms = leased->run.lease_expires_unix_ms,
+                                    .checkpoint = std::move(checkpoint)});
 }
 
 absl::StatusOr<HeartbeatOutcome> JobQueue::Heartbeat(int64_t run_id, int attempt,
@@ -96,8 +101,16 @@ absl::StatusOr<HeartbeatOutcome> JobQueue::Heartbeat(int64_t run_id, int attempt
 absl::StatusOr<bool> JobQueue::Complete(int64_t run_id, int attempt, std::string_view worker_id,
                                         std::string_view result_json,
                                         const std::vector<ProgressRecord>& points) {
-  return Changed(store_->Complete(run_id, attempt, worker_id, result_json, points,
-                                  clock_->NowUnixMs()));
+  ASSIGN_OR_RETURN(const bool duplicate,
+                   Changed(store_->Complete(run_id, attempt, worker_id, result_json, points,
+                                            clock_->NowUnixMs())));
+  // The result is recorded: the run's checkpoint is of no more use. Should
+  // this fail, the reaper's sweep deletes it later.
+  if (absl::StatusOr<int> deleted = store_->DeleteCheckpoints(run_id); !deleted.ok()) {
+    spdlog::warn("run {}: its checkpoint stays until the reaper's next sweep: {}", run_id,
+                 deleted.status().ToString());
+  }
+  return duplicate;
 }
 
 absl::StatusOr<bool> JobQueue::Fail(int64_t run_id, int attempt, std::string_view worker_id,
@@ -177,6 +190,10 @@ void JobQueue::ReaperLoop() {
     absl::StatusOr<int> reaped = ReapExpiredLeases();
     // A busy database is transient; the next round tries again.
     if (!reaped.ok()) spdlog::error("reaper: {}", reaped.status().ToString());
+    // Checkpoints of runs that ended (a crash between a result and its
+    // checkpoint's deletion, a failed or cancelled run) go too.
+    absl::StatusOr<int> swept = store_->DeleteFinishedRunsCheckpoints();
+    if (!swept.ok()) spdlog::error("reaper: checkpoints: {}", swept.status().ToString());
   }
 }
 

@@ -21,6 +21,10 @@
 // a counter; a streaming reader waits on it (WaitForChange) instead of
 // polling the store.
 //
+// Checkpoints (docs/reliability.md). A run's checkpoint is deleted when its
+// result is recorded; each reaper round also deletes those of runs that
+// ended otherwise (failed, cancelled, or a crash between the two).
+//
 // Thread-safe. Time comes from the injected Clock; the reaper thread (when
 // started) wakes every reap_interval_ms of real time.
 #ifndef SMALLEM_SERVER_QUEUE_JOB_QUEUE_H_
@@ -60,6 +64,9 @@ struct Lease {
   std::string spec_json;     // complete run spec; "data" is dataset_hash
   std::string dataset_hash;
   int64_t expires_unix_ms = 0;
+  // The run's last checkpoint (of the leasing device's class) to resume
+  // from; nullopt: start from the beginning.
+  std::optional<CheckpointRecord> checkpoint;
 };
 
 class JobQueue {
@@ -72,8 +79,11 @@ class JobQueue {
   JobQueue& operator=(const JobQueue&) = delete;
 
   const JobQueueOptions& options() const { return options_; }
+  const Clock* clock() const { return clock_; }
 
   // The oldest queued run, leased to (worker, device); nullopt when none.
+  // A run with a checkpoint is leased only to a device of the checkpoint's
+  // class, and the lease names it.
   absl::StatusOr<std::optional<Lease>> LeaseRun(std::string_view worker_id,
                                                 std::string_view device,
                                                 std::string_view device_class);
@@ -81,7 +91,8 @@ class JobQueue {
   absl::StatusOr<HeartbeatOutcome> Heartbeat(int64_t run_id, int attempt,
                                              std::string_view worker_id,
                                              const std::vector<ProgressRecord>& points);
-  // See SqliteStore::Complete. Returns true for a duplicate.
+  // See SqliteStore::Complete; then deletes the run's checkpoints. Returns
+  // true for a duplicate.
   absl::StatusOr<bool> Complete(int64_t run_id, int attempt, std::string_view worker_id,
                                 std::string_view result_json,
                                 const std::vector<ProgressRecord>& points);

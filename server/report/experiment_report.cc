@@ -84,6 +84,23 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
                    RenderFullReport(plan, compared,
                                     FullReportOptions{.at = options.at, .format = options.format,
                                                       .noise = true, .plot_path = ""}));
+  // Runs that lost a worker and continued from a checkpoint (docs/reliability.md).
+  int resumed_runs = 0;
+  int64_t resumes = 0;
+  for (const auto& [id, r] : by_run) {
+    const nlohmann::json j = nlohmann::json::parse(r.result_json, nullptr, false);
+    if (!j.is_object() || !j.contains("resumes") || !j["resumes"].is_number_integer()) continue;
+    const int64_t n = j["resumes"].get<int64_t>();
+    resumed_runs += n > 0;
+    resumes += n;
+  }
+  if (resumed_runs > 0 && (options.format == ReportFormat::kTable ||
+                           options.format == ReportFormat::kMarkdown)) {
+    absl::StrAppend(&out.text, options.format == ReportFormat::kMarkdown ? "\n- " : "note: ",
+                    resumed_runs, " run", resumed_runs == 1 ? "" : "s",
+                    " resumed from a checkpoint after losing a worker (", resumes,
+                    " resume", resumes == 1 ? "" : "s", " in all)\n");
+  }
   if (options.plot) {
     ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared));
   }

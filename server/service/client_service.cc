@@ -281,6 +281,9 @@ grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*,
       for (int64_t id : w.leased_run_ids) out->add_leased_run_ids(id);
     }
     response->set_omitted(omitted);
+    ASSIGN_OR_RETURN(const CheckpointUsage checkpoints, store_->GetCheckpointUsage());
+    response->set_checkpoints(checkpoints.count);
+    response->set_checkpoint_bytes(checkpoints.bytes);
     return absl::OkStatus();
   }());
 }

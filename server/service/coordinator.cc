@@ -59,6 +59,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
       options.max_following_streams);
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
                                                            c->workers_.get());
+  c->worker_service_->set_disk_reserve(
+      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes});
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, MakeServerCredentials(options.security), &c->port_);

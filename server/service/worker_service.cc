@@ -6,6 +6,7 @@
 #include "nlohmann/json.hpp"
 #include "rpc/grpc_status.h"
 #include "server/queue/result_schema.h"
+#include "server/service/checkpoint_upload.h"
 #include "server/service/dataset_upload.h"
 #include "server/service/proto_convert.h"
 
@@ -86,6 +87,11 @@ grpc::Status WorkerServiceImpl::Lease(grpc::ServerContext*, const v1::LeaseReque
     response->set_spec_json(lease->spec_json);
     response->set_dataset_hash(lease->dataset_hash);
     response->set_lease_expires_unix_ms(lease->expires_unix_ms);
+    if (lease->checkpoint) {
+      response->set_checkpoint_sha256(lease->checkpoint->sha256);
+      response->set_checkpoint_step(lease->checkpoint->step);
+      response->set_checkpoint_bytes(lease->checkpoint->total_bytes);
+    }
     return absl::OkStatus();
   }());
 }
@@ -176,6 +182,66 @@ grpc::Status WorkerServiceImpl::FetchDataset(grpc::ServerContext* context,
       chunk.set_file_size(c.file_size);
       chunk.set_offset(c.offset);
       ASSIGN_OR_RETURN(*chunk.mutable_data(), store_->ReadDatasetChunk(hash, c.file_name, c.offset));
+      if (!writer->Write(chunk)) return absl::UnavailableError("the worker went away");
+    }
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::UploadCheckpoint(grpc::ServerContext*,
+                                                 grpc::ServerReader<v1::CheckpointChunk>* reader,
+                                                 v1::UploadCheckpointResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    CheckpointUpload upload(store_, queue_->clock(), disk_reserve_);
+    v1::CheckpointChunk chunk;
+    bool touched = false;
+    while (reader->Read(&chunk)) {
+      if (!touched) {
+        RETURN_IF_ERROR(CheckWorkerWrite(chunk.worker_id(), chunk.run_id(), chunk.attempt()));
+        RETURN_IF_ERROR(workers_->Touch(chunk.worker_id()));
+        touched = true;
+      }
+      const absl::Status added = upload.Add(CheckpointPiece{
+          .worker_id = chunk.worker_id(), .run_id = chunk.run_id(), .attempt = chunk.attempt(),
+          .step = chunk.step(), .sha256 = chunk.sha256(), .file_size = chunk.file_size(),
+          .offset = chunk.offset(), .data = chunk.data()});
+      if (!added.ok()) {
+        upload.Abandon();
+        return added;
+      }
+    }
+    ASSIGN_OR_RETURN(const int64_t bytes, upload.Finish());
+    response->set_stored_bytes(bytes);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status WorkerServiceImpl::FetchCheckpoint(grpc::ServerContext* context,
+                                                const v1::FetchCheckpointRequest* request,
+                                                grpc::ServerWriter<v1::CheckpointChunk>* writer) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
+    ASSIGN_OR_RETURN(const RunRecord run, store_->GetRun(request->run_id()));
+    RETURN_IF_ERROR(CheckLease(run, request->attempt(), request->worker_id(),
+                               queue_->clock()->NowUnixMs()));
+    ASSIGN_OR_RETURN(const std::optional<CheckpointRecord> checkpoint,
+                     store_->GetCheckpoint(request->run_id()));
+    if (!checkpoint) {
+      return absl::NotFoundError(absl::StrCat("run ", request->run_id(), " has no checkpoint"));
+    }
+    ASSIGN_OR_RETURN(const auto chunks,
+                     store_->ListCheckpointChunks(checkpoint->run_id, checkpoint->sha256));
+    for (const auto& [offset, length] : chunks) {
+      if (context->IsCancelled()) return absl::CancelledError("the worker cancelled the fetch");
+      v1::CheckpointChunk chunk;
+      chunk.set_run_id(checkpoint->run_id);
+      chunk.set_attempt(checkpoint->attempt);
+      chunk.set_step(checkpoint->step);
+      chunk.set_sha256(checkpoint->sha256);
+      chunk.set_file_size(checkpoint->total_bytes);
+      chunk.set_offset(offset);
+      ASSIGN_OR_RETURN(*chunk.mutable_data(),
+                       store_->ReadCheckpointChunk(checkpoint->run_id, checkpoint->sha256, offset));
       if (!writer->Write(chunk)) return absl::UnavailableError("the worker went away");
     }
     return absl::OkStatus();

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
+#include "server/service/dataset_upload.h"  // DiskReserve
 #include "server/store/sqlite_store.h"
 #include "smallem/v1/worker.grpc.pb.h"
 
@@ -36,11 +37,23 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   grpc::Status FetchDataset(grpc::ServerContext* context,
                             const v1::FetchDatasetRequest* request,
                             grpc::ServerWriter<v1::DatasetChunk>* writer) override;
+  // Checkpoints (server/service/checkpoint_upload.h, docs/reliability.md).
+  grpc::Status UploadCheckpoint(grpc::ServerContext* context,
+                                grpc::ServerReader<v1::CheckpointChunk>* reader,
+                                v1::UploadCheckpointResponse* response) override;
+  grpc::Status FetchCheckpoint(grpc::ServerContext* context,
+                               const v1::FetchCheckpointRequest* request,
+                               grpc::ServerWriter<v1::CheckpointChunk>* writer) override;
+
+  // Where checkpoint uploads check for free disk (the database's file
+  // system); none by default.
+  void set_disk_reserve(DiskReserve reserve) { disk_reserve_ = std::move(reserve); }
 
  private:
   SqliteStore* const store_;
   JobQueue* const queue_;
   WorkerRegistry* const workers_;
+  DiskReserve disk_reserve_;
 };
 
 }  // namespace smallem

@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -74,6 +75,24 @@ struct DatasetChunkRef {
   int64_t file_size = 0;
   int64_t offset = 0;
   int64_t length = 0;
+};
+
+// A run's checkpoint (docs/reliability.md): what the coordinator knows of
+// it; its bytes are chunks.
+struct CheckpointRecord {
+  int64_t run_id = 0;
+  std::string sha256;        // of the whole file, lower-case hex
+  int attempt = 0;           // the attempt that wrote it
+  int64_t step = 0;          // optimizer steps it holds
+  std::string device_class;  // of the device that trained it
+  int64_t total_bytes = 0;
+  bool complete = false;
+};
+
+// Checkpoints stored, complete or being uploaded, and their bytes.
+struct CheckpointUsage {
+  int count = 0;
+  int64_t bytes = 0;
 };
 
 class SqliteStore {
@@ -219,6 +238,41 @@ class SqliteStore {
   // never finished. Only when no upload is under way (at startup). Returns
   // how many were dropped.
   absl::StatusOr<int> DeleteIncompleteDatasets();
+
+  // ---- Checkpoints (sqlite_store_checkpoints.cc) ---------------------------
+  // A run keeps one complete checkpoint at most, plus the one being
+  // uploaded; writes come from the attempt holding the run's lease.
+
+  // Stores one chunk of the checkpoint `c` names (run, sha256; attempt,
+  // step and total_bytes on its first chunk), written by (c.run_id,
+  // c.attempt, worker_id), which must hold the run's unexpired lease
+  // (CheckLease: FailedPrecondition otherwise). The checkpoint's
+  // device_class is the lease's. A chunk written again replaces itself;
+  // nothing is written when that checkpoint is already complete.
+  absl::Status PutCheckpointChunk(const CheckpointRecord& c, std::string_view worker_id,
+                                  int64_t offset, std::string_view data, int64_t now_ms);
+  // Offsets and lengths of a checkpoint's chunks, in offset order.
+  absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ListCheckpointChunks(
+      int64_t run_id, std::string_view sha256);
+  // NotFound when absent.
+  absl::StatusOr<std::string> ReadCheckpointChunk(int64_t run_id, std::string_view sha256,
+                                                  int64_t offset);
+  // Makes the uploaded checkpoint `sha256` (its chunks checked by the
+  // caller) the run's one: marks it complete and deletes every other
+  // checkpoint of the run, under the writer's lease as for
+  // PutCheckpointChunk. NotFound when no such upload exists.
+  absl::Status CommitCheckpoint(int64_t run_id, int attempt, std::string_view worker_id,
+                                std::string_view sha256, int64_t now_ms);
+  // Drops one checkpoint of a run, complete or not (a bad upload).
+  absl::Status DeleteCheckpoint(int64_t run_id, std::string_view sha256);
+  // The run's complete checkpoint; nullopt when it has none.
+  absl::StatusOr<std::optional<CheckpointRecord>> GetCheckpoint(int64_t run_id);
+  // Deletes every checkpoint of the run. Returns how many went.
+  absl::StatusOr<int> DeleteCheckpoints(int64_t run_id);
+  // Deletes the checkpoints of every run that is neither queued nor leased
+  // (its result recorded, failed for good, cancelled). Returns how many.
+  absl::StatusOr<int> DeleteFinishedRunsCheckpoints();
+  absl::StatusOr<CheckpointUsage> GetCheckpointUsage();
 
  private:
   struct Writer;

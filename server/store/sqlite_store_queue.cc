@@ -75,9 +75,14 @@ absl::StatusOr<std::optional<LeaseRecord>> SqliteStore::LeaseNextRun(
   RETURN_IF_ERROR(Write([&]() -> absl::Status {
     int64_t run_id = 0;
     {
+      // A run with a checkpoint resumes only on the device class that wrote
+      // it (timed comparisons must not mix classes).
       ASSIGN_OR_RETURN(SqliteStatement next,
-                       db_->Prepare("SELECT id FROM runs WHERE status = 'queued' "
+                       db_->Prepare("SELECT id FROM runs WHERE status = 'queued' AND NOT EXISTS "
+                                    "(SELECT 1 FROM checkpoints c WHERE c.run_id = runs.id AND "
+                                    "c.complete = 1 AND c.device_class != ?) "
                                     "ORDER BY id LIMIT 1"));
+      next.Bind(1, device_class);
       ASSIGN_OR_RETURN(bool found, next.Step());
       if (!found) return absl::OkStatus();
       run_id = next.ColumnInt(0);

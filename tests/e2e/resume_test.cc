@@ -1,0 +1,139 @@
+// Resumable runs through the service, with real processes: a coordinator, a
+// smallem-worker daemon killed with SIGKILL after its run uploaded a
+// checkpoint, and a second daemon that fetches the checkpoint and resumes.
+// The run finishes once, with resumes = 1 and the result of an
+// uninterrupted run of the same cell (CPU, one thread each).
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "engine/data/dataset.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/grid/grid.h"
+#include "server/service/coordinator.h"
+#include "tests/e2e/e2e_support.h"
+#include "tests/server/service_test_support.h"
+#include "tests/server/test_support.h"
+#include "tests/worker/worker_test_support.h"
+#include "worker/child_process.h"
+
+namespace smallem {
+namespace {
+
+using testing::TempDir;
+
+constexpr int kSteps = 1500;
+
+// The tiny grid with a checkpoint every 0.12 s of training.
+std::string CheckpointedGrid(const std::string& name, const std::string& data) {
+  std::string yaml = testing::TinyGridYaml(name, data, 1, 1, kSteps);
+  const std::string base_end = "eval_batches: 4}";
+  yaml.replace(yaml.find(base_end), base_end.size(),
+               "eval_batches: 4, checkpoint_minutes: 0.002}");
+  return yaml;
+}
+
+nlohmann::json Deterministic(nlohmann::json result) {
+  for (const char* key : {"train_seconds", "tokens_per_s", "mfu", "resumes"}) result.erase(key);
+  return result;
+}
+
+class ServiceResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
+    data_dir_ = dir_.Join("data");
+    ASSERT_TRUE(testing::PrepareTinyDataset(dir_.path(), data_dir_).ok());
+    hash_ = Dataset::Open(data_dir_)->content_hash();
+  }
+
+  void Submit(const std::string& address, const std::string& yaml) {
+    auto client = v1::ClientService::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    ASSERT_TRUE(testing::UploadDirectory(*client, data_dir_, hash_, 64 << 10).ok());
+    v1::SubmitRequest request;
+    request.set_grid_yaml(yaml);
+    request.set_grid_file_name("grid.yaml");
+    (*request.mutable_dataset_hashes())[ParseGrid(yaml, "grid.yaml")->data_dir] = hash_;
+    v1::SubmitResponse response;
+    grpc::Status status = client->Submit(testing::Context().get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+
+  std::unique_ptr<ChildProcess> SpawnWorker(const std::string& address, const std::string& id) {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Spawn(
+        testing::WorkerBinary(), {"--coordinator", address, "--devices", "cpu", "--cache",
+                                  dir_.Join("cache-" + id), "--id", id, "--threads", "1",
+                                  "--log-level", "warn"});
+    EXPECT_TRUE(worker.ok()) << worker.status();
+    return std::move(*worker);
+  }
+
+  template <typename Done>
+  bool WaitFor(Done done, int seconds, std::vector<ChildProcess*> workers = {}) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (done()) return true;
+      std::vector<std::string> lines;
+      for (ChildProcess* w : workers) w->Poll(0, &lines);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  }
+
+  TempDir dir_;
+  std::string data_dir_;
+  std::string hash_;
+};
+
+TEST_F(ServiceResumeTest, KilledWorkersRunResumesFromItsCheckpointToTheUninterruptedResult) {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = dir_.Join("smallem.db");
+  options.queue.heartbeat_interval_ms = 200;
+  options.queue.lease_duration_ms = 1'500;
+  options.queue.reap_interval_ms = 100;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(options);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  SqliteStore& store = (*coordinator)->store();
+  const std::string address = (*coordinator)->address();
+  Submit(address, CheckpointedGrid("resume", data_dir_));
+
+  std::unique_ptr<ChildProcess> first = SpawnWorker(address, "first");
+  ASSERT_TRUE(WaitFor([&] { return store.GetCheckpoint(1)->has_value(); }, 60, {first.get()}))
+      << "the first worker never stored a checkpoint";
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kLeased);
+  const int64_t checkpoint_step = (*store.GetCheckpoint(1))->step;
+  first->Kill();  // kill -9 of the daemon; its training child dies with it
+  EXPECT_EQ(first->Wait().signal, SIGKILL);
+
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(1)->status == RunStatus::kQueued; }, 10))
+      << "the killed worker's lease was not requeued";
+  // The uninterrupted run of the same cell, queued behind the resumed one.
+  Submit(address, CheckpointedGrid("clean", data_dir_));
+  std::unique_ptr<ChildProcess> second = SpawnWorker(address, "second");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(2)->status == RunStatus::kSucceeded; }, 180,
+                      {second.get()}))
+      << "the runs never finished";
+  second->Kill();
+
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kSucceeded);
+  std::vector<ResultRecord> results = *store.ListResults(1);
+  ASSERT_EQ(results.size(), 1u);  // recorded exactly once
+  EXPECT_EQ(results[0].attempt, 2);
+  const nlohmann::json resumed = nlohmann::json::parse(results[0].result_json);
+  const nlohmann::json clean = nlohmann::json::parse((*store.ListResults(2))[0].result_json);
+  EXPECT_EQ(resumed["resumes"], 1);
+  EXPECT_EQ(clean["resumes"], 0);
+  EXPECT_EQ(resumed["steps"], kSteps);
+  EXPECT_GT(checkpoint_step, 0);
+  EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
+  // Nothing is left on the coordinator's disk once the results are in (the
+  // checkpoint goes just after the result is recorded).
+  EXPECT_TRUE(WaitFor([&] { return store.GetCheckpointUsage()->count == 0; }, 10))
+      << store.GetCheckpointUsage()->count << " checkpoints left";
+}
+
+}  // namespace
+}  // namespace smallem
