@@ -36,11 +36,23 @@ AttentionLayout LayoutOf(int64_t batch, int64_t time, int64_t heads, int64_t hea
           1.0f / std::sqrt(static_cast<float>(head_dim))};
 }
 
-// scores[i, j] = scale·q[r0 + i]·k[j] for the block's rows and keys [0, r1).
-void BlockScores(const AttentionLayout& l, const float* q, const float* k,
+// dst (cols, rows) = srcᵀ for src (rows, cols) with leading dimension ld.
+// Every product of attention runs untransposed on transposed copies (Kᵀ and
+// Vᵀ once per pair, P and dS per block): OpenBLAS 0.3.21 sends products with
+// a transposed operand at these sizes through its packing path, several
+// times slower than its small-matrix kernels.
+void Transpose(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * ld + c];
+  }
+}
+
+// scores[i, j] = scale·q[r0 + i]·k[j] for the block's rows and keys [0, r1),
+// from kt = Kᵀ (head_dim, T).
+void BlockScores(const AttentionLayout& l, const float* q, const float* kt,
                  int64_t r0, int64_t r1, float* scores) {
-  cpu::Gemm(false, true, r1 - r0, r1, l.d, l.scale, q + r0 * 3 * l.c, 3 * l.c,
-            k, 3 * l.c, 0.0f, scores, l.t);
+  cpu::Gemm(false, false, r1 - r0, r1, l.d, l.scale, q + r0 * 3 * l.c, 3 * l.c,
+            kt, l.t, 0.0f, scores, l.t);
 }
 
 }  // namespace
@@ -61,10 +73,12 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
     const float* v = q + 2 * l.c;
     float* o = out + b * l.t * l.c + h * l.d;
     float* lse_bh = lse == nullptr ? nullptr : lse + pair * l.t;
-    float* scores = cpu::ThreadScratch(kBlock * l.t);
+    float* scores = cpu::ThreadScratch((kBlock + l.d) * l.t);
+    float* kt = scores + kBlock * l.t;
+    Transpose(k, l.t, l.d, 3 * l.c, kt);
     for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
       const int64_t r1 = std::min(l.t, r0 + kBlock);
-      BlockScores(l, q, k, r0, r1, scores);
+      BlockScores(l, q, kt, r0, r1, scores);
       for (int64_t t = r0; t < r1; ++t) {
         float* s = scores + (t - r0) * l.t;
         const float row_max = cpu::Max(s, t + 1);
@@ -109,21 +123,27 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* dk = dq + l.c;
     float* dv = dq + 2 * l.c;
     const float* lse_bh = lse + pair * l.t;
-    float* probs = cpu::ThreadScratch(2 * kBlock * l.t);
+    float* probs = cpu::ThreadScratch((3 * kBlock + 2 * l.d) * l.t);
     float* d_scores = probs + kBlock * l.t;
+    float* transposed = d_scores + kBlock * l.t;
+    float* kt = transposed + kBlock * l.t;
+    float* vt = kt + l.d * l.t;
+    Transpose(k, l.t, l.d, ld, kt);
+    Transpose(v, l.t, l.d, ld, vt);
     for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
       const int64_t r1 = std::min(l.t, r0 + kBlock);
       const int64_t rows = r1 - r0;
-      BlockScores(l, q, k, r0, r1, probs);
+      BlockScores(l, q, kt, r0, r1, probs);
       for (int64_t t = r0; t < r1; ++t) {
         float* s = probs + (t - r0) * l.t;
         const float row_lse = lse_bh[t];
         cpu::ScaledExpShifted(s, row_lse, 1.0f, s, /*accumulate=*/false, t + 1);
         std::fill(s + t + 1, s + r1, 0.0f);
       }
-      cpu::Gemm(true, false, r1, l.d, rows, 1.0f, probs, l.t,
+      Transpose(probs, rows, r1, l.t, transposed);
+      cpu::Gemm(false, false, r1, l.d, rows, 1.0f, transposed, rows,
                 d_o + r0 * l.c, l.c, 1.0f, dv, ld);
-      cpu::Gemm(false, true, rows, r1, l.d, 1.0f, d_o + r0 * l.c, l.c, v, ld,
+      cpu::Gemm(false, false, rows, r1, l.d, 1.0f, d_o + r0 * l.c, l.c, vt, l.t,
                 0.0f, d_scores, l.t);
       for (int64_t t = r0; t < r1; ++t) {
         const float* o_row = o + t * l.c;
@@ -140,7 +160,8 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
       }
       cpu::Gemm(false, false, rows, l.d, r1, 1.0f, d_scores, l.t, k, ld, 1.0f,
                 dq + r0 * ld, ld);
-      cpu::Gemm(true, false, r1, l.d, rows, 1.0f, d_scores, l.t,
+      Transpose(d_scores, rows, r1, l.t, transposed);
+      cpu::Gemm(false, false, r1, l.d, rows, 1.0f, transposed, rows,
                 q + r0 * ld, ld, 1.0f, dk, ld);
     }
   }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace smallem::cpu {
 
@@ -26,6 +27,14 @@ inline constexpr int64_t kParallelMin = 1 << 14;
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Makes sure OpenBLAS runs the best kernels this CPU supports, once per
+// process, before the first product, and returns the name of its kernel set
+// ("Haswell", "SkylakeX", ...; "none" without OpenBLAS). Debian's OpenBLAS
+// falls back to SSE3 kernels on CPU models newer than it knows; see
+// blas_core.cc. Not thread-safe against concurrent products: CpuBackend's
+// constructor calls it.
+const std::string& EnsureBlasCore();
 
 // The row ops on host memory, for CpuBackend and for Backend's default
 // (copy-to-host) implementations: row_sum_squares.cc and row_scale.cc. in is

@@ -2,14 +2,16 @@
 // statically dispatched: the vectors are those of the -march the engine is
 // compiled for (AVX-512 or AVX2 with SMALLEM_NATIVE, SSE otherwise).
 //
-// Every function walks full vectors, then the tail one lane at a time with
-// the same lane code (CappedTag<float, 1>), so an element's value does not
-// depend on where its chunk started.
+// The elementwise functions walk full vectors, then the tail one lane at a
+// time with the same lane code (CappedTag<float, 1>), so an element's value
+// does not depend on where its chunk started; the softmax rows pad their
+// tail to one full vector.
 #ifdef SMALLEM_HAVE_HWY
 
 #include "engine/cpu/vector_math.h"
 
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 // Static dispatch only: the ops are compiled for one -march, and Highway
@@ -131,15 +133,26 @@ void SwiGluBackward(const float* gate, const float* up, const float* grad_out,
   });
 }
 
+// The softmax rows are short (attention's row t has t + 1 entries), so their
+// tails run as one full vector over a copy padded with −∞ (e^−∞ = 0 adds
+// nothing to a sum, −∞ nothing to a max) rather than lane by lane.
+struct PaddedTail {
+  HWY_ALIGN float values[HWY_MAX_BYTES / sizeof(float)];
+  PaddedTail(const float* in, int64_t count, int64_t lanes) {
+    for (int64_t j = 0; j < lanes; ++j) {
+      values[j] = j < count ? in[j] : -std::numeric_limits<float>::infinity();
+    }
+  }
+};
+
 float Max(const float* x, int64_t n) {
   const Full d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   auto best = hn::Set(d, -std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + lanes <= n; i += lanes) best = hn::Max(best, hn::LoadU(d, x + i));
-  float result = hn::GetLane(hn::MaxOfLanes(d, best));
-  for (; i < n; ++i) result = x[i] > result ? x[i] : result;
-  return result;
+  if (i < n) best = hn::Max(best, hn::Load(d, PaddedTail(x + i, n - i, lanes).values));
+  return hn::GetLane(hn::MaxOfLanes(d, best));
 }
 
 float ExpShiftedSum(const float* in, float shift, float* out, int64_t n) {
@@ -153,29 +166,34 @@ float ExpShiftedSum(const float* in, float shift, float* out, int64_t n) {
     if (out != nullptr) hn::StoreU(e, d, out + i);
     sum = hn::Add(sum, e);
   }
-  float total = hn::GetLane(hn::SumOfLanes(d, sum));
-  const One d1;
-  const auto shift_1 = hn::Set(d1, shift);
-  for (; i < n; ++i) {
-    const auto e = hn::Exp(d1, hn::Sub(hn::LoadU(d1, in + i), shift_1));
-    if (out != nullptr) hn::StoreU(e, d1, out + i);
-    total += hn::GetLane(e);
+  if (i < n) {
+    PaddedTail tail(in + i, n - i, lanes);
+    const auto e = hn::Exp(d, hn::Sub(hn::Load(d, tail.values), shift_v));
+    hn::Store(e, d, tail.values);
+    if (out != nullptr) std::memcpy(out + i, tail.values, (n - i) * sizeof(float));
+    sum = hn::Add(sum, e);
   }
-  return total;
+  return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
 void ScaledExpShifted(const float* in, float shift, float scale, float* out,
                       bool accumulate, int64_t n) {
-  if (accumulate) {
-    Map(n, [&](auto d, int64_t i) {
-      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, in + i), hn::Set(d, shift)));
-      hn::StoreU(hn::MulAdd(e, hn::Set(d, scale), hn::LoadU(d, out + i)), d, out + i);
-    });
-  } else {
-    Map(n, [&](auto d, int64_t i) {
-      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, in + i), hn::Set(d, shift)));
-      hn::StoreU(hn::Mul(e, hn::Set(d, scale)), d, out + i);
-    });
+  const Full d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto shift_v = hn::Set(d, shift);
+  const auto scale_v = hn::Set(d, scale);
+  const auto one = [&](const float* from, float* to) {
+    const auto e = hn::Mul(hn::Exp(d, hn::Sub(hn::LoadU(d, from), shift_v)), scale_v);
+    hn::StoreU(accumulate ? hn::Add(e, hn::LoadU(d, to)) : e, d, to);
+  };
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) one(in + i, out + i);
+  if (i < n) {
+    PaddedTail tail(in + i, n - i, lanes);
+    HWY_ALIGN float result[HWY_MAX_BYTES / sizeof(float)] = {};
+    if (accumulate) std::memcpy(result, out + i, (n - i) * sizeof(float));
+    one(tail.values, result);
+    std::memcpy(out + i, result, (n - i) * sizeof(float));
   }
 }
 
