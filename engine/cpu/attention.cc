@@ -6,9 +6,11 @@
 // T × T matrix is kept between calls. Softmax's exp and sums are
 // vector_math.h's.
 //
-// Backward, per block, recomputing P = exp(S − lse) from the saved lse:
-//   dV += Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(dO ∘ O)),
-//   dQ += scale·dS·K,  dK += scale·dSᵀ·Q.
+// Backward, per block of keys, in transposed tiles (key rows, query
+// columns: every product untransposed), recomputing P = exp(S − lse) from
+// the saved lse:
+//   Pᵀ = exp(scale·K·Qᵀ − lse),  dPᵀ = V·dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − rowsum(dO ∘ O)),
+//   dV += Pᵀ·dO,  dK += scale·dSᵀ·Q,  dQᵀ += scale·Kᵀ·dSᵀ.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -123,46 +125,58 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* dk = dq + l.c;
     float* dv = dq + 2 * l.c;
     const float* lse_bh = lse + pair * l.t;
-    float* probs = cpu::ThreadScratch((3 * kBlock + 2 * l.d) * l.t);
-    float* d_scores = probs + kBlock * l.t;
-    float* transposed = d_scores + kBlock * l.t;
-    float* kt = transposed + kBlock * l.t;
-    float* vt = kt + l.d * l.t;
+    float* probs_t = cpu::ThreadScratch((2 * kBlock + 4 * l.d + 1) * l.t);
+    float* d_scores_t = probs_t + kBlock * l.t;  // dPᵀ, then dSᵀ
+    float* qt = d_scores_t + kBlock * l.t;
+    float* d_ot = qt + l.d * l.t;
+    float* kt = d_ot + l.d * l.t;
+    float* d_qt = kt + l.d * l.t;  // dQᵀ, summed over the key blocks
+    float* delta = d_qt + l.d * l.t;
+    Transpose(q, l.t, l.d, ld, qt);
+    Transpose(d_o, l.t, l.d, l.c, d_ot);
     Transpose(k, l.t, l.d, ld, kt);
-    Transpose(v, l.t, l.d, ld, vt);
-    for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
-      const int64_t r1 = std::min(l.t, r0 + kBlock);
-      const int64_t rows = r1 - r0;
-      BlockScores(l, q, kt, r0, r1, probs);
-      for (int64_t t = r0; t < r1; ++t) {
-        float* s = probs + (t - r0) * l.t;
-        const float row_lse = lse_bh[t];
-        cpu::ScaledExpShifted(s, row_lse, 1.0f, s, /*accumulate=*/false, t + 1);
-        std::fill(s + t + 1, s + r1, 0.0f);
-      }
-      Transpose(probs, rows, r1, l.t, transposed);
-      cpu::Gemm(false, false, r1, l.d, rows, 1.0f, transposed, rows,
-                d_o + r0 * l.c, l.c, 1.0f, dv, ld);
-      cpu::Gemm(false, false, rows, r1, l.d, 1.0f, d_o + r0 * l.c, l.c, vt, l.t,
-                0.0f, d_scores, l.t);
-      for (int64_t t = r0; t < r1; ++t) {
-        const float* o_row = o + t * l.c;
-        const float* d_o_row = d_o + t * l.c;
-        float delta = 0;
-#pragma omp simd reduction(+ : delta)
-        for (int64_t i = 0; i < l.d; ++i) delta += d_o_row[i] * o_row[i];
-        const float* prob = probs + (t - r0) * l.t;
-        float* ds = d_scores + (t - r0) * l.t;
+    std::fill(d_qt, d_qt + l.d * l.t, 0.0f);
+    for (int64_t t = 0; t < l.t; ++t) {
+      const float* o_row = o + t * l.c;
+      const float* d_o_row = d_o + t * l.c;
+      float sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t i = 0; i < l.d; ++i) sum += d_o_row[i] * o_row[i];
+      delta[t] = sum;
+    }
+    // Key block [c0, c1) is seen by the queries [c0, T); row j of the
+    // transposed tiles holds key j against query c0 + column.
+    for (int64_t c0 = 0; c0 < l.t; c0 += kBlock) {
+      const int64_t c1 = std::min(l.t, c0 + kBlock);
+      const int64_t keys = c1 - c0, queries = l.t - c0;
+      cpu::Gemm(false, false, keys, queries, l.d, l.scale, k + c0 * ld, ld, qt + c0,
+                l.t, 0.0f, probs_t, l.t);
+      cpu::Gemm(false, false, keys, queries, l.d, 1.0f, v + c0 * ld, ld, d_ot + c0,
+                l.t, 0.0f, d_scores_t, l.t);
+      for (int64_t j = c0; j < c1; ++j) {
+        float* prob = probs_t + (j - c0) * l.t;
+        float* ds = d_scores_t + (j - c0) * l.t;
+        const int64_t first = j - c0;  // query j, the first that sees key j
+        std::fill(prob, prob + first, 0.0f);
+        std::fill(ds, ds + first, 0.0f);
+        cpu::ExpMinus(prob + first, lse_bh + j, prob + first, queries - first);
+        const float* delta_c = delta + c0;
         // The scale of S = scale·Q·Kᵀ folds in here once for dQ and dK.
 #pragma omp simd
-        for (int64_t j = 0; j <= t; ++j) ds[j] = prob[j] * (ds[j] - delta) * l.scale;
-        std::fill(ds + t + 1, ds + r1, 0.0f);
+        for (int64_t i = first; i < queries; ++i) {
+          ds[i] = prob[i] * (ds[i] - delta_c[i]) * l.scale;
+        }
       }
-      cpu::Gemm(false, false, rows, l.d, r1, 1.0f, d_scores, l.t, k, ld, 1.0f,
-                dq + r0 * ld, ld);
-      Transpose(d_scores, rows, r1, l.t, transposed);
-      cpu::Gemm(false, false, r1, l.d, rows, 1.0f, transposed, rows,
-                q + r0 * ld, ld, 1.0f, dk, ld);
+      cpu::Gemm(false, false, keys, l.d, queries, 1.0f, probs_t, l.t,
+                d_o + c0 * l.c, l.c, 1.0f, dv + c0 * ld, ld);
+      cpu::Gemm(false, false, keys, l.d, queries, 1.0f, d_scores_t, l.t,
+                q + c0 * ld, ld, 1.0f, dk + c0 * ld, ld);
+      cpu::Gemm(false, false, l.d, queries, keys, 1.0f, kt + c0, l.t, d_scores_t,
+                l.t, 1.0f, d_qt + c0, l.t);
+    }
+    for (int64_t t = 0; t < l.t; ++t) {
+      float* dq_row = dq + t * ld;
+      for (int64_t i = 0; i < l.d; ++i) dq_row[i] += d_qt[i * l.t + t];
     }
   }
 }

@@ -46,6 +46,10 @@ float ExpShiftedSum(const float* in, float shift, float* out, int64_t n);
 void ScaledExpShifted(const float* in, float shift, float scale, float* out,
                       bool accumulate, int64_t n);
 
+// out[i] = e^(in[i] − shift[i]) (in place allowed): the transposed softmax
+// of attention's backward, one lse per column.
+void ExpMinus(const float* in, const float* shift, float* out, int64_t n);
+
 // Which implementation this build uses: "highway <target>" or "scalar".
 const char* VectorMathName();
 

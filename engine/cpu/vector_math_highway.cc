@@ -197,6 +197,24 @@ void ScaledExpShifted(const float* in, float shift, float scale, float* out,
   }
 }
 
+void ExpMinus(const float* in, const float* shift, float* out, int64_t n) {
+  const Full d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, in + i), hn::LoadU(d, shift + i))), d,
+               out + i);
+  }
+  if (i < n) {
+    PaddedTail tail(in + i, n - i, lanes);  // e^(−∞ − 0) = 0 in the padding
+    HWY_ALIGN float shifts[HWY_MAX_BYTES / sizeof(float)] = {};
+    std::memcpy(shifts, shift + i, (n - i) * sizeof(float));
+    const auto e = hn::Exp(d, hn::Sub(hn::Load(d, tail.values), hn::Load(d, shifts)));
+    hn::Store(e, d, tail.values);
+    std::memcpy(out + i, tail.values, (n - i) * sizeof(float));
+  }
+}
+
 const char* VectorMathName() {
   static const char* const name = [] {
     static char buffer[64];

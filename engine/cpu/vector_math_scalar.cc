@@ -102,6 +102,11 @@ void ScaledExpShifted(const float* in, float shift, float scale, float* out,
   }
 }
 
+void ExpMinus(const float* in, const float* shift, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = Exp(in[i] - shift[i]);
+}
+
 const char* VectorMathName() { return "scalar"; }
 
 }  // namespace smallem::cpu
