@@ -7,7 +7,10 @@
 # configuration (its faster thread count), never its worst.
 #   bench/compare_torch.sh [BUILD_DIR] [REPEATS]
 # Environment: STEPS (timed steps, 20), WARMUP (3), ARCHS ("gpt2 modern"),
-# VOCABS ("256 8192"). JSON lines of every run go to stderr.
+# VOCABS ("256 8192"). JSON lines of every run go to stderr. Both sides
+# inherit the rest of the environment: on a shared, loaded machine run it
+# with OMP_WAIT_POLICY=passive (docs/benchmarks.md § Threads), which helps
+# both sides' OpenMP teams alike.
 set -euo pipefail
 build=${1:-build}
 repeats=${2:-1}
@@ -19,6 +22,8 @@ tps() { sed -E 's/.*"tokens_per_s": ?([0-9.]+).*/\1/'; }
 ratio() { echo "$1 / $2" | bc -l; }
 max() { echo "if ($1 > $2) $1 else $2" | bc -l; }
 
+echo "# $(date -u +%F) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}, $steps steps after $warmup"
 printf '%-3s %-6s %-5s | %9s %9s | %9s %9s | %13s %13s\n' rep arch vocab \
   "ours 1t" "ours ${all}t" "torch 1t" "torch ${all}t" "1t/torch best" "${all}t/torch best"
 for rep in $(seq 1 "$repeats"); do
