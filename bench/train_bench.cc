@@ -3,8 +3,8 @@
 // is bench/torch_peer.py with the same model, batch and thread count;
 // bench/compare_torch.sh runs both and prints the ratio.
 //
-//   smallem_train_bench --vocab 256 --threads 2 [--layers 4 --embed 128 --heads 4
-//                        --context 128 --batch 16 --steps 30 --warmup 5 --arch gpt2]
+//   smallem_train_bench --vocab 256 --threads 2 [--arch gpt2|modern --layers 4 --embed 128 --heads 4
+//                        --context 128 --batch 16 --steps 30 --warmup 5]
 #include <cstdio>
 #include <string>
 
@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
       bench::TimeTrainingSteps(**model, B, warmup, steps, [&] { (*opt)->Step(1e-3f); });
   const double seconds = timing.seconds;
   const double tokens_per_s = static_cast<double>(steps * B * T) / seconds;
-  std::printf("{\"impl\":\"smallem\",\"vocab\":%lld,\"threads\":%d,\"params\":%lld,"
+  std::printf("{\"impl\":\"smallem\",\"blas_core\":\"%s\",\"arch\":\"%s\",\"vocab\":%lld,\"threads\":%d,\"params\":%lld,"
               "\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f,\"loss\":%.4f}\n",
+              CpuBackend::BlasCore().c_str(), StringFlag(argc, argv, "--arch", "gpt2").c_str(),
               static_cast<long long>(config.vocab), be.threads(),
               static_cast<long long>((*model)->ParameterCount()), tokens_per_s,
               1000.0 * seconds / steps, timing.last_loss);

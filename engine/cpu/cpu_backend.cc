@@ -78,12 +78,15 @@ float* ThreadScratch(size_t count) {
 CpuBackend::CpuBackend(int threads)
     : threads_(threads > 0 ? threads : omp_get_num_procs()) {
   omp_set_num_threads(threads_);
+  cpu::EnsureBlasCore();
 #ifdef SMALLEM_HAVE_OPENBLAS
   // The ops split GEMMs across the OpenMP team themselves; a second pool of
   // OpenBLAS threads would only compete with it for the same cores.
   openblas_set_num_threads(1);
 #endif
 }
+
+std::string CpuBackend::BlasCore() { return cpu::EnsureBlasCore(); }
 
 std::string CpuBackend::DeviceClass() const {
   static const std::string* const model = new std::string(CpuModelName());

@@ -25,6 +25,9 @@ class CpuBackend final : public Backend {
   int threads() const { return threads_; }
 
   std::string Name() const override { return "cpu"; }
+  // OpenBLAS's kernel set for the products ("Haswell", "SkylakeX"; "none"
+  // without OpenBLAS): chosen once per process, see engine/cpu/blas_core.cc.
+  static std::string BlasCore();
   std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
   // f32 unless set: bf16 makes every tape on this backend store activations
   // in bf16 through the reference path (engine/cpu/bf16_ops.h) — the GPU's

@@ -1,5 +1,6 @@
 // Helpers shared by the CPU ops (engine/cpu/*.cc) and nothing else: a serial
-// GEMM with leading dimensions, an exp the compiler can vectorize and
+// GEMM with leading dimensions, an array cut into chunks across the OpenMP
+// team, an exp the compiler can vectorize (the fallback of vector_math.h) and
 // per-thread scratch. Not part of the engine's interface (the ops' checks are
 // engine/op_checks.h, shared with every backend).
 #ifndef SMALLEM_ENGINE_CPU_CPU_UTIL_H_
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace smallem::cpu {
 
@@ -25,6 +27,14 @@ inline constexpr int64_t kParallelMin = 1 << 14;
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Makes sure OpenBLAS runs the best kernels this CPU supports, once per
+// process, before the first product, and returns the name of its kernel set
+// ("Haswell", "SkylakeX", ...; "none" without OpenBLAS). Debian's OpenBLAS
+// falls back to SSE3 kernels on CPU models newer than it knows; see
+// blas_core.cc. Not thread-safe against concurrent products: CpuBackend's
+// constructor calls it.
+const std::string& EnsureBlasCore();
 
 // The row ops on host memory, for CpuBackend and for Backend's default
 // (copy-to-host) implementations: row_sum_squares.cc and row_scale.cc. in is
@@ -82,6 +92,26 @@ inline float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
 // contiguous parts.
 inline int64_t PartBegin(int64_t count, int part, int parts) {
   return count * part / parts;
+}
+
+// fn(begin, count) on contiguous chunks of [0, n), one per thread of a team
+// of `threads` when n is worth waking it (kParallelMin), else one call on
+// the calling thread. Chunks start at multiples of 16 floats (a cache line).
+template <typename Fn>
+void ForChunks(int threads, int64_t n, Fn fn) {
+  const int parts = n >= kParallelMin && threads > 1 ? threads : 1;
+  if (parts == 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  const auto begin_of = [&](int part) {
+    return part == parts ? n : PartBegin(n, part, parts) / 16 * 16;
+  };
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int part = 0; part < parts; ++part) {
+    const int64_t begin = begin_of(part);
+    fn(begin, begin_of(part + 1) - begin);
+  }
 }
 
 }  // namespace smallem::cpu

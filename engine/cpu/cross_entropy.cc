@@ -9,6 +9,7 @@
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/cpu/vector_math.h"
 #include "engine/op_checks.h"
 
 namespace smallem {
@@ -37,13 +38,8 @@ void CpuBackend::CrossEntropyForward(const CrossEntropyParams& p) {
 #pragma omp parallel for num_threads(threads_) if (rows * vocab >= cpu::kParallelMin)
   for (int64_t n = 0; n < rows; ++n) {
     const float* row = logits + n * vocab;
-    float row_max = -std::numeric_limits<float>::infinity();
-    // The ?: form, not std::max: GCC 12 vectorizes only this reduction.
-#pragma omp simd reduction(max : row_max)
-    for (int64_t v = 0; v < vocab; ++v) row_max = row[v] > row_max ? row[v] : row_max;
-    float sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t v = 0; v < vocab; ++v) sum += cpu::Exp(row[v] - row_max);
+    const float row_max = cpu::Max(row, vocab);
+    const float sum = cpu::ExpShiftedSum(row, row_max, nullptr, vocab);
     const float row_lse = row_max + std::log(sum);
     losses[n] = row_lse - row[targets[n]];
     if (lse != nullptr) lse[n] = row_lse;
@@ -70,13 +66,7 @@ void CpuBackend::CrossEntropyBackward(const CrossEntropyBackwardParams& p) {
     const float g = grad_losses[n];
     // Elementwise, each logit read before its gradient is written: in place
     // (grad_row == row) is fine.
-    if (p.overwrite) {
-#pragma omp simd
-      for (int64_t v = 0; v < vocab; ++v) grad_row[v] = cpu::Exp(row[v] - row_lse) * g;
-    } else {
-#pragma omp simd
-      for (int64_t v = 0; v < vocab; ++v) grad_row[v] += cpu::Exp(row[v] - row_lse) * g;
-    }
+    cpu::ScaledExpShifted(row, row_lse, g, grad_row, !p.overwrite, vocab);
     grad_row[targets[n]] -= g;
   }
 }

@@ -3,6 +3,7 @@
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/cpu/vector_math.h"
 #include "engine/op_checks.h"
 
 namespace smallem {
@@ -10,47 +11,28 @@ namespace smallem {
 void CpuBackend::SwiGluForward(const SwiGluParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SwiGluForward)) return;
   CheckSwiGlu(p);
-  const int64_t n = p.gate.numel();
   const float* gate = p.gate.f32();
   const float* up = p.up.f32();
   float* out = p.out.f32();
-#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = gate[i] * cpu::Sigmoid(gate[i]) * up[i];
-  }
+  cpu::ForChunks(threads_, p.gate.numel(), [&](int64_t begin, int64_t count) {
+    cpu::SwiGluForward(gate + begin, up + begin, out + begin, count);
+  });
 }
 
 void CpuBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::SwiGluBackward)) return;
   CheckSwiGluBackward(p);
-  const int64_t n = p.gate.numel();
-  const bool want_gate = !p.grad_gate.empty();
-  const bool want_up = !p.grad_up.empty();
+  if (p.grad_gate.empty() && p.grad_up.empty()) return;
   const float* gate = p.gate.f32();
   const float* up = p.up.f32();
   const float* g = p.grad_out.f32();
-  // One loop per combination keeps each loop branch-free and vectorized.
-  float* grad_gate = want_gate ? p.grad_gate.f32() : nullptr;
-  float* grad_up = want_up ? p.grad_up.f32() : nullptr;
-  if (want_gate && want_up) {
-#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const float s = cpu::Sigmoid(gate[i]);
-      grad_up[i] += g[i] * gate[i] * s;
-      grad_gate[i] += g[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
-    }
-  } else if (want_gate) {
-#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      const float s = cpu::Sigmoid(gate[i]);
-      grad_gate[i] += g[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
-    }
-  } else if (want_up) {
-#pragma omp parallel for simd num_threads(threads_) if (n >= cpu::kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      grad_up[i] += g[i] * gate[i] * cpu::Sigmoid(gate[i]);
-    }
-  }
+  float* grad_gate = p.grad_gate.empty() ? nullptr : p.grad_gate.f32();
+  float* grad_up = p.grad_up.empty() ? nullptr : p.grad_up.f32();
+  cpu::ForChunks(threads_, p.gate.numel(), [&](int64_t begin, int64_t count) {
+    cpu::SwiGluBackward(gate + begin, up + begin, g + begin,
+                        grad_gate == nullptr ? nullptr : grad_gate + begin,
+                        grad_up == nullptr ? nullptr : grad_up + begin, count);
+  });
 }
 
 }  // namespace smallem

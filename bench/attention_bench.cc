@@ -1,0 +1,90 @@
+// Attention on the CPU against the engine's own sgemm speed, in one run:
+// forward and backward of causal attention on the tiny config's shape
+// (B 16, T 128, 4 heads of 32 channels), and the model's largest product
+// ((B·T, C)·(C, 3C), the qkv projection) as the sgemm reference. Prints one
+// JSON line with the ratio of attention's time to its causal FLOPs at that
+// speed: forward Q·Kᵀ and P·V, backward dV, dP, dQ, dK, each over the T(T+1)/2
+// causal entries (recomputing P in the backward is counted as overhead).
+// Best of --rounds rounds, so a neighbour's load on a shared machine shows
+// up in the spread, not the best.
+//
+//   smallem_attention_bench [--threads 1 --batch 16 --context 128 --heads 4
+//                            --embed 128 --rounds 20]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "bench/flags.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/random.h"
+
+namespace smallem {
+namespace {
+
+Tensor Random(CpuBackend& be, Shape shape, Rng& rng, float scale) {
+  Tensor t{.data = *be.Allocate(static_cast<size_t>(shape.numel()) * sizeof(float)),
+           .shape = shape};
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  for (float& x : host) x = scale * static_cast<float>(rng.Normal());
+  be.CopyToDevice(t.data, host.data(), t.bytes());
+  return t;
+}
+
+double BestSeconds(int rounds, const std::function<void()>& fn) {
+  fn();  // warm-up: scratch, caches
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+}  // namespace
+}  // namespace smallem
+
+int main(int argc, char** argv) {
+  using namespace smallem;
+  using bench::Flag;
+  const int threads = static_cast<int>(Flag(argc, argv, "--threads", 1));
+  const int64_t B = Flag(argc, argv, "--batch", 16), T = Flag(argc, argv, "--context", 128);
+  const int64_t H = Flag(argc, argv, "--heads", 4), C = Flag(argc, argv, "--embed", 128);
+  const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 20));
+  const int64_t D = C / H;
+  CpuBackend be(threads);
+  Rng rng(1);
+  const Tensor qkv = Random(be, {B, T, 3 * C}, rng, 1.0f);
+  const Tensor out = Random(be, {B, T, C}, rng, 0.0f);
+  const Tensor lse = Random(be, {B, H, T}, rng, 0.0f);
+  const Tensor grad_out = Random(be, {B, T, C}, rng, 1.0f);
+  const Tensor grad_qkv = Random(be, {B, T, 3 * C}, rng, 0.0f);
+  const Tensor x = Random(be, {B * T, C}, rng, 1.0f);
+  const Tensor w = Random(be, {3 * C, C}, rng, 0.02f);
+  const Tensor y = Random(be, {B * T, 3 * C}, rng, 0.0f);
+
+  const AttentionParams forward{.qkv = qkv, .out = out, .lse = lse, .batch = B,
+                                .time = T, .heads = H, .head_dim = D};
+  const AttentionBackwardParams backward{.qkv = qkv, .out = out, .lse = lse,
+                                         .grad_out = grad_out, .grad_qkv = grad_qkv,
+                                         .batch = B, .time = T, .heads = H, .head_dim = D};
+  const double forward_s = BestSeconds(rounds, [&] { be.AttentionForward(forward); });
+  const double backward_s = BestSeconds(rounds, [&] { be.AttentionBackward(backward); });
+  const MatmulParams product{.a = x, .b = w, .out = y, .m = B * T, .n = 3 * C, .k = C,
+                             .trans_b = true};
+  const double product_s = BestSeconds(rounds, [&] { be.Matmul(product); });
+
+  const double sgemm_flops_per_s = 2.0 * B * T * 3 * C * C / product_s;
+  const double causal = static_cast<double>(T) * (T + 1) / 2;
+  const double attention_flops = 6 * 2.0 * B * H * causal * D;  // 2 forward + 4 backward
+  const double at_sgemm_s = attention_flops / sgemm_flops_per_s;
+  std::printf("{\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_gflops\":%.1f,\"attention_forward_ms\":%.3f,"
+              "\"attention_backward_ms\":%.3f,\"attention_at_sgemm_ms\":%.3f,"
+              "\"attention_over_flops\":%.2f}\n",
+              CpuBackend::BlasCore().c_str(), be.threads(), sgemm_flops_per_s / 1e9, 1e3 * forward_s, 1e3 * backward_s,
+              1e3 * at_sgemm_s, (forward_s + backward_s) / at_sgemm_s);
+  return 0;
+}
