@@ -119,7 +119,7 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     absl::StatusOr<CurveChoice> choice = ChooseReferenceCurve(ref.points, noise.sigma, noise.df);
     if (!choice.ok()) return choice.status();
     report.choice = *std::move(choice);
-    report.bootstrap = CurveBootstrap::Run(report.choice->curve);
+    report.bootstrap = CurveBootstrap::Run(report.choice->curve, report.choice->sigma);
     if (!ref.pending.empty()) {
       report.notes.push_back(
           absl::StrCat("The reference curve is incomplete: ", ref.points.size(), " of ",
@@ -129,7 +129,7 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     for (const std::string& note : report.choice->notes) report.notes.push_back(note);
     if (report.bootstrap->resamples() == 0) {
       report.notes.push_back(
-          "The reference budgets have one seed each, so R(t)'s own noise is not measured "
+          "No arm and no reference budget has two seeds, so R(t)'s own noise is not measured "
           "(SE_R = 0, no band in the figure): τ time understates the uncertainty. Give the "
           "reference two or more seeds.");
     }
@@ -163,11 +163,6 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     }
   }
 
-  double reference_seed_df = 0;
-  for (const CurvePoint& p : ref.points) {
-    const double df = static_cast<double>(p.seed_losses.size()) - 1;
-    reference_seed_df = reference_seed_df == 0 ? df : std::min(reference_seed_df, df);
-  }
   std::vector<std::string> extrapolation_notes;
   for (const ReportRow& steps_row : report.steps.rows) {
     TimeRow row;
@@ -198,20 +193,29 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         row.span_ratio = r.span_ratio;
         row.delta = *row.mean_loss - r.value;
         const double n = static_cast<double>(row.losses.size());
+        const CurveChoice& choice = *report.choice;
         std::vector<Term> terms;
         if (row.losses.size() >= 3) {
           terms.push_back({SampleVariance(row.losses) / n, n - 1});
-        } else if (noise.sigma) {
-          terms.push_back({*noise.sigma * *noise.sigma / n, static_cast<double>(noise.df)});
+        } else if (choice.sigma) {
+          terms.push_back({*choice.sigma * *choice.sigma / n, static_cast<double>(choice.sigma_df)});
         }
         row.se_variant = terms.empty() ? std::nullopt : std::optional(std::sqrt(terms[0].variance));
+        // SE_R(t): its loss part scales the pooled σ (σ's df), its time
+        // part rests on the reference budgets' few seeds.
         row.se_reference = report.bootstrap->Se(*row.mean_seconds);
-        // SE_R(t) rests mostly on the few seeds of the budgets nearest t:
-        // its degrees of freedom are those of one budget, not the pool's.
-        terms.push_back({*row.se_reference * *row.se_reference, reference_seed_df});
+        terms.push_back({std::pow(report.bootstrap->SeLoss(*row.mean_seconds), 2),
+                         static_cast<double>(choice.sigma_df)});
+        terms.push_back({std::pow(report.bootstrap->SeTime(*row.mean_seconds), 2),
+                         static_cast<double>(report.bootstrap->time_df())});
         row.se_seconds = row.seconds.size() >= 2 ? std::sqrt(SampleVariance(row.seconds) / n) : 0.0;
         const double slope_term = r.slope * *row.se_seconds;
         terms.push_back({slope_term * slope_term, n - 1});
+        const ModelError model_error = ModelErrorAt(choice, *row.mean_seconds);
+        row.se_model = std::sqrt(model_error.variance);
+        // A bias bound measured at twice the spacing R(t) uses: taken as
+        // known (no degrees of freedom), not as a noise estimate.
+        terms.push_back({model_error.variance, 0});
         Judge(terms, plan.noise_floor, row);
         if (row.extrapolated) extrapolation_notes.push_back(ExtrapolationNote(row, curve));
       }

@@ -10,16 +10,18 @@
 //    built from the reference runs on the class the variants are compared
 //    on. When reference runs have finished only on other classes, the
 //    comparison is refused (FailedPrecondition naming both classes).
-//  * The curve's model, its leave-one-out check and its bootstrap SE_R(t)
-//    come from server/analysis/curve_check.h (the comparison's pooled σ
-//    stands in for the reference's when its budgets have one seed each).
+//  * The curve's model, its leave-one-out check, its model error ME(t) and
+//    its parametric bootstrap SE_R(t) come from server/analysis/curve_check.h,
+//    with σ pooled over the reference seeds and the compared arms (σ_all,
+//    df_all).
 //  * Per variant: t = mean training seconds of its seeds; R(t) from the
 //    curve; Δt = mean loss − R(t) in nats per byte, lower is better;
-//      SE_V = s_V/√n_V with ≥ 3 seeds, else σ/√n_V (σ pooled), df n_V − 1 or σ's;
+//      SE_V = s_V/√n_V with ≥ 3 seeds, else σ_all/√n_V, df n_V − 1 or df_all;
 //      SE_t = s_t/√n_V, s_t the sample sd of its training seconds (0 with one seed);
-//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)²), df by Welch–Satterthwaite
-//           over the three terms (SE_R with the df of one reference budget's seeds,
-//           n_ref − 1: it rests on the few seeds nearest t; SE_t with n_V − 1);
+//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)² + ME(t)²), df by
+//           Welch–Satterthwaite over the terms (SE_R's loss part with df_all,
+//           its time part with the reference budgets' smallest n − 1, SE_t
+//           with n_V − 1; ME, a bias bound, with none);
 //      τ_time = max(floor, t₀.₉₇₅(df)·SE); 95 % interval Δt ± t₀.₉₇₅·SE;
 //    verdict `better`/`worse` when |Δt| > τ_time, stated as a multiple of
 //    it, else `within noise` (server/analysis/verdict.h). With no noise
@@ -68,6 +70,7 @@ struct TimeRow {
   std::optional<double> se_variant;      // SE_V
   std::optional<double> se_reference;    // SE_R(t), bootstrap
   std::optional<double> se_seconds;      // SE_t
+  std::optional<double> se_model;        // ME(t), the curve's model error
   std::optional<double> se;              // the combined SE (unset: no noise measured)
   std::optional<double> df;
   std::optional<double> t_quantile;

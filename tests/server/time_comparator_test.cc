@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/compared_runs.h"
+#include "tests/server/reference_fixture.h"
 
 namespace smallem {
 namespace {
@@ -245,6 +246,59 @@ TEST(TimeComparatorTest, RowsWaitForTheBaselinesNoise) {
   absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(Row(*report, "muon").pending_reason, "waiting for the baseline");
+}
+
+// The five budgets (tests/server/reference_fixture.h) as reference
+// runs, the baseline their 1000-step runs: the chosen model's left-out
+// misses (≈ +0.061, −0.025, +0.007 at 250, 500 and 1000 steps) all exceed
+// the τ of a variant measured there (σ pooled over 10 + 2 df ≈ 0.003, three
+// seeds: τ ≈ 2.18·√(σ²/3 + SE_R²) ≈ 0.005), so the note names all three; and
+// the model error ME(t) they measure widens τ_time between those budgets.
+TEST(TimeComparatorTest, FixtureLeaveOneOutNoteFiresWhereAMissExceedsTau) {
+  ComparisonPlan plan;
+  plan.experiment = "fixture";
+  plan.baseline = "base";
+  plan.variants = {"base", "slow"};
+  plan.seeds = {1, 2, 3};
+  plan.budget = Steps(1000);
+  plan.reference = ReferencePlan{.budgets = {}, .seeds = {1, 2, 3}, .shared_variant = "base"};
+  std::vector<ComparedRun> runs;
+  for (const CurvePoint& p : testing::FixtureCurvePoints()) {
+    plan.reference->budgets.push_back(p.budget);
+    for (int s = 0; s < 3; ++s) {
+      const bool base = p.budget.steps == 1000;
+      runs.push_back(Finished(base ? "base" : "reference", s + 1, *p.budget.steps,
+                              p.seed_losses[s], p.seed_seconds[s]));
+    }
+  }
+  // A variant at 1000 steps that takes 50 s: between the 1000- and 2000-step budgets.
+  for (int s = 0; s < 3; ++s) runs.push_back(Finished("slow", s + 1, 1000, 1.4500 + 0.001 * s, 50 + s));
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->choice.has_value());
+  ASSERT_EQ(report->choice->left_out.size(), 3u);
+  for (const LeftOut& m : report->choice->left_out) {
+    ASSERT_TRUE(m.tau.has_value());
+    EXPECT_TRUE(m.exceeds) << m.seconds << " s: miss " << m.miss << ", τ " << *m.tau;
+  }
+  std::string note;
+  for (const std::string& n : report->notes) {
+    if (n.find("Leave-one-out") != std::string::npos) note = n;
+  }
+  EXPECT_THAT(note, HasSubstr("250 steps misses by +0.06"));
+  EXPECT_THAT(note, HasSubstr("1000 steps misses by +0.007"));
+  // slow's 51 s lie between 1000 and 2000 steps: only the 1000-step miss
+  // bounds that span, and its excess over the noise is the model error.
+  const TimeRow& slow = Row(*report, "slow");
+  const LeftOut& at1000 = report->choice->left_out[2];
+  ASSERT_TRUE(slow.se_model.has_value());
+  EXPECT_NEAR(*slow.se_model * *slow.se_model,
+              std::max(0.0, at1000.miss * at1000.miss - *at1000.noise_variance), 1e-15);
+  EXPECT_GT(*slow.se_model, 0.005);
+  const double se2 = std::pow(*slow.se_variant, 2) + std::pow(*slow.se_reference, 2) +
+                     std::pow(*slow.slope * *slow.se_seconds, 2) + std::pow(*slow.se_model, 2);
+  EXPECT_NEAR(*slow.se, std::sqrt(se2), 1e-12);
+  EXPECT_NEAR(*slow.tau, std::max(0.002, *slow.t_quantile * *slow.se), 1e-12);
 }
 
 }  // namespace
