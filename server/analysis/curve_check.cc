@@ -210,7 +210,7 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
 }
 
 CurveBootstrap CurveBootstrap::Run(const TimeCurve& curve, std::optional<double> sigma,
-                                   int resamples, uint64_t seed) {
+                                   double time_cv, int time_df, int resamples, uint64_t seed) {
   CurveBootstrap out;
   if (!sigma || !(*sigma > 0)) return out;
   std::mt19937_64 rng(seed);
@@ -222,13 +222,11 @@ CurveBootstrap CurveBootstrap::Run(const TimeCurve& curve, std::optional<double>
   }
   // The points' times: each moved by its standard error in turn.
   out.base_.push_back(curve);
+  if (!(time_cv > 0) || time_df <= 0) return out;
+  out.time_df_ = time_df;
   for (size_t i = 0; i < curve.points().size(); ++i) {
-    const CurvePoint& p = curve.points()[i];
-    if (p.seed_seconds.size() < 2) continue;
-    const int df = static_cast<int>(p.seed_seconds.size()) - 1;
-    out.time_df_ = out.time_df_ == 0 ? df : std::min(out.time_df_, df);
     std::vector<CurvePoint> points = curve.points();
-    points[i].seconds += std::sqrt(SampleVariance(p.seed_seconds) / SeedCount(p));
+    points[i].seconds *= 1 + time_cv / std::sqrt(SeedCount(points[i]));
     absl::StatusOr<TimeCurve> refit = curve.Refit(points);
     if (refit.ok()) out.time_curves_.push_back(*std::move(refit));
   }

@@ -37,8 +37,9 @@
 //    of freedom), the model refitted to each, their standard deviation at
 //    t; df of σ. Zero without σ.
 //    SE_time: the points' mean times are measured too: Σᵢ δᵢ(t)², δᵢ the
-//    change of R(t) when point i's time moves by s_tᵢ/√nᵢ (s_tᵢ the sd of
-//    its seeds' times; no term with one seed); df the smallest nᵢ − 1.
+//    change of R(t) when point i's time tᵢ moves by its standard error
+//    tᵢ·cv/√nᵢ (cv the relative sd of training time pooled over every arm
+//    and budget, time_comparator.h); df that of cv. None without cv.
 //
 // Thread-safety: pure functions; CurveBootstrap is an immutable value.
 #ifndef SMALLEM_SERVER_ANALYSIS_CURVE_CHECK_H_
@@ -108,8 +109,9 @@ ModelError ModelErrorAt(const CurveChoice& choice, double seconds);
 
 class CurveBootstrap {
  public:
-  // No resamples without `sigma`.
+  // No resamples without `sigma`; no time term without `time_cv` > 0.
   static CurveBootstrap Run(const TimeCurve& curve, std::optional<double> sigma,
+                            double time_cv = 0, int time_df = 0,
                             int resamples = kBootstrapResamples, uint64_t seed = kBootstrapSeed);
   // SE_R(seconds) = √(SE_loss² + SE_time²) as above; 0 without σ.
   // REQUIRES: seconds > 0.

@@ -16,12 +16,15 @@
 //    df_all).
 //  * Per variant: t = mean training seconds of its seeds; R(t) from the
 //    curve; Δt = mean loss − R(t) in nats per byte, lower is better;
-//      SE_V = s_V/√n_V with ≥ 3 seeds, else σ_all/√n_V, df n_V − 1 or df_all;
-//      SE_t = s_t/√n_V, s_t the sample sd of its training seconds (0 with one seed);
-//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)² + ME(t)²), df by
-//           Welch–Satterthwaite over the terms (SE_R's loss part with df_all,
-//           its time part with the reference budgets' smallest n − 1, SE_t
-//           with n_V − 1; ME, a bias bound, with none);
+//      SE_V = σ_all/√n_V (df_all);
+//      SE_t = t·cv/√n_V, cv the seed-to-seed sd of training time relative
+//           to its mean, pooled over every arm and reference budget with ≥ 2
+//           seeds (df_cv = Σ(nᵢ − 1); 0 without any);
+//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)² + ME(t)²), df ν the smaller
+//           of df_all (σ_all: SE_V, SE_R's loss part) and df_cv (cv: SE_R's
+//           time part, SE_t) among those whose terms are > 0 — conservative:
+//           Welch–Satterthwaite's ν is never below it; ME, a bias bound, has
+//           none;
 //      τ_time = max(floor, t₀.₉₇₅(df)·SE); 95 % interval Δt ± t₀.₉₇₅·SE;
 //    verdict `better`/`worse` when |Δt| > τ_time, stated as a multiple of
 //    it, else `within noise` (server/analysis/verdict.h). With no noise
@@ -51,6 +54,13 @@
 #include "server/analysis/reference_curve.h"
 
 namespace smallem {
+
+// The seed-to-seed sd of training time relative to its mean, pooled over
+// every compared arm and reference budget with two or more seeds.
+struct TimeSpread {
+  double cv = 0;
+  int df = 0;  // Σ(nᵢ − 1); 0: not measured
+};
 
 // One variant at equal time.
 struct TimeRow {
@@ -95,6 +105,7 @@ struct TimeReport {
   // their τ) and its bootstrap.
   std::optional<CurveChoice> choice;
   std::optional<CurveBootstrap> bootstrap;
+  TimeSpread time_spread;  // the training time's relative spread (SE_t)
   std::vector<TimeRow> rows;       // parallel to steps.rows
   std::vector<std::string> notes;  // about the equal-time comparison, in order of importance
 

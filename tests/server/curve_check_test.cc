@@ -121,7 +121,7 @@ TEST(CurveCheckTest, BootstrapIsReproducibleAndGrowsOutsideThePoints) {
   // It scales with σ.
   EXPECT_NEAR(CurveBootstrap::Run(c->curve, 2 * *c->sigma).Se(37.3), 2 * a.Se(37.3),
               0.5 * a.Se(37.3));
-  const CurveBootstrap other = CurveBootstrap::Run(c->curve, c->sigma, kBootstrapResamples, 7);
+  const CurveBootstrap other = CurveBootstrap::Run(c->curve, c->sigma, 0, 0, kBootstrapResamples, 7);
   EXPECT_NE(a.Se(25), other.Se(25));
   // No σ: nothing to resample.
   std::vector<CurvePoint> single = {Point(10, 2.0, {2.0}), Point(20, 1.8, {1.8})};

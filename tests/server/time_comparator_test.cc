@@ -61,9 +61,9 @@ std::vector<ComparedRun> ReferenceRuns(const std::string& device_class = "cpu") 
 // τ_time = max(floor, t₀.₉₇₅(ν)·√(SE_V² + SE_R² + (R′·SE_t)² + ME²)); the
 // test recomputes it from the row's terms.
 //   base  t = 402: R = 0.950886, Δt = −0.00039                      within noise
-//   muon  t = 565: R = 0.926256, Δt = +0.00424                        worse (1.63τ)
+//   muon  t = 565: R = 0.926256, Δt = +0.00424                        worse (1.69τ)
 //         (at equal steps Δ = −0.0200: better (10.0τ) — wins per step, loses per minute)
-//   fast  t = 302: R = 0.971583, Δt = −0.01608                        better (7.40τ)
+//   fast  t = 302: R = 0.971583, Δt = −0.01608                        better (6.83τ)
 //   tiny  t = 81 < 101: extrapolated ×0.802, R = 1.066810              worse
 //   late  one seed of two: pending.
 std::vector<ComparedRun> Fixture() {
@@ -119,23 +119,37 @@ TEST(TimeComparatorTest, HandComputedFixture) {
   EXPECT_NEAR(*muon.slope, -0.0723620 / 565, 1e-9);
   EXPECT_NEAR(*muon.delta, 0.9305 - *muon.reference_loss, 1e-12);
   // τ from its terms: SE_V = σ/√2 (two seeds, σ pooled over all arms, df 8),
-  // SE_t = sd(560, 570)/√2 = 5, SE_R from the bootstrap, no model error.
+  // SE_t = 565·cv/√2 with cv² the mean of (sd/mean)² over the seed pairs of
+  // the arms (base, muon, fast, tiny) and the curve's points (the baseline's
+  // pair again at 6000 steps), df 8; SE_R from the bootstrap; no model error.
+  const double pairs[][2] = {{400, 404}, {560, 570}, {300, 304}, {80, 82},
+                             {100, 102}, {200, 202}, {400, 404}, {800, 808}};
+  double cv2 = 0;
+  for (const auto& p : pairs) {
+    const double m = (p[0] + p[1]) / 2, var = (p[0] - p[1]) * (p[0] - p[1]) / 2;
+    cv2 += var / (m * m) / 8;
+  }
+  EXPECT_EQ(report->time_spread.df, 8);
+  EXPECT_NEAR(report->time_spread.cv, std::sqrt(cv2), 1e-12);
   EXPECT_NEAR(*muon.se_variant, std::sqrt(8.5e-6 / 8 / 2), 1e-12);
-  EXPECT_NEAR(*muon.se_seconds, 5, 1e-12);
+  EXPECT_NEAR(*muon.se_seconds, 565 * std::sqrt(cv2 / 2), 1e-9);
   EXPECT_EQ(*muon.se_model, 0);
   const double se = std::sqrt(*muon.se_variant * *muon.se_variant +
                               *muon.se_reference * *muon.se_reference +
-                              std::pow(*muon.slope * 5, 2));
+                              std::pow(*muon.slope * *muon.se_seconds, 2));
   EXPECT_NEAR(*muon.se, se, 1e-12);
+  // ν = min(df_σ, df_cv) = 8: t₀.₉₇₅(8) = 2.306.
+  EXPECT_EQ(*muon.df, 8);
+  EXPECT_NEAR(*muon.t_quantile, 2.306004, 1e-6);
   EXPECT_NEAR(*muon.tau, std::max(0.002, *muon.t_quantile * se), 1e-12);
   EXPECT_NEAR(*muon.ci_low, *muon.delta - *muon.t_quantile * se, 1e-12);
   EXPECT_EQ(muon.verdict, Verdict::kWorse);
-  EXPECT_EQ(muon.VerdictText(), "worse (1.63τ)");
+  EXPECT_EQ(muon.VerdictText(), "worse (1.69τ)");
   EXPECT_EQ(report->steps.rows[1].VerdictText(), "better (10.0τ)");
 
   const TimeRow& fast = Row(*report, "fast");
   EXPECT_NEAR(*fast.reference_loss, line(302), 1e-6);
-  EXPECT_EQ(fast.VerdictText(), "better (7.40τ)");
+  EXPECT_EQ(fast.VerdictText(), "better (6.83τ)");
 
   const TimeRow& tiny = Row(*report, "tiny");
   EXPECT_TRUE(tiny.extrapolated);
