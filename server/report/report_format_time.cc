@@ -71,6 +71,9 @@ std::vector<std::string> CurveLines(const TimeReport& r) {
                                 c.sigma_source)
               : std::string("not measured"),
       c.misfit ? absl::StrFormat("; fit χ²/dof = %.2f", *c.misfit) : std::string(),
+      r.time_spread.df > 0 ? absl::StrFormat("; training time cv %.4f (df %d)", r.time_spread.cv,
+                                             r.time_spread.df)
+                           : std::string(),
       r.bootstrap ? absl::StrFormat("; SE_R(t) from %d parametric bootstrap resamples (seed %d)",
                                     r.bootstrap->resamples(),
                                     static_cast<int64_t>(kBootstrapSeed))
@@ -302,6 +305,8 @@ json CurveJson(const TimeReport& report) {
           {"point_sigma_source", c.sigma_source},
           {"misfit", JsonOptional(c.misfit)},
           {"left_out", left_out},
+          {"time_cv", report.time_spread.cv},
+          {"time_cv_df", report.time_spread.df},
           {"bootstrap_resamples", report.bootstrap ? report.bootstrap->resamples() : 0},
           {"bootstrap_seed", kBootstrapSeed}};
 }

@@ -225,6 +225,8 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
   EXPECT_EQ(fast["verdict_text"], "better (6.83τ)");
   EXPECT_EQ(t["curve"]["left_out"].size(), 2u);
   EXPECT_EQ(t["curve"]["bootstrap_resamples"], 200);
+  EXPECT_EQ(t["curve"]["time_cv_df"], 8);
+  EXPECT_GT(t["curve"]["time_cv"].get<double>(), 0);
   const json& tiny = RowOf(t["rows"], "tiny");
   EXPECT_TRUE(tiny["extrapolated"].get<bool>());
   EXPECT_NEAR(tiny["span_ratio"].get<double>(), 81.0 / 101.0, 1e-12);
