@@ -5,9 +5,12 @@
 // true Δ = 2·floor and 4·floor for 2, 3 and 5 seeds. Prints markdown tables.
 //
 //   build/bench/smallem_calibration_bench [--experiments N] [--seed S]
+//       [--filter TEXT] [--seeds S] [--budgets B]
 //
 // N null experiments per equal-steps row (default 10000); the equal-time
 // rows run N/10 each (each refits its curve 200 times for the bootstrap).
+// --filter runs only the rows whose label contains TEXT; --seeds S and
+// --budgets B only those rows (equal-steps rows have budgets 4 in the config).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,7 +23,13 @@
 namespace smallem {
 namespace {
 
+// Rows whose label contains this are run (all when empty).
+std::string g_filter;
+int g_seeds = 0, g_budgets = 0;  // only these (0: all)
+
 void Row(const char* label, const SimulationConfig& c) {
+  if (!g_filter.empty() && std::string(label).find(g_filter) == std::string::npos) return;
+  if ((g_seeds != 0 && c.seeds != g_seeds) || (g_budgets != 0 && c.budgets != g_budgets)) return;
   const SimulationResult r = Simulate(c);
   const double p = r.VerdictRate();
   const double se = std::sqrt(p * (1 - p) / std::max(1, r.experiments));
@@ -35,6 +44,9 @@ int Main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--experiments") == 0) experiments = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--seed") == 0) seed = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--filter") == 0) g_filter = argv[i + 1];
+    if (std::strcmp(argv[i], "--seeds") == 0) g_seeds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--budgets") == 0) g_budgets = std::atoi(argv[i + 1]);
   }
   const double floor = 0.002, sigma = 0.003;
   std::printf("σ = %.4f nats/byte per seed, floor = %.4f, training-time cv 2 %%, seed %llu\n\n",

@@ -7,18 +7,13 @@
 #include "base/check.h"
 #include "server/analysis/comparator.h"
 #include "server/analysis/reference_curve.h"
+#include "server/analysis/stats.h"
 #include "server/analysis/time_comparator.h"
 
 namespace smallem {
 namespace {
 
-// A standard normal from two uniforms (Box–Muller), so that a seed gives
-// the same experiments with any standard library.
-double Normal(std::mt19937_64& rng) {
-  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
-  const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
-}
+double Normal(std::mt19937_64& rng) { return StandardNormal(rng); }
 
 double BudgetSeconds(int i) { return 5 * std::pow(2.0, i); }
 

@@ -14,19 +14,48 @@
 namespace smallem {
 namespace {
 
+constexpr Form kForms[] = {Form::kLogLinear, Form::kPowerLaw, Form::kPlateau,
+                           Form::kBrokenPowerLaw};
+
 // |rᵢ|/(σ/√nᵢ) below which a fit with no spare degree of freedom is exact.
 constexpr double kExactFitTolerance = 0.1;
 
-// σ pooled over the seeds of every point with two or more.
-void PoolPoints(const std::vector<CurvePoint>& points, std::optional<double>* sigma, int* df) {
+double SeedCount(const CurvePoint& p) {
+  return static_cast<double>(std::max<size_t>(1, p.seed_losses.size()));
+}
+
+// σ pooled over the seeds of every point with two or more and the arms'
+// σ (with its df); sets the choice's sigma, sigma_df and sigma_source.
+void PoolNoise(const std::vector<CurvePoint>& points, std::optional<double> arms_sigma,
+               int arms_df, CurveChoice& c) {
   double sum = 0;
-  *df = 0;
+  int df = 0;
   for (const CurvePoint& p : points) {
     if (p.seed_losses.size() < 2) continue;
     sum += SampleVariance(p.seed_losses) * static_cast<double>(p.seed_losses.size() - 1);
-    *df += static_cast<int>(p.seed_losses.size() - 1);
+    df += static_cast<int>(p.seed_losses.size() - 1);
   }
-  if (*df > 0) *sigma = std::sqrt(sum / *df);
+  const bool arms = arms_sigma && arms_df > 0;
+  c.sigma_source = df > 0 ? (arms ? "reference seeds and the compared arms" : "reference seeds")
+                          : (arms ? "the compared arms" : "");
+  if (arms) sum += *arms_sigma * *arms_sigma * arms_df, df += arms_df;
+  c.sigma_df = df;
+  if (df > 0) c.sigma = std::sqrt(sum / df);
+}
+
+// R(t) of `curve`'s model refitted to `points`, or of their chord.
+double Predict(const TimeCurve& curve, bool same_model, const std::vector<CurvePoint>& points,
+               double seconds) {
+  absl::StatusOr<TimeCurve> refit = same_model ? curve.Refit(points) : TimeCurve::Create(points);
+  if (!refit.ok()) refit = TimeCurve::Create(points);
+  CHECK(refit.ok()) << refit.status();
+  return refit->Interpolate(seconds).value;
+}
+
+double RmsMiss(const std::vector<LeftOut>& misses) {
+  double sum = 0;
+  for (const LeftOut& m : misses) sum += m.miss * m.miss;
+  return misses.empty() ? 0 : std::sqrt(sum / static_cast<double>(misses.size()));
 }
 
 // Whether `curve`'s form fits its points within the noise; sets *misfit.
@@ -51,12 +80,6 @@ bool WithinNoise(const TimeCurve& curve, const CurveChoice& c, std::optional<dou
   return worst <= kExactFitTolerance;
 }
 
-double WorstMiss(const std::vector<LeftOut>& misses) {
-  double worst = 0;
-  for (const LeftOut& m : misses) worst = std::max(worst, std::abs(m.miss));
-  return worst;
-}
-
 // The chord's worst bias between two points, for its note.
 std::string ChordNote(const TimeCurve& curve) {
   const double l1 = curve.points()[0].loss, l2 = curve.points()[1].loss;
@@ -71,42 +94,65 @@ std::string ChordNote(const TimeCurve& curve) {
 
 }  // namespace
 
-std::vector<LeftOut> LeaveOneOut(const TimeCurve& curve) {
+std::vector<LeftOut> LeaveOneOut(const TimeCurve& curve, std::optional<double> sigma) {
   std::vector<LeftOut> out;
   const std::vector<CurvePoint>& pts = curve.points();
   for (size_t i = 1; i + 1 < pts.size(); ++i) {
     std::vector<CurvePoint> others = pts;
     others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
-    absl::StatusOr<TimeCurve> refit = curve.Refit(others);
-    if (!refit.ok()) refit = TimeCurve::Create(others);
-    CHECK(refit.ok()) << refit.status();
-    const double predicted = refit->Interpolate(pts[i].seconds).value;
-    out.push_back({.budget = pts[i].budget, .seconds = pts[i].seconds, .measured = pts[i].loss,
-                   .predicted = predicted, .miss = pts[i].loss - predicted});
+    LeftOut m{.budget = pts[i].budget, .seconds = pts[i].seconds, .measured = pts[i].loss};
+    m.same_model = curve.Refit(others).ok();
+    m.predicted = Predict(curve, m.same_model, others, pts[i].seconds);
+    m.miss = pts[i].loss - m.predicted;
+    if (sigma) {
+      double variance = *sigma * *sigma / SeedCount(pts[i]);
+      for (size_t j = 0; j < others.size(); ++j) {
+        std::vector<CurvePoint> moved = others;
+        moved[j].loss += *sigma / std::sqrt(SeedCount(others[j]));
+        const double delta = Predict(curve, m.same_model, moved, pts[i].seconds) - m.predicted;
+        variance += delta * delta;
+      }
+      m.noise_variance = variance;
+    }
+    out.push_back(m);
   }
   return out;
 }
 
+ModelError ModelErrorAt(const CurveChoice& choice, double seconds) {
+  const std::vector<CurvePoint>& pts = choice.curve.points();
+  const size_t k = pts.size();
+  if (k < 3 || choice.left_out.size() != k - 2) return {};
+  size_t a = 0;
+  while (a + 2 < k && pts[a + 1].seconds <= seconds) ++a;
+  double excess = 0;
+  int used = 0;
+  for (size_t i : {a, a + 1}) {
+    if (i < 1 || i + 1 >= k) continue;  // an end: never left out
+    const LeftOut& m = choice.left_out[i - 1];
+    if (!m.same_model) continue;
+    excess += m.miss * m.miss - m.noise_variance.value_or(0);
+    ++used;
+  }
+  if (used == 0) return {};
+  return {.variance = std::max(0.0, excess / used), .df = used};
+}
+
 absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
-                                                 std::optional<double> fallback_sigma,
-                                                 int fallback_df) {
+                                                 std::optional<double> arms_sigma,
+                                                 int arms_df) {
   absl::StatusOr<TimeCurve> chord = TimeCurve::Create(points);
   if (!chord.ok()) return chord.status();
   CurveChoice c{.curve = *chord};
-  PoolPoints(points, &c.sigma, &c.sigma_df);
-  if (c.sigma) {
-    c.sigma_source = "reference seeds";
-  } else if (fallback_sigma && fallback_df > 0) {
-    c.sigma = fallback_sigma, c.sigma_df = fallback_df, c.sigma_source = "the compared arms";
-  }
+  PoolNoise(points, arms_sigma, arms_df, c);
   const size_t k = points.size();
   if (k == 2) {
     c.notes.push_back(ChordNote(c.curve));
     return c;
   }
   std::vector<std::string> rejected;
-  for (Form form : {Form::kPowerLaw, Form::kPlateau}) {
-    if (form == Form::kPlateau && k < 5) break;
+  for (Form form : kForms) {
+    if (FormParameters(form) >= 4 && k < 5) break;
     absl::StatusOr<TimeCurve> fit = TimeCurve::Build(points, CurveModel::kFit, form);
     if (!fit.ok()) {
       rejected.push_back(absl::StrCat(FormName(form), ": ", fit.status().message()));
@@ -120,7 +166,7 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
         c.notes.push_back("The reference noise is not measured (one seed per budget), so the "
                           "fit's residuals were not tested against it.");
       }
-      c.left_out = LeaveOneOut(c.curve);
+      c.left_out = LeaveOneOut(c.curve, c.sigma);
       return c;
     }
     c.misfit = misfit;
@@ -133,69 +179,80 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
   std::vector<TimeCurve> candidates;
   candidates.push_back(*TimeCurve::Build(points, CurveModel::kPchip));
   if (k >= 4) {
-    for (Form form : {Form::kPowerLaw, Form::kPlateau}) {
-      if (form == Form::kPlateau && k < 5) break;
+    for (Form form : kForms) {
+      if (FormParameters(form) >= 4 && k < 5) break;
       absl::StatusOr<TimeCurve> through = TimeCurve::Build(points, CurveModel::kFitThroughPoints, form);
       if (through.ok()) candidates.push_back(*std::move(through));
     }
   }
   size_t best = 0;
-  double best_worst = INFINITY;
+  double best_rms = INFINITY;
   std::vector<std::string> scores;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const double worst = WorstMiss(LeaveOneOut(candidates[i]));
+    const double rms = RmsMiss(LeaveOneOut(candidates[i]));
     scores.push_back(absl::StrFormat("%s %.4f", candidates[i].model() == CurveModel::kPchip
                                                     ? "PCHIP"
                                                     : FormName(candidates[i].form()),
-                                     worst));
-    if (worst < best_worst) best_worst = worst, best = i;
+                                     rms));
+    if (rms < best_rms) best_rms = rms, best = i;
   }
   c.curve = candidates[best];
-  c.left_out = LeaveOneOut(c.curve);
+  c.left_out = LeaveOneOut(c.curve, c.sigma);
   c.notes.push_back(absl::StrCat(
       "No form fits the reference points within their noise (", absl::StrJoin(rejected, "; "),
       "), so R(t) is ", c.curve.Describe(),
       candidates.size() > 1
-          ? absl::StrCat(": the smallest worst leave-one-out miss (", absl::StrJoin(scores, ", "), ")")
+          ? absl::StrCat(": the smallest root-mean-square leave-one-out miss (",
+                         absl::StrJoin(scores, ", "), ")")
           : std::string(" (three budgets leave none out of a fit)"),
       "."));
   return c;
 }
 
-CurveBootstrap CurveBootstrap::Run(const TimeCurve& curve, int resamples, uint64_t seed) {
+CurveBootstrap CurveBootstrap::Run(const TimeCurve& curve, std::optional<double> sigma,
+                                   double time_cv, int time_df, int resamples, uint64_t seed) {
   CurveBootstrap out;
-  size_t n = 0;
-  for (const CurvePoint& p : curve.points()) n = std::max(n, p.seed_losses.size());
-  if (n < 2) return out;
-  out.inflation_ = std::sqrt(static_cast<double>(n) / static_cast<double>(n - 1));
+  if (!sigma || !(*sigma > 0)) return out;
   std::mt19937_64 rng(seed);
   for (int b = 0; b < resamples; ++b) {
     std::vector<CurvePoint> points = curve.points();
-    for (CurvePoint& p : points) {
-      const size_t m = p.seed_losses.size();
-      if (m < 2) continue;
-      double loss = 0, seconds = 0;
-      for (size_t j = 0; j < m; ++j) {
-        // rng() % m: fully specified by the standard (unlike
-        // std::uniform_int_distribution), its bias below m/2⁶⁴.
-        const size_t pick = static_cast<size_t>(rng() % m);
-        loss += p.seed_losses[pick];
-        seconds += pick < p.seed_seconds.size() ? p.seed_seconds[pick] : p.seconds;
-      }
-      p.loss = loss / static_cast<double>(m);
-      p.seconds = seconds / static_cast<double>(m);
-    }
+    for (CurvePoint& p : points) p.loss += *sigma / std::sqrt(SeedCount(p)) * StandardNormal(rng);
     absl::StatusOr<TimeCurve> refit = curve.Refit(points);
     if (refit.ok()) out.curves_.push_back(*std::move(refit));
+  }
+  // The points' times: each moved by its standard error in turn.
+  out.base_.push_back(curve);
+  if (!(time_cv > 0) || time_df <= 0) return out;
+  out.time_df_ = time_df;
+  for (size_t i = 0; i < curve.points().size(); ++i) {
+    std::vector<CurvePoint> points = curve.points();
+    points[i].seconds *= 1 + time_cv / std::sqrt(SeedCount(points[i]));
+    absl::StatusOr<TimeCurve> refit = curve.Refit(points);
+    if (refit.ok()) out.time_curves_.push_back(*std::move(refit));
   }
   return out;
 }
 
-double CurveBootstrap::Se(double seconds) const {
+double CurveBootstrap::SeLoss(double seconds) const {
   if (curves_.size() < 2) return 0;
   std::vector<double> values;
   for (const TimeCurve& c : curves_) values.push_back(c.Interpolate(seconds).value);
-  return std::sqrt(SampleVariance(values)) * inflation_;
+  return std::sqrt(SampleVariance(values));
+}
+
+double CurveBootstrap::SeTime(double seconds) const {
+  if (base_.empty()) return 0;
+  const double at = base_[0].Interpolate(seconds).value;
+  double sum = 0;
+  for (const TimeCurve& c : time_curves_) {
+    const double d = c.Interpolate(seconds).value - at;
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+double CurveBootstrap::Se(double seconds) const {
+  return std::hypot(SeLoss(seconds), SeTime(seconds));
 }
 
 }  // namespace smallem

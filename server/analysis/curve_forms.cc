@@ -9,42 +9,68 @@ namespace {
 
 constexpr double kMinAlpha = 0.01;
 constexpr int kAlphaGrid = 60, kT0Grid = 24, kGoldenSteps = 40;
+// The broken power law's three nested searches use coarser grids.
+constexpr int kBrokenT0Grid = 16, kBetaGrid = 10, kBrokenAlphaGrid = 24;
+constexpr double kMinBeta = 0.5, kMaxBeta = 30;
 
 struct Linear {
   double l_inf = 0, a = 0, sse = INFINITY;
 };
 
-// The weighted least-squares (L∞, A) for fixed α and t₀.
-Linear SolveLinear(const std::vector<double>& ts, const std::vector<double>& ls,
-                   const std::vector<double>& ws, double alpha, double t0, double t_ref) {
+// The weighted least-squares (L∞, A) of L = L∞ + A·x (L∞ = 0 when
+// `free_offset` is false, or when it would go negative).
+Linear SolveLinear(const std::vector<double>& xs, const std::vector<double>& ls,
+                   const std::vector<double>& ws, bool free_offset) {
   double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  std::vector<double> xs(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) {
-    xs[i] = std::pow((ts[i] + t0) / t_ref, -alpha);
+  for (size_t i = 0; i < xs.size(); ++i) {
     sw += ws[i], sx += ws[i] * xs[i], sy += ws[i] * ls[i];
     sxx += ws[i] * xs[i] * xs[i], sxy += ws[i] * xs[i] * ls[i];
   }
   Linear out;
   const double det = sw * sxx - sx * sx;
-  if (det > 1e-14 * sw * sxx) {
+  const bool solvable = free_offset && det > 1e-14 * sw * sxx;
+  if (solvable) {
     out.a = (sw * sxy - sx * sy) / det;
     out.l_inf = (sy - out.a * sx) / sw;
   }
-  if (!(det > 1e-14 * sw * sxx) || out.l_inf < 0) {
+  if (!solvable || out.l_inf < 0) {
     out.l_inf = 0;
     out.a = sxy / sxx;
   }
   out.sse = 0;
-  for (size_t i = 0; i < ts.size(); ++i) {
+  for (size_t i = 0; i < xs.size(); ++i) {
     const double r = ls[i] - out.l_inf - out.a * xs[i];
     out.sse += ws[i] * r * r;
   }
   return out;
 }
 
+// ln(1 + eᵘ) without overflow.
+double Softplus(double u) { return u > 30 ? u + std::log1p(std::exp(-u)) : std::log1p(std::exp(u)); }
+
+// g(t) such that the form's x(t) = exp(−α·g(t)): L = L∞ + A·x(t).
+double FormLog(Form form, double t, double t0, double beta, double t_ref) {
+  if (form == Form::kBrokenPowerLaw) {
+    return (Softplus(beta * std::log(t / t0)) - Softplus(beta * std::log(t_ref / t0))) / beta;
+  }
+  return std::log((t + t0) / t_ref);
+}
+
+double FormX(Form form, double t, double alpha, double t0, double beta, double t_ref) {
+  return std::exp(-alpha * FormLog(form, t, t0, beta, t_ref));
+}
+
+Linear SolveForm(Form form, const std::vector<double>& ts, const std::vector<double>& ls,
+                 const std::vector<double>& ws, double alpha, double t0, double beta,
+                 double t_ref) {
+  std::vector<double> xs(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) xs[i] = FormX(form, ts[i], alpha, t0, beta, t_ref);
+  return SolveLinear(xs, ls, ws, form != Form::kBrokenPowerLaw);
+}
+
 // Minimizes f over [lo, hi] (in the variable given), starting from a grid.
 template <typename F>
-double GridThenGolden(const F& f, double lo, double hi, int grid) {
+double GridThenGolden(const F& f, double lo, double hi, int grid, int golden_steps = kGoldenSteps) {
   int best = 0;
   double best_value = INFINITY;
   for (int i = 0; i < grid; ++i) {
@@ -56,7 +82,7 @@ double GridThenGolden(const F& f, double lo, double hi, int grid) {
   constexpr double kPhi = 0.6180339887498949;
   double c = b - kPhi * (b - a), d = a + kPhi * (b - a);
   double fc = f(c), fd = f(d);
-  for (int i = 0; i < kGoldenSteps; ++i) {
+  for (int i = 0; i < golden_steps; ++i) {
     if (fc < fd) {
       b = d, d = c, fd = fc, c = b - kPhi * (b - a), fc = f(c);
     } else {
@@ -70,14 +96,36 @@ double GridThenGolden(const F& f, double lo, double hi, int grid) {
 }  // namespace
 
 const char* FormName(Form form) {
-  return form == Form::kPowerLaw ? "power law" : "plateau power law";
+  switch (form) {
+    case Form::kLogLinear: return "log-linear";
+    case Form::kPowerLaw: return "power law";
+    case Form::kPlateau: return "plateau power law";
+    case Form::kBrokenPowerLaw: return "broken power law";
+  }
+  return "?";
 }
 
-int FormParameters(Form form) { return form == Form::kPowerLaw ? 3 : 4; }
+int FormParameters(Form form) {
+  switch (form) {
+    case Form::kLogLinear: return 2;
+    case Form::kPowerLaw: return 3;
+    case Form::kPlateau: return 4;
+    case Form::kBrokenPowerLaw: return 4;
+  }
+  return 0;
+}
 
-double FormFit::Value(double t) const { return l_inf + a * std::pow((t + t0) / t_ref, -alpha); }
+double FormFit::Value(double t) const {
+  if (form == Form::kLogLinear) return l_inf - a * std::log(t / t_ref);
+  return l_inf + a * FormX(form, t, alpha, t0, beta, t_ref);
+}
 
 double FormFit::Slope(double t) const {
+  if (form == Form::kLogLinear) return -a / t;
+  if (form == Form::kBrokenPowerLaw) {
+    const double knee = std::exp(beta * std::log(t / t0));  // (t/t₀)^β
+    return -alpha * a * FormX(form, t, alpha, t0, beta, t_ref) * knee / (t * (1 + knee));
+  }
   return -alpha * a / t_ref * std::pow((t + t0) / t_ref, -alpha - 1);
 }
 
@@ -91,32 +139,73 @@ std::optional<FormFit> FitForm(Form form, const std::vector<double>& ts,
     log_sum += std::log(t), t_min = std::min(t_min, t), t_max = std::max(t_max, t);
   }
   const double t_ref = std::exp(log_sum / static_cast<double>(ts.size()));
+  if (form == Form::kLogLinear) {
+    // L = L_ref + A·x with x = −ln(t/t_ref): weighted least squares.
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const double x = -std::log(ts[i] / t_ref);
+      sw += ws[i], sx += ws[i] * x, sy += ws[i] * ls[i], sxx += ws[i] * x * x, sxy += ws[i] * x * ls[i];
+    }
+    const double det = sw * sxx - sx * sx;
+    if (!(det > 0)) return std::nullopt;
+    FormFit fit{.form = form, .a = (sw * sxy - sx * sy) / det, .t_ref = t_ref};
+    fit.l_inf = (sy - fit.a * sx) / sw;
+    if (!(fit.a > 0)) return std::nullopt;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const double r = ls[i] - fit.Value(ts[i]);
+      fit.weighted_sse += ws[i] * r * r;
+    }
+    return fit;
+  }
 
-  // The best α for a given t₀, searched in log α.
-  auto best_alpha = [&](double t0) {
+  // The best α for given t₀ and β, searched in log α (x = exp(−α·g)).
+  std::vector<double> gs(ts.size()), xs(ts.size());
+  auto best_alpha = [&](double t0, double beta, int golden, double* sse_out) {
+    for (size_t i = 0; i < ts.size(); ++i) gs[i] = FormLog(form, ts[i], t0, beta, t_ref);
     auto sse = [&](double log_alpha) {
-      return SolveLinear(ts, ls, ws, std::exp(log_alpha), t0, t_ref).sse;
+      const double alpha = std::exp(log_alpha);
+      for (size_t i = 0; i < ts.size(); ++i) xs[i] = std::exp(-alpha * gs[i]);
+      return SolveLinear(xs, ls, ws, form != Form::kBrokenPowerLaw).sse;
     };
-    return std::exp(GridThenGolden(sse, std::log(kMinAlpha), std::log(kMaxAlpha), kAlphaGrid));
+    const double log_alpha =
+        GridThenGolden(sse, std::log(kMinAlpha), std::log(kMaxAlpha),
+                       form == Form::kBrokenPowerLaw ? kBrokenAlphaGrid : kAlphaGrid, golden);
+    if (sse_out != nullptr) *sse_out = sse(log_alpha);
+    return std::exp(log_alpha);
   };
-  double t0 = 0;
+  auto sse_of = [&](double t0, double beta, int golden) {
+    double sse = INFINITY;
+    best_alpha(t0, beta, golden, &sse);
+    return sse;
+  };
+  double t0 = 0, beta = 1;
   if (form == Form::kPlateau) {
     // t₀ = 0 (the power law) against a log grid; the grid's best refined.
-    auto sse_at = [&](double log_t0) {
-      const double t = std::exp(log_t0);
-      return SolveLinear(ts, ls, ws, best_alpha(t), t, t_ref).sse;
-    };
+    auto sse_at = [&](double log_t0) { return sse_of(std::exp(log_t0), 1, kGoldenSteps); };
     const double lo = std::log(0.05 * t_min), hi = std::log(20 * t_max);
     const double log_t0 = GridThenGolden(sse_at, lo, hi, kT0Grid);
-    if (sse_at(log_t0) < SolveLinear(ts, ls, ws, best_alpha(0), 0, t_ref).sse) {
-      t0 = std::exp(log_t0);
-    }
+    if (sse_at(log_t0) < sse_of(0, 1, kGoldenSteps)) t0 = std::exp(log_t0);
+  } else if (form == Form::kBrokenPowerLaw) {
+    // t₀ on a log grid, for each the best β (log grid), for each the best α.
+    constexpr int kInnerGolden = 25;
+    auto best_beta = [&](double t) {
+      auto sse = [&](double log_beta) { return sse_of(t, std::exp(log_beta), kInnerGolden); };
+      return std::exp(
+          GridThenGolden(sse, std::log(kMinBeta), std::log(kMaxBeta), kBetaGrid, kInnerGolden));
+    };
+    auto sse_at = [&](double log_t0) {
+      const double t = std::exp(log_t0);
+      return sse_of(t, best_beta(t), kInnerGolden);
+    };
+    t0 = std::exp(GridThenGolden(sse_at, std::log(0.05 * t_min), std::log(20 * t_max),
+                                 kBrokenT0Grid, kInnerGolden));
+    beta = best_beta(t0);
   }
-  const double alpha = best_alpha(t0);
-  const Linear lin = SolveLinear(ts, ls, ws, alpha, t0, t_ref);
+  const double alpha = best_alpha(t0, beta, kGoldenSteps, nullptr);
+  const Linear lin = SolveForm(form, ts, ls, ws, alpha, t0, beta, t_ref);
   if (!(lin.a > 0) || !std::isfinite(lin.sse)) return std::nullopt;
   return FormFit{.form = form, .l_inf = lin.l_inf, .a = lin.a, .alpha = alpha, .t0 = t0,
-                 .t_ref = t_ref, .weighted_sse = lin.sse};
+                 .beta = beta, .t_ref = t_ref, .weighted_sse = lin.sse};
 }
 
 }  // namespace smallem

@@ -1,18 +1,30 @@
 // The parametric forms of the equal-time reference curve (docs/equal-time.md
 // § The reference curve), fitted by weighted least squares:
 //
+//   log-linear  L(t) = L_ref − A·ln(t/t_ref)
 //   power law   L(t) = L∞ + A·(t/t_ref)^(−α)
 //   plateau     L(t) = L∞ + A·((t + t₀)/t_ref)^(−α)
+//   broken power law
+//               L(t) = A·((1 + (t/t₀)^β)/(1 + (t_ref/t₀)^β))^(−α/β)
 //
-// with L∞ ≥ 0, A > 0, 0 < α ≤ kMaxAlpha, t₀ ≥ 0, and t_ref the geometric
+// with A > 0, L∞ ≥ 0, 0 < α ≤ kMaxAlpha, t₀ ≥ 0, and t_ref the geometric
 // mean of the fitted times (so that A is a loss: L(t_ref) − L∞ for the power
 // law). The plateau form is flat for t ≪ t₀ — the early plateau of training,
-// concave in log time — and a power law for t ≫ t₀.
+// concave in log time — and a power law for t ≫ t₀. The log-linear form has
+// no curvature in log time (the limit α → 0 of the power law, which the
+// power law's α ≥ 0.01 only approximates). The broken power law (a
+// "smoothly broken" power law, as in Caballero et al., "Broken neural
+// scaling laws", 2023, with a flat first segment and L∞ = 0) is flat for
+// t ≪ t₀ and A'·t^(−α) for t ≫ t₀, with a knee whose sharpness β ∈ [0.5, 30]
+// is free — the plateau form's knee is that of β = 1, too gentle for a
+// curve whose slope in log time doubles within one doubling of t.
 //
-// Method: for fixed (α, t₀) the model is linear in (L∞, A), solved exactly
+// Method: the log-linear form is a weighted linear regression on ln t. For
+// fixed (α, t₀) the other forms' model is linear in (L∞, A), solved exactly
 // (L∞ clamped at 0 when it would go negative); α is searched on a log grid
 // and refined by golden section, t₀ likewise (0 and a log grid from
-// 0.05·t_min to 20·t_max). Deterministic.
+// 0.05·t_min to 20·t_max), and the broken power law's β likewise (log grid
+// on [0.5, 30]) for each t₀. Deterministic.
 //
 // Thread-safety: pure functions on values.
 #ifndef SMALLEM_SERVER_ANALYSIS_CURVE_FORMS_H_
@@ -25,18 +37,19 @@ namespace smallem {
 
 inline constexpr double kMaxAlpha = 4.0;
 
-enum class Form { kPowerLaw, kPlateau };
-// "power law", "plateau power law".
+enum class Form { kLogLinear, kPowerLaw, kPlateau, kBrokenPowerLaw };
+// "log-linear", "power law", "plateau power law", "broken power law".
 const char* FormName(Form form);
-// Free parameters: 3 and 4.
+// Free parameters: 2, 3, 4 and 4.
 int FormParameters(Form form);
 
 struct FormFit {
   Form form = Form::kPowerLaw;
-  double l_inf = 0;  // nats/byte
-  double a = 0;      // nats/byte at t_ref
-  double alpha = 0;
+  double l_inf = 0;  // nats/byte; the log-linear form's L(t_ref)
+  double a = 0;      // nats/byte at t_ref; the log-linear form's fall per unit of ln t
+  double alpha = 0;  // 0 for the log-linear form
   double t0 = 0;     // seconds; 0 for the power law
+  double beta = 1;   // the broken power law's knee sharpness
   double t_ref = 1;  // seconds
   double weighted_sse = 0;  // Σ wᵢ·(Lᵢ − L(tᵢ))²
 

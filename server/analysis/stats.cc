@@ -32,4 +32,10 @@ std::optional<WelchResult> Welch(const std::vector<double>& a, const std::vector
              vb * vb / static_cast<double>(b.size() - 1))};
 }
 
+double StandardNormal(std::mt19937_64& rng) {
+  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
+  const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+}
+
 }  // namespace smallem

@@ -1,9 +1,11 @@
 // The few statistics the comparisons share (comparator.cc, noise.cc,
-// reference_curve.cc): means, sample variance and Welch's t-test.
+// reference_curve.cc, curve_check.cc, calibration.cc): means, sample
+// variance, Welch's t-test and a reproducible normal draw.
 #ifndef SMALLEM_SERVER_ANALYSIS_STATS_H_
 #define SMALLEM_SERVER_ANALYSIS_STATS_H_
 
 #include <optional>
+#include <random>
 #include <vector>
 
 namespace smallem {
@@ -12,6 +14,10 @@ namespace smallem {
 double Mean(const std::vector<double>& xs);
 // Unbiased sample variance. REQUIRES: xs.size() >= 2.
 double SampleVariance(const std::vector<double>& xs);
+
+// A standard normal draw from two of `rng`'s outputs (Box–Muller), so that a
+// seed gives the same draws with any standard library.
+double StandardNormal(std::mt19937_64& rng);
 
 struct WelchResult {
   double t = 0;   // (mean(a) − mean(b)) / standard error

@@ -31,6 +31,27 @@ void GatherSeeds(const ComparisonPlan& plan, const std::vector<ComparedRun>& run
   }
 }
 
+// TimeSpread over the plan's arms and the curve's points.
+TimeSpread PoolTimeSpread(const ComparisonPlan& plan, const std::vector<ComparedRun>& runs,
+                          const std::string& device_class, const std::vector<CurvePoint>& points) {
+  double sum = 0;
+  int df = 0;
+  auto add = [&](const std::vector<double>& seconds) {
+    if (seconds.size() < 2 || !(Mean(seconds) > 0)) return;
+    const double m = Mean(seconds);
+    sum += SampleVariance(seconds) / (m * m) * static_cast<double>(seconds.size() - 1);
+    df += static_cast<int>(seconds.size()) - 1;
+  };
+  for (const std::string& variant : plan.variants) {
+    TimeRow arm;
+    arm.variant = variant;
+    GatherSeeds(plan, runs, device_class, arm);
+    add(arm.seconds);
+  }
+  for (const CurvePoint& p : points) add(p.seed_seconds);
+  return df == 0 ? TimeSpread{} : TimeSpread{.cv = std::sqrt(sum / df), .df = df};
+}
+
 std::string ExtrapolationNote(const TimeRow& row, const TimeCurve& curve) {
   const bool below = row.span_ratio < 1;
   return absl::StrFormat(
@@ -41,23 +62,34 @@ std::string ExtrapolationNote(const TimeRow& row, const TimeCurve& curve) {
       CurveModelName(curve.model()));
 }
 
-// One term of an SE² with its degrees of freedom (0 = known exactly).
+// What a term of an SE² is estimated from: terms scaled by one estimate
+// (σ, or the time spread cv) share its degrees of freedom.
+enum class Source { kSigma, kTimeSpread, kKnown };
+
+// One term of an SE² with its degrees of freedom (kKnown: none).
 struct Term {
   double variance = 0;
   double df = 0;
+  Source source = Source::kKnown;
 };
 
-// Sets the row's SE, df, interval and τ from its terms (Welch–Satterthwaite).
+// Sets the row's SE, df, interval and τ from its terms. ν is the smallest
+// df among the estimated sources that contribute: conservative, since
+// Welch–Satterthwaite's ν is never below it (and with few seeds it is
+// anti-conservative; docs/equal-time.md § Calibration).
 void Judge(const std::vector<Term>& terms, double floor, TimeRow& row) {
-  double total = 0, denominator = 0;
+  double total = 0, nu = 0;
   for (const Term& t : terms) {
     total += t.variance;
-    if (t.variance > 0 && t.df > 0) denominator += t.variance * t.variance / t.df;
+    if (t.source != Source::kKnown && t.variance > 0 && t.df > 0) {
+      nu = nu == 0 ? t.df : std::min(nu, t.df);
+    }
   }
+  const double denominator = nu;  // > 0 when some estimated term contributes
   row.tau = floor;
   if (total > 0 && denominator > 0) {
     row.se = std::sqrt(total);
-    row.df = total * total / denominator;
+    row.df = nu;
     row.t_quantile = StudentTQuantile(0.975, *row.df);
     row.ci_low = *row.delta - *row.t_quantile * *row.se;
     row.ci_high = *row.delta + *row.t_quantile * *row.se;
@@ -119,7 +151,9 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     absl::StatusOr<CurveChoice> choice = ChooseReferenceCurve(ref.points, noise.sigma, noise.df);
     if (!choice.ok()) return choice.status();
     report.choice = *std::move(choice);
-    report.bootstrap = CurveBootstrap::Run(report.choice->curve);
+    report.time_spread = PoolTimeSpread(plan, runs, report.steps.device_class, ref.points);
+    report.bootstrap = CurveBootstrap::Run(report.choice->curve, report.choice->sigma,
+                                           report.time_spread.cv, report.time_spread.df);
     if (!ref.pending.empty()) {
       report.notes.push_back(
           absl::StrCat("The reference curve is incomplete: ", ref.points.size(), " of ",
@@ -129,7 +163,7 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     for (const std::string& note : report.choice->notes) report.notes.push_back(note);
     if (report.bootstrap->resamples() == 0) {
       report.notes.push_back(
-          "The reference budgets have one seed each, so R(t)'s own noise is not measured "
+          "No arm and no reference budget has two seeds, so R(t)'s own noise is not measured "
           "(SE_R = 0, no band in the figure): τ time understates the uncertainty. Give the "
           "reference two or more seeds.");
     }
@@ -163,11 +197,6 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     }
   }
 
-  double reference_seed_df = 0;
-  for (const CurvePoint& p : ref.points) {
-    const double df = static_cast<double>(p.seed_losses.size()) - 1;
-    reference_seed_df = reference_seed_df == 0 ? df : std::min(reference_seed_df, df);
-  }
   std::vector<std::string> extrapolation_notes;
   for (const ReportRow& steps_row : report.steps.rows) {
     TimeRow row;
@@ -198,20 +227,31 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         row.span_ratio = r.span_ratio;
         row.delta = *row.mean_loss - r.value;
         const double n = static_cast<double>(row.losses.size());
+        const CurveChoice& choice = *report.choice;
         std::vector<Term> terms;
-        if (row.losses.size() >= 3) {
-          terms.push_back({SampleVariance(row.losses) / n, n - 1});
-        } else if (noise.sigma) {
-          terms.push_back({*noise.sigma * *noise.sigma / n, static_cast<double>(noise.df)});
+        // The noise model pooled over every arm and budget (an arm whose s
+        // departs from it is named by the noise section's F test).
+        if (choice.sigma) {
+          terms.push_back({*choice.sigma * *choice.sigma / n, static_cast<double>(choice.sigma_df),
+                           Source::kSigma});
         }
         row.se_variant = terms.empty() ? std::nullopt : std::optional(std::sqrt(terms[0].variance));
+        // SE_R(t): its loss part scales the pooled σ (σ's df), its time
+        // part rests on the reference budgets' few seeds.
         row.se_reference = report.bootstrap->Se(*row.mean_seconds);
-        // SE_R(t) rests mostly on the few seeds of the budgets nearest t:
-        // its degrees of freedom are those of one budget, not the pool's.
-        terms.push_back({*row.se_reference * *row.se_reference, reference_seed_df});
-        row.se_seconds = row.seconds.size() >= 2 ? std::sqrt(SampleVariance(row.seconds) / n) : 0.0;
+        terms.push_back({std::pow(report.bootstrap->SeLoss(*row.mean_seconds), 2),
+                         static_cast<double>(choice.sigma_df), Source::kSigma});
+        terms.push_back({std::pow(report.bootstrap->SeTime(*row.mean_seconds), 2),
+                         static_cast<double>(report.bootstrap->time_df()), Source::kTimeSpread});
+        row.se_seconds = *row.mean_seconds * report.time_spread.cv / std::sqrt(n);
         const double slope_term = r.slope * *row.se_seconds;
-        terms.push_back({slope_term * slope_term, n - 1});
+        terms.push_back({slope_term * slope_term, static_cast<double>(report.time_spread.df),
+                         Source::kTimeSpread});
+        const ModelError model_error = ModelErrorAt(choice, *row.mean_seconds);
+        row.se_model = std::sqrt(model_error.variance);
+        // A bias bound measured at twice the spacing R(t) uses: taken as
+        // known (no degrees of freedom), not as a noise estimate.
+        terms.push_back({model_error.variance, 0, Source::kKnown});
         Judge(terms, plan.noise_floor, row);
         if (row.extrapolated) extrapolation_notes.push_back(ExtrapolationNote(row, curve));
       }

@@ -10,16 +10,21 @@
 //    built from the reference runs on the class the variants are compared
 //    on. When reference runs have finished only on other classes, the
 //    comparison is refused (FailedPrecondition naming both classes).
-//  * The curve's model, its leave-one-out check and its bootstrap SE_R(t)
-//    come from server/analysis/curve_check.h (the comparison's pooled σ
-//    stands in for the reference's when its budgets have one seed each).
+//  * The curve's model, its leave-one-out check, its model error ME(t) and
+//    its parametric bootstrap SE_R(t) come from server/analysis/curve_check.h,
+//    with σ pooled over the reference seeds and the compared arms (σ_all,
+//    df_all).
 //  * Per variant: t = mean training seconds of its seeds; R(t) from the
 //    curve; Δt = mean loss − R(t) in nats per byte, lower is better;
-//      SE_V = s_V/√n_V with ≥ 3 seeds, else σ/√n_V (σ pooled), df n_V − 1 or σ's;
-//      SE_t = s_t/√n_V, s_t the sample sd of its training seconds (0 with one seed);
-//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)²), df by Welch–Satterthwaite
-//           over the three terms (SE_R with the df of one reference budget's seeds,
-//           n_ref − 1: it rests on the few seeds nearest t; SE_t with n_V − 1);
+//      SE_V = σ_all/√n_V (df_all);
+//      SE_t = t·cv/√n_V, cv the seed-to-seed sd of training time relative
+//           to its mean, pooled over every arm and reference budget with ≥ 2
+//           seeds (df_cv = Σ(nᵢ − 1); 0 without any);
+//      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)² + ME(t)²), df ν the smaller
+//           of df_all (σ_all: SE_V, SE_R's loss part) and df_cv (cv: SE_R's
+//           time part, SE_t) among those whose terms are > 0 — conservative:
+//           Welch–Satterthwaite's ν is never below it; ME, a bias bound, has
+//           none;
 //      τ_time = max(floor, t₀.₉₇₅(df)·SE); 95 % interval Δt ± t₀.₉₇₅·SE;
 //    verdict `better`/`worse` when |Δt| > τ_time, stated as a multiple of
 //    it, else `within noise` (server/analysis/verdict.h). With no noise
@@ -50,6 +55,13 @@
 
 namespace smallem {
 
+// The seed-to-seed sd of training time relative to its mean, pooled over
+// every compared arm and reference budget with two or more seeds.
+struct TimeSpread {
+  double cv = 0;
+  int df = 0;  // Σ(nᵢ − 1); 0: not measured
+};
+
 // One variant at equal time.
 struct TimeRow {
   std::string variant;
@@ -68,6 +80,7 @@ struct TimeRow {
   std::optional<double> se_variant;      // SE_V
   std::optional<double> se_reference;    // SE_R(t), bootstrap
   std::optional<double> se_seconds;      // SE_t
+  std::optional<double> se_model;        // ME(t), the curve's model error
   std::optional<double> se;              // the combined SE (unset: no noise measured)
   std::optional<double> df;
   std::optional<double> t_quantile;
@@ -92,6 +105,7 @@ struct TimeReport {
   // their τ) and its bootstrap.
   std::optional<CurveChoice> choice;
   std::optional<CurveBootstrap> bootstrap;
+  TimeSpread time_spread;  // the training time's relative spread (SE_t)
   std::vector<TimeRow> rows;       // parallel to steps.rows
   std::vector<std::string> notes;  // about the equal-time comparison, in order of importance
 

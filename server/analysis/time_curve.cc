@@ -93,10 +93,17 @@ std::vector<double> TimeCurve::Residuals() const {
 
 std::string TimeCurve::Describe() const {
   if (!fit_) return CurveModelName(model_);
-  std::string s = absl::StrFormat("%s fit: L∞ = %.4f, A = %.4f at t_ref = %.1f s, α = %.3f",
+  std::string s =
+      fit_->form == Form::kLogLinear
+          ? absl::StrFormat("log-linear fit: L(t_ref) = %.4f, A = %.4f per unit of ln t, t_ref = %.1f s",
+                            fit_->l_inf, fit_->a, fit_->t_ref)
+          : absl::StrFormat("%s fit: L∞ = %.4f, A = %.4f at t_ref = %.1f s, α = %.3f",
                                   FormName(fit_->form), fit_->l_inf, fit_->a, fit_->t_ref,
                                   fit_->alpha);
   if (fit_->form == Form::kPlateau) absl::StrAppend(&s, absl::StrFormat(", t₀ = %.1f s", fit_->t0));
+  if (fit_->form == Form::kBrokenPowerLaw) {
+    absl::StrAppend(&s, absl::StrFormat(", t₀ = %.1f s, β = %.2f", fit_->t0, fit_->beta));
+  }
   if (model_ == CurveModel::kFitThroughPoints) {
     absl::StrAppend(&s, ", its residuals interpolated (PCHIP in log time) through the points");
   }

@@ -71,7 +71,10 @@ std::vector<std::string> CurveLines(const TimeReport& r) {
                                 c.sigma_source)
               : std::string("not measured"),
       c.misfit ? absl::StrFormat("; fit χ²/dof = %.2f", *c.misfit) : std::string(),
-      r.bootstrap ? absl::StrFormat("; SE_R(t) from %d bootstrap resamples (seed %d)",
+      r.time_spread.df > 0 ? absl::StrFormat("; training time cv %.4f (df %d)", r.time_spread.cv,
+                                             r.time_spread.df)
+                           : std::string(),
+      r.bootstrap ? absl::StrFormat("; SE_R(t) from %d parametric bootstrap resamples (seed %d)",
                                     r.bootstrap->resamples(),
                                     static_cast<int64_t>(kBootstrapSeed))
                   : std::string()));
@@ -189,7 +192,7 @@ std::string TimeCsv(const TimeReport& r) {
   std::string out =
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
       "mean_val_nats_per_byte,mean_train_seconds,reference_loss,delta,slope,se_variant,"
-      "se_reference,se_seconds,se,df,t_quantile,ci_low,ci_high,tau,extrapolated,"
+      "se_reference,se_seconds,se_model,se,df,t_quantile,ci_low,ci_high,tau,extrapolated,"
       "span_ratio,params,device_class,pending_reason\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const ReportRow& s = r.steps.rows[i];
@@ -209,6 +212,7 @@ std::string TimeCsv(const TimeReport& r) {
         CsvOptional(t.se_variant, "%.6f"),
         CsvOptional(t.se_reference, "%.6f"),
         CsvOptional(t.se_seconds, "%.4f"),
+        CsvOptional(t.se_model, "%.6f"),
         CsvOptional(t.se, "%.6f"),
         CsvOptional(t.df, "%.3f"),
         CsvOptional(t.t_quantile, "%.5f"),
@@ -282,12 +286,14 @@ json CurveJson(const TimeReport& report) {
   if (c.curve.fit()) {
     const FormFit& f = *c.curve.fit();
     fit = {{"form", FormName(f.form)}, {"l_inf", f.l_inf}, {"a", f.a}, {"alpha", f.alpha},
-           {"t0", f.t0}, {"t_ref", f.t_ref}};
+           {"t0", f.t0}, {"beta", f.beta}, {"t_ref", f.t_ref}};
   }
   json left_out = json::array();
   for (const LeftOut& m : c.left_out) {
     left_out.push_back({{"budget", BudgetJson(m.budget)}, {"seconds", m.seconds},
                         {"measured", m.measured}, {"predicted", m.predicted}, {"miss", m.miss},
+                        {"same_model", m.same_model},
+                        {"noise_variance", JsonOptional(m.noise_variance)},
                         {"tau", JsonOptional(m.tau)}, {"exceeds", m.exceeds}});
   }
   return {{"model", CurveModelName(c.curve.model())},
@@ -299,6 +305,8 @@ json CurveJson(const TimeReport& report) {
           {"point_sigma_source", c.sigma_source},
           {"misfit", JsonOptional(c.misfit)},
           {"left_out", left_out},
+          {"time_cv", report.time_spread.cv},
+          {"time_cv_df", report.time_spread.df},
           {"bootstrap_resamples", report.bootstrap ? report.bootstrap->resamples() : 0},
           {"bootstrap_seed", kBootstrapSeed}};
 }
@@ -330,6 +338,7 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
                     {"se_variant", JsonOptional(row.se_variant)},
                     {"se_reference", JsonOptional(row.se_reference)},
                     {"se_seconds", JsonOptional(row.se_seconds)},
+                    {"se_model", JsonOptional(row.se_model)},
                     {"se", JsonOptional(row.se)},
                     {"df", JsonOptional(row.df)},
                     {"t_quantile", JsonOptional(row.t_quantile)},

@@ -24,6 +24,30 @@ TEST(CalibrationTest, NullFalseVerdictRateAtEqualTimeIsUnderFivePercent) {
   }
 }
 
+// Two of the shapes whose rates exceeded 5 % before the log-linear form and
+// the curve's model error entered (docs/equal-time.md § Calibration):
+// between three budgets of the plateau curve with 5 seeds (was 9.2 %) and
+// the log-linear curve with five budgets and 2 seeds (was 8.8 % at a
+// point). The third, the plateau with five budgets, refits the four-parameter
+// form ~220 times per experiment: too slow for a bounded test; the bench
+// measures it.
+TEST(CalibrationTest, NullFalseVerdictRateOnOtherShapesIsUnderFivePercent) {
+  struct Shape {
+    TrueCurve curve;
+    int budgets, seeds;
+    VariantTime where;
+  };
+  for (const Shape& s : {Shape{TrueCurve::kPlateau, 3, 5, VariantTime::kBetween},
+                         Shape{TrueCurve::kLogLinear, 5, 2, VariantTime::kAtPoint}}) {
+    const SimulationResult r =
+        Simulate({.experiments = 300, .seeds = s.seeds, .budgets = s.budgets, .curve = s.curve,
+                  .where = s.where, .equal_time = true, .seed = 14});
+    EXPECT_EQ(r.experiments, 300);
+    EXPECT_LE(r.VerdictRate(), 0.05) << TrueCurveName(s.curve) << ", " << s.budgets
+                                     << " budgets, " << s.seeds << " seeds";
+  }
+}
+
 TEST(CalibrationTest, LargeDifferencesAreFound) {
   const SimulationResult r =
       Simulate({.experiments = 500, .seeds = 5, .true_delta = -0.008, .seed = 13});

@@ -48,19 +48,20 @@ reference:
 // (variant, seed, steps) → (val nats/byte, training seconds). The reference
 // spec is the baseline's, so the curve's 6000-step point is the baseline's
 // own two runs. Hand-computed (see tests/server/time_comparator_test.cc for
-// the derivations): curve (101 s, 1.101), (201 s, 1.001), (402 s, 0.9505),
-// (804 s, 0.901); τ at equal steps = 0.002 (t₀.₉₇₅(4)·σ = 0.00196 < floor).
-//   variant  mean    Δ steps           t      R(t)     Δ time
-//   base     0.9505  —                 402    0.9505   0         within noise
-//   muon     0.9305  −0.0200 (10.0τ)   565    0.92648  +0.00402  worse (1.04τ)
-//   fast     0.9555  +0.0050 (2.50τ)   302    0.96866  −0.01316  better (3.47τ)
-//   tiny     1.1345  +0.1840 (92.0τ)   81     1.14062  −0.00612  within noise,
-//                                                      extrapolated ×0.80
+// the derivations): curve (101 s, 1.051), (201 s, 1.001), (402 s, 0.9505),
+// (804 s, 0.901), a log-linear fit; τ at equal steps = 0.002
+// (t₀.₉₇₅(4)·σ = 0.00196 < floor).
+//   variant  mean    Δ steps           t      R(t)      Δ time
+//   base     0.9505  —                 402    0.950886  −0.00039  within noise
+//   muon     0.9305  −0.0200 (10.0τ)   565    0.926256  +0.00424  worse (1.69τ)
+//   fast     0.9555  +0.0050 (2.50τ)   302    0.971583  −0.01608  better (6.83τ)
+//   tiny     1.1345  +0.1840 (92.0τ)   81     1.066810  +0.06769  worse (22.7τ),
+//                                                       extrapolated ×0.80
 //   late     seed 2 still leased: pending
 const std::map<std::tuple<std::string, int64_t, int64_t>, std::pair<double, double>>& Results() {
   static const auto* results =
       new std::map<std::tuple<std::string, int64_t, int64_t>, std::pair<double, double>>{
-          {{"reference", 1, 1500}, {1.100, 100}},  {{"reference", 2, 1500}, {1.102, 102}},
+          {{"reference", 1, 1500}, {1.050, 100}},  {{"reference", 2, 1500}, {1.052, 102}},
           {{"reference", 1, 3000}, {1.000, 200}},  {{"reference", 2, 3000}, {1.002, 202}},
           {{"reference", 1, 12000}, {0.900, 800}}, {{"reference", 2, 12000}, {0.902, 808}},
           {{"base", 1, 6000}, {0.950, 400}},       {{"base", 2, 6000}, {0.951, 404}},
@@ -198,7 +199,7 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
   const json& t = j["equal_time"];
   EXPECT_EQ(t["device_class"], "cpu:2");
   ASSERT_EQ(t["reference"].size(), 4u);
-  const double seconds[] = {101, 201, 402, 804}, losses[] = {1.101, 1.001, 0.9505, 0.901};
+  const double seconds[] = {101, 201, 402, 804}, losses[] = {1.051, 1.001, 0.9505, 0.901};
   for (int i = 0; i < 4; ++i) {
     EXPECT_NEAR(t["reference"][i]["seconds"].get<double>(), seconds[i], 1e-12);
     EXPECT_NEAR(t["reference"][i]["val_nats_per_byte"].get<double>(), losses[i], 1e-12);
@@ -206,26 +207,30 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
 
   // Equal time.
   const json& base = RowOf(t["rows"], "base");
-  EXPECT_NEAR(base["delta"].get<double>(), 0, 1e-12);
+  EXPECT_NEAR(base["delta"].get<double>(), 0.9505 - 0.950886, 1e-6);
   EXPECT_EQ(base["verdict"], "within noise");
   const json& muon = RowOf(t["rows"], "muon");
   EXPECT_NEAR(muon["mean_train_seconds"].get<double>(), 565, 1e-12);
   // R(t) from the curve the report names (tests/server/time_comparator_test.cc).
-  EXPECT_EQ(t["curve"]["model"], "fit through the points");
-  EXPECT_NEAR(muon["reference_loss"].get<double>(), 0.92648, 1e-5);
+  EXPECT_EQ(t["curve"]["model"], "fit");
+  EXPECT_EQ(t["curve"]["fit"]["form"], "log-linear");
+  EXPECT_NEAR(muon["reference_loss"].get<double>(), 0.926256, 1e-6);
+  EXPECT_EQ(muon["se_model"].get<double>(), 0);
   EXPECT_NEAR(muon["delta"].get<double>(), 0.9305 - muon["reference_loss"].get<double>(), 1e-12);
   EXPECT_NEAR(muon["tau"].get<double>(),
               muon["t_quantile"].get<double>() * muon["se"].get<double>(), 1e-12);
-  EXPECT_EQ(muon["verdict_text"], "worse (1.04τ)");
+  EXPECT_EQ(muon["verdict_text"], "worse (1.69τ)");
   const json& fast = RowOf(t["rows"], "fast");
-  EXPECT_NEAR(fast["reference_loss"].get<double>(), 0.96866, 1e-5);
-  EXPECT_EQ(fast["verdict_text"], "better (3.47τ)");
+  EXPECT_NEAR(fast["reference_loss"].get<double>(), 0.971583, 1e-6);
+  EXPECT_EQ(fast["verdict_text"], "better (6.83τ)");
   EXPECT_EQ(t["curve"]["left_out"].size(), 2u);
   EXPECT_EQ(t["curve"]["bootstrap_resamples"], 200);
+  EXPECT_EQ(t["curve"]["time_cv_df"], 8);
+  EXPECT_GT(t["curve"]["time_cv"].get<double>(), 0);
   const json& tiny = RowOf(t["rows"], "tiny");
   EXPECT_TRUE(tiny["extrapolated"].get<bool>());
   EXPECT_NEAR(tiny["span_ratio"].get<double>(), 81.0 / 101.0, 1e-12);
-  EXPECT_EQ(tiny["verdict"], "within noise");
+  EXPECT_EQ(tiny["verdict"], "worse");
   EXPECT_EQ(RowOf(t["rows"], "late")["verdict_text"], "pending: 1 of 2 seeds finished, 1 running");
 
   // Noise: two seeds per arm — spreads, but no Welch t.
@@ -241,7 +246,7 @@ TEST_F(FullReportTest, TableShowsStepsAndTimeSideBySide) {
                               "device class cpu:2"));
   EXPECT_THAT(text, HasSubstr("at equal steps"));
   EXPECT_THAT(text, HasSubstr("at equal time"));
-  EXPECT_THAT(text, HasSubstr("  1500 steps: 101.0 s, 1.1010 nats/byte (2 seeds)"));
+  EXPECT_THAT(text, HasSubstr("  1500 steps: 101.0 s, 1.0510 nats/byte (2 seeds)"));
   // A variant can win per step and lose per minute: on one line.
   std::string muon_line;
   for (const std::string& line : std::vector<std::string>(absl::StrSplit(text, '\n'))) {
@@ -250,10 +255,11 @@ TEST_F(FullReportTest, TableShowsStepsAndTimeSideBySide) {
   EXPECT_THAT(muon_line, HasSubstr("-0.0200"));
   EXPECT_THAT(muon_line, HasSubstr("better (10.0τ)"));
   EXPECT_THAT(muon_line, HasSubstr("[-0.0220, -0.0180]  0.0020  better (10.0τ)"));
-  EXPECT_THAT(muon_line, HasSubstr("0.9265"));
-  EXPECT_THAT(muon_line, HasSubstr("+0.0040  [+0.0002, +0.0079]  0.0039  worse (1.04τ)"));
-  EXPECT_THAT(text, HasSubstr("1.1406 (extrapolated ×0.80)"));
-  EXPECT_THAT(text, HasSubstr("left out: predicted 1.0157, miss -0.0147 (τ 0.0051, exceeds)"));
+  EXPECT_THAT(muon_line, HasSubstr("0.9263"));
+  EXPECT_THAT(muon_line, HasSubstr("+0.0042  [+0.0017, +0.0068]  0.0025  worse (1.69τ)"));
+  EXPECT_THAT(text, HasSubstr("1.0668 (extrapolated ×0.80)"));
+  EXPECT_THAT(text, HasSubstr("left out: predicted 1.0011, miss -0.0001 (τ 0.0021)"));
+  EXPECT_THAT(text, HasSubstr("R(t) = log-linear fit: L(t_ref) = 0.9759, A = 0.0724 per unit of ln t"));
   EXPECT_THAT(text, HasSubstr("tiny: its 81.0 s are 0.80× the shortest reference run's 101.0 s"));
   // The noise section follows.
   EXPECT_THAT(text, HasSubstr("article16-fixture — noise (seed replicates per variant)"));
@@ -272,9 +278,10 @@ TEST_F(FullReportTest, AtStepsIsTheEqualStepsReportAndAtTimeTheEqualTimeOne) {
   const std::string csv = Render(CompareAt::kTime, ReportFormat::kCsv);
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 6u);
-  EXPECT_THAT(lines[2], HasSubstr("article16-fixture,muon,worse,1.041,2,2,0.930500,565.000,"
-                                  "0.926477,0.004023,"));
-  EXPECT_THAT(lines[2], HasSubstr(",0.000500,0.000830,5.0000,"));  // SE_V, SE_R, SE_t
+  EXPECT_THAT(lines[2], HasSubstr("article16-fixture,muon,worse,1.693,2,2,0.930500,565.000,"
+                                  "0.926256,0.004244,"));
+  // SE_V, SE_R, SE_t, ME
+  EXPECT_THAT(lines[2], HasSubstr(",0.000729,0.000584,4.3381,0.000000,"));
 }
 
 TEST_F(FullReportTest, CombinedCsvExtendsEachEqualStepsLine) {
@@ -284,8 +291,8 @@ TEST_F(FullReportTest, CombinedCsvExtendsEachEqualStepsLine) {
   EXPECT_THAT(lines[0], HasSubstr(",reference_loss,delta_time,ci_low_time,ci_high_time,tau_time,"
                                   "delta_time_over_tau,verdict_time,extrapolated,span_ratio"));
   EXPECT_THAT(lines[4], HasSubstr("tiny,worse,92.000,"));
-  EXPECT_THAT(lines[4], HasSubstr(",1.140616,-0.006116,-0.034057,0.021824,0.027941,0.219,"
-                                  "within noise,true,0.8020"));
+  EXPECT_THAT(lines[4], HasSubstr(",1.066810,0.067690,0.064702,0.070678,0.002988,22.655,"
+                                  "worse,true,0.8020"));
 }
 
 TEST_F(FullReportTest, PlotIsWrittenBesideTheReport) {

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/compared_runs.h"
+#include "tests/server/reference_fixture.h"
 
 namespace smallem {
 namespace {
@@ -40,8 +41,8 @@ ComparisonPlan Plan() {
 }
 
 std::vector<ComparedRun> ReferenceRuns(const std::string& device_class = "cpu") {
-  return {Finished("reference", 1, 1500, 1.100, 100, device_class),
-          Finished("reference", 2, 1500, 1.102, 102, device_class),
+  return {Finished("reference", 1, 1500, 1.050, 100, device_class),
+          Finished("reference", 2, 1500, 1.052, 102, device_class),
           Finished("reference", 1, 3000, 1.000, 200, device_class),
           Finished("reference", 2, 3000, 1.002, 202, device_class),
           Finished("reference", 1, 12000, 0.900, 800, device_class),
@@ -49,18 +50,21 @@ std::vector<ComparedRun> ReferenceRuns(const std::string& device_class = "cpu") 
 }
 
 // The fixture. Curve points (mean seconds, mean loss):
-// (101, 1.101), (201, 1.001), (402, 0.9505: the baseline's runs), (804, 0.901).
-// Reference σ pooled over the four budgets' seed pairs: (3·2e-6 + 5e-7)/4,
-// df 4. The drops (0.100, 0.050, 0.050 per doubling) fit no power law within
-// that noise (χ²/dof = 91), so R(t) is the power law made exact at the points
-// (its worst left-out miss, 0.0147, beats PCHIP's 0.0165). Each row's
-// τ_time = max(floor, t₀.₉₇₅(ν)·√(SE_V² + SE_R² + (R′·SE_t)²)); the test
-// recomputes it from the row's terms.
-//   base  t = 402: on the point, R = 0.9505, Δt = 0                  within noise
-//   muon  t = 565: R = 0.92648, Δt = +0.00402                          worse (1.04τ)
+// (101, 1.051), (201, 1.001), (402, 0.9505: the baseline's runs), (804, 0.901):
+// 0.05 lower per doubling of time, a straight line in log time. σ pooled over
+// the reference budgets' seed pairs (s² = 2e-6, 2e-6, 5e-7, 2e-6) and the
+// compared arms' (4 × 5e-7): σ² = 8.5e-6/8, df 8. The log-linear form fits
+// within that noise (χ²/dof = 0.23): weighted least squares on
+// x = −ln(t/t_ref), t_ref = (101·201·402·804)^¼ = 284.61 s, gives
+// L(t_ref) = 0.975875, A = 0.0723620 per unit of ln t. Its left-out misses
+// (−0.0001, −0.0006) are within the noise: no model error. Each row's
+// τ_time = max(floor, t₀.₉₇₅(ν)·√(SE_V² + SE_R² + (R′·SE_t)² + ME²)); the
+// test recomputes it from the row's terms.
+//   base  t = 402: R = 0.950886, Δt = −0.00039                      within noise
+//   muon  t = 565: R = 0.926256, Δt = +0.00424                        worse (1.69τ)
 //         (at equal steps Δ = −0.0200: better (10.0τ) — wins per step, loses per minute)
-//   fast  t = 302: R = 0.96866, Δt = −0.01316                          better (3.47τ)
-//   tiny  t = 81 < 101: extrapolated ×0.802, R = 1.14062               within noise
+//   fast  t = 302: R = 0.971583, Δt = −0.01608                        better (6.83τ)
+//   tiny  t = 81 < 101: extrapolated ×0.802, R = 1.066810              worse
 //   late  one seed of two: pending.
 std::vector<ComparedRun> Fixture() {
   std::vector<ComparedRun> runs = ReferenceRuns();
@@ -97,42 +101,61 @@ TEST(TimeComparatorTest, HandComputedFixture) {
 
   const TimeRow& base = Row(*report, "base");
   EXPECT_EQ(base.verdict, Verdict::kWithinNoise);
-  EXPECT_DOUBLE_EQ(*base.reference_loss, 0.9505);
-  EXPECT_DOUBLE_EQ(*base.delta, 0);
+  auto line = [](double t) { return 0.975875 - 0.0723620 * std::log(t / 284.6098217); };
+  EXPECT_NEAR(*base.reference_loss, line(402), 1e-6);
+  EXPECT_NEAR(*base.delta, 0.9505 - *base.reference_loss, 1e-12);
   EXPECT_FALSE(base.extrapolated);
 
   ASSERT_TRUE(report->choice.has_value());
-  EXPECT_EQ(report->choice->curve.model(), CurveModel::kFitThroughPoints);
-  EXPECT_EQ(report->choice->sigma_df, 4);
-  EXPECT_NEAR(*report->choice->sigma, std::sqrt(6.5e-6 / 4), 1e-12);
+  EXPECT_EQ(report->choice->curve.model(), CurveModel::kFit);
+  EXPECT_EQ(report->choice->curve.form(), Form::kLogLinear);
+  EXPECT_EQ(report->choice->sigma_df, 8);
+  EXPECT_NEAR(*report->choice->sigma, std::sqrt(8.5e-6 / 8), 1e-12);
+  EXPECT_NEAR(*report->choice->misfit, 0.2349, 1e-3);
 
   const TimeRow& muon = Row(*report, "muon");
   EXPECT_DOUBLE_EQ(*muon.mean_seconds, 565);
-  EXPECT_NEAR(*muon.reference_loss, 0.92648, 1e-5);
+  EXPECT_NEAR(*muon.reference_loss, line(565), 1e-6);
+  EXPECT_NEAR(*muon.slope, -0.0723620 / 565, 1e-9);
   EXPECT_NEAR(*muon.delta, 0.9305 - *muon.reference_loss, 1e-12);
-  // τ from its terms: SE_V = σ/√2 (two seeds, pooled σ of the arms, df 4),
-  // SE_t = sd(560, 570)/√2 = 5, SE_R from the bootstrap.
-  EXPECT_NEAR(*muon.se_variant, std::sqrt(5e-7 / 2), 1e-12);
-  EXPECT_NEAR(*muon.se_seconds, 5, 1e-12);
+  // τ from its terms: SE_V = σ/√2 (two seeds, σ pooled over all arms, df 8),
+  // SE_t = 565·cv/√2 with cv² the mean of (sd/mean)² over the seed pairs of
+  // the arms (base, muon, fast, tiny) and the curve's points (the baseline's
+  // pair again at 6000 steps), df 8; SE_R from the bootstrap; no model error.
+  const double pairs[][2] = {{400, 404}, {560, 570}, {300, 304}, {80, 82},
+                             {100, 102}, {200, 202}, {400, 404}, {800, 808}};
+  double cv2 = 0;
+  for (const auto& p : pairs) {
+    const double m = (p[0] + p[1]) / 2, var = (p[0] - p[1]) * (p[0] - p[1]) / 2;
+    cv2 += var / (m * m) / 8;
+  }
+  EXPECT_EQ(report->time_spread.df, 8);
+  EXPECT_NEAR(report->time_spread.cv, std::sqrt(cv2), 1e-12);
+  EXPECT_NEAR(*muon.se_variant, std::sqrt(8.5e-6 / 8 / 2), 1e-12);
+  EXPECT_NEAR(*muon.se_seconds, 565 * std::sqrt(cv2 / 2), 1e-9);
+  EXPECT_EQ(*muon.se_model, 0);
   const double se = std::sqrt(*muon.se_variant * *muon.se_variant +
                               *muon.se_reference * *muon.se_reference +
-                              std::pow(*muon.slope * 5, 2));
+                              std::pow(*muon.slope * *muon.se_seconds, 2));
   EXPECT_NEAR(*muon.se, se, 1e-12);
+  // ν = min(df_σ, df_cv) = 8: t₀.₉₇₅(8) = 2.306.
+  EXPECT_EQ(*muon.df, 8);
+  EXPECT_NEAR(*muon.t_quantile, 2.306004, 1e-6);
   EXPECT_NEAR(*muon.tau, std::max(0.002, *muon.t_quantile * se), 1e-12);
   EXPECT_NEAR(*muon.ci_low, *muon.delta - *muon.t_quantile * se, 1e-12);
   EXPECT_EQ(muon.verdict, Verdict::kWorse);
-  EXPECT_EQ(muon.VerdictText(), "worse (1.04τ)");
+  EXPECT_EQ(muon.VerdictText(), "worse (1.69τ)");
   EXPECT_EQ(report->steps.rows[1].VerdictText(), "better (10.0τ)");
 
   const TimeRow& fast = Row(*report, "fast");
-  EXPECT_NEAR(*fast.reference_loss, 0.96866, 1e-5);
-  EXPECT_EQ(fast.VerdictText(), "better (3.47τ)");
+  EXPECT_NEAR(*fast.reference_loss, line(302), 1e-6);
+  EXPECT_EQ(fast.VerdictText(), "better (6.83τ)");
 
   const TimeRow& tiny = Row(*report, "tiny");
   EXPECT_TRUE(tiny.extrapolated);
   EXPECT_NEAR(tiny.span_ratio, 81.0 / 101.0, 1e-12);
-  EXPECT_NEAR(*tiny.reference_loss, 1.14062, 1e-5);
-  EXPECT_EQ(tiny.verdict, Verdict::kWithinNoise);
+  EXPECT_NEAR(*tiny.reference_loss, line(81), 1e-6);
+  EXPECT_EQ(tiny.verdict, Verdict::kWorse);
 
   const TimeRow& late = Row(*report, "late");
   EXPECT_EQ(late.verdict, Verdict::kPending);
@@ -187,7 +210,7 @@ TEST(TimeComparatorTest, ReferenceRunsOnOtherClassesAreLeftOutAndSaidSo) {
   runs.push_back(Finished("reference", 1, 1500, 0.5, 10, "cuda:NVIDIA H200"));
   absl::StatusOr<TimeReport> report = CompareAtEqualTime(Plan(), runs);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_DOUBLE_EQ(report->curve[0].loss, 1.101);  // unchanged by the GPU run
+  EXPECT_DOUBLE_EQ(report->curve[0].loss, 1.051);  // unchanged by the GPU run
   bool said = false;
   for (const std::string& note : report->notes) {
     said = said || note.find(
@@ -245,6 +268,59 @@ TEST(TimeComparatorTest, RowsWaitForTheBaselinesNoise) {
   absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(Row(*report, "muon").pending_reason, "waiting for the baseline");
+}
+
+// The five budgets (tests/server/reference_fixture.h) as reference
+// runs, the baseline their 1000-step runs: the chosen model's left-out
+// misses (≈ +0.061, −0.025, +0.007 at 250, 500 and 1000 steps) all exceed
+// the τ of a variant measured there (σ pooled over 10 + 2 df ≈ 0.003, three
+// seeds: τ ≈ 2.18·√(σ²/3 + SE_R²) ≈ 0.005), so the note names all three; and
+// the model error ME(t) they measure widens τ_time between those budgets.
+TEST(TimeComparatorTest, FixtureLeaveOneOutNoteFiresWhereAMissExceedsTau) {
+  ComparisonPlan plan;
+  plan.experiment = "fixture";
+  plan.baseline = "base";
+  plan.variants = {"base", "slow"};
+  plan.seeds = {1, 2, 3};
+  plan.budget = Steps(1000);
+  plan.reference = ReferencePlan{.budgets = {}, .seeds = {1, 2, 3}, .shared_variant = "base"};
+  std::vector<ComparedRun> runs;
+  for (const CurvePoint& p : testing::FixtureCurvePoints()) {
+    plan.reference->budgets.push_back(p.budget);
+    for (int s = 0; s < 3; ++s) {
+      const bool base = p.budget.steps == 1000;
+      runs.push_back(Finished(base ? "base" : "reference", s + 1, *p.budget.steps,
+                              p.seed_losses[s], p.seed_seconds[s]));
+    }
+  }
+  // A variant at 1000 steps that takes 50 s: between the 1000- and 2000-step budgets.
+  for (int s = 0; s < 3; ++s) runs.push_back(Finished("slow", s + 1, 1000, 1.4500 + 0.001 * s, 50 + s));
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->choice.has_value());
+  ASSERT_EQ(report->choice->left_out.size(), 3u);
+  for (const LeftOut& m : report->choice->left_out) {
+    ASSERT_TRUE(m.tau.has_value());
+    EXPECT_TRUE(m.exceeds) << m.seconds << " s: miss " << m.miss << ", τ " << *m.tau;
+  }
+  std::string note;
+  for (const std::string& n : report->notes) {
+    if (n.find("Leave-one-out") != std::string::npos) note = n;
+  }
+  EXPECT_THAT(note, HasSubstr("250 steps misses by +0.06"));
+  EXPECT_THAT(note, HasSubstr("1000 steps misses by +0.007"));
+  // slow's 51 s lie between 1000 and 2000 steps: only the 1000-step miss
+  // bounds that span, and its excess over the noise is the model error.
+  const TimeRow& slow = Row(*report, "slow");
+  const LeftOut& at1000 = report->choice->left_out[2];
+  ASSERT_TRUE(slow.se_model.has_value());
+  EXPECT_NEAR(*slow.se_model * *slow.se_model,
+              std::max(0.0, at1000.miss * at1000.miss - *at1000.noise_variance), 1e-15);
+  EXPECT_GT(*slow.se_model, 0.005);
+  const double se2 = std::pow(*slow.se_variant, 2) + std::pow(*slow.se_reference, 2) +
+                     std::pow(*slow.slope * *slow.se_seconds, 2) + std::pow(*slow.se_model, 2);
+  EXPECT_NEAR(*slow.se, std::sqrt(se2), 1e-12);
+  EXPECT_NEAR(*slow.tau, std::max(0.002, *slow.t_quantile * *slow.se), 1e-12);
 }
 
 }  // namespace
