@@ -12,7 +12,7 @@
 
 namespace smallem {
 
-// "queued", "running", "succeeded", "failed", "cancelled".
+// "queued", "running", "succeeded", "failed", "cancelled", "diverged".
 const char* RunStatusLabel(v1::RunStatus status);
 
 // "demo  [########............]  3/6 runs done · 1 running · 2 queued ·
@@ -24,7 +24,11 @@ std::string FormatExperimentLine(const v1::Experiment& experiment);
 std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs);
 
 // "run 12 (rope, seed 2): [#####...] 120/300 steps · loss 4.512 · 950 tok/s · ETA 12s"
+// A diverged run's line ends with DivergedText.
 std::string FormatRunLine(const v1::Run& run);
+
+// "diverged at step 40 (last finite loss 5.1234)" or "... (no finite loss)".
+std::string DivergedText(const v1::Run& run);
 
 }  // namespace smallem
 

@@ -105,11 +105,28 @@ struct StepsDone {
   int64_t steps = 0;
   double train_s = 0;     // training seconds, graph captures excluded
   float last_loss = NAN;  // the last step's training loss
+  // A step's loss or gradient norm was not finite: training stopped at the
+  // progress step `steps` that found it (the first bad step is at most
+  // progress_every steps earlier).
+  bool diverged = false;
+  float last_finite_loss = NAN;  // the last loss read while every step was finite
 };
 
-// The step loop: runs steps until the budget is spent, reporting progress;
-// then reads the last loss and releases the runner's graphs. Cancelled when
-// options.stop is raised; Internal when the loss is not finite.
+// Reads the last loss and the runner's divergence flag into `done`: true
+// when training may go on.
+bool CheckSteps(StepRunner& runner, StepsDone& done) {
+  done.last_loss = runner.ReadLoss();
+  if (runner.StepsFinite() && std::isfinite(done.last_loss)) {
+    done.last_finite_loss = done.last_loss;
+    return true;
+  }
+  done.diverged = true;
+  return false;
+}
+
+// The step loop: runs steps until the budget is spent or a progress step
+// finds the run diverged, reporting progress; then reads the last loss and
+// releases the runner's graphs. Cancelled when options.stop is raised.
 absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
                                    const Schedule& schedule, const TrainingBudget& budget,
                                    Backend& backend, int64_t B, int64_t T,
@@ -118,7 +135,6 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
   StepsDone done;
   int64_t& step = done.steps;
   double& train_s = done.train_s;
-  float& last_loss = done.last_loss;
   while (true) {
     const double fraction = budget.Fraction(step, train_s);
     if (fraction >= 1.0) break;
@@ -129,33 +145,49 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
     RETURN_IF_ERROR(runner.Run(step, starts, static_cast<float>(lr)));
     ++step;
     const bool report = step % options.progress_every == 0 || step == budget.steps;
+    bool finite = true;
     if (report || budget.seconds > 0) {
       // Reading the loss synchronizes; a timed run needs that every step to
       // measure training time exactly.
-      if (report) last_loss = runner.ReadLoss();
+      if (report) finite = CheckSteps(runner, done);
       else backend.Synchronize();
     }
     // Capturing, like compiling, is not training time.
     train_s += Seconds(Clock::now() - start) - runner.last_capture_seconds();
+    if (!finite) break;
     if (report && options.on_progress) {
       const double tokens_per_s = step * B * T / train_s;
       const int64_t total = budget.steps ? budget.steps
                                          : static_cast<int64_t>(step * budget.seconds / train_s);
       options.on_progress(TrainProgress{
-          .step = step, .total_steps = total, .loss = last_loss, .tokens_per_s = tokens_per_s,
-          .elapsed_s = train_s,
+          .step = step, .total_steps = total, .loss = done.last_loss,
+          .tokens_per_s = tokens_per_s, .elapsed_s = train_s,
           .eta_s = budget.steps ? train_s / step * (budget.steps - step)
                                 : budget.seconds - train_s});
     }
   }
   // The last step's loss, whether or not it was a progress step.
-  if (step > 0) last_loss = runner.ReadLoss();
+  if (step > 0 && !done.diverged) CheckSteps(runner, done);
   runner.Release();
-  if (!std::isfinite(last_loss)) {
-    return absl::InternalError(absl::StrCat(
-        "training diverged: loss is ", last_loss, " at step ", step, " (lower --lr?)"));
-  }
   return done;
+}
+
+// The result JSON of a run that diverged: where it stopped and why, no
+// evaluation (its weights are not finite).
+nlohmann::json DivergedResultJson(const RunSpec& spec, const TrainInputs& inputs,
+                                  const StepsDone& done, const Backend& backend) {
+  return {{"diverged", true},
+          {"diverged_step", done.steps},
+          {"last_finite_loss", std::isfinite(done.last_finite_loss)
+                                   ? nlohmann::json(done.last_finite_loss)
+                                   : nlohmann::json(nullptr)},
+          {"steps", done.steps},
+          {"train_seconds", done.train_s},
+          {"device", backend.Name()},
+          {"device_class", backend.DeviceClass()},
+          {"config", spec.ToJson()},
+          {"dataset", inputs.data.meta.value("content_hash", "")},
+          {"seed", spec.seed}};
 }
 
 // The result JSON (docs/architecture.md § The formats) of a finished run.
@@ -210,11 +242,9 @@ absl::Status WriteRunDirectory(const std::string& out_dir, const Model& model,
   const std::filesystem::path dir(out_dir);
   RETURN_IF_ERROR(SaveWeights(model, (dir / "weights.safetensors").string()));
   RETURN_IF_ERROR(WriteFileDurably((dir / "result.json").string(), result.dump(2) + "\n"));
-  std::error_code ec;
-  std::filesystem::copy_file(std::filesystem::path(data_dir) / "tokenizer.json",
-                             dir / "tokenizer.json",
-                             std::filesystem::copy_options::overwrite_existing, ec);
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string tokenizer,
+                   ReadFile((std::filesystem::path(data_dir) / "tokenizer.json").string()));
+  return WriteFileDurably((dir / "tokenizer.json").string(), tokenizer);
 }
 
 }  // namespace
@@ -249,6 +279,16 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                                           .graphs = use_graphs}));
   ASSIGN_OR_RETURN(const StepsDone done,
                    RunSteps(*runner, batches, schedule, budget, backend, B, T, options));
+  if (done.diverged) {
+    // An outcome, not an error: the run ends here, with no weights.
+    nlohmann::json result = DivergedResultJson(spec, inputs, done, backend);
+    if (!options.out_dir.empty()) {
+      RETURN_IF_ERROR(WriteFileDurably(
+          (std::filesystem::path(options.out_dir) / "result.json").string(),
+          result.dump(2) + "\n"));
+    }
+    return result;
+  }
 
   // "Ends fully decayed": training stops once the fraction of the budget
   // done reaches 1, where the schedule is at its floor lr·min_lr_ratio.

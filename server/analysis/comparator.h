@@ -50,11 +50,12 @@ struct Grid;
 
 // Where a run stands, as far as a comparison cares (the store's statuses:
 // queued and leased → kPending; succeeded → kSucceeded; failed and
-// cancelled → kFailed).
+// cancelled → kFailed; diverged → kDiverged).
 enum class RunState {
   kPending,    // a result may still come
   kSucceeded,  // finished with a result
   kFailed,     // failed for good or cancelled: needs `smallemctl retry`
+  kDiverged,   // its loss went non-finite: an outcome, with no loss to compare
 };
 
 // One run (one cell) of the experiment, as the store knows it.
@@ -63,6 +64,7 @@ struct ComparedRun {
   int64_t seed = 0;
   Budget budget;
   RunState state = RunState::kPending;
+  int64_t diverged_step = 0;  // kDiverged: the step training stopped at
   // The fields below are read only when state == kSucceeded.
   double val_nats_per_byte = 0;
   double train_seconds = 0;
@@ -130,7 +132,8 @@ struct ReportRow {
   std::optional<int64_t> params;
   std::optional<double> params_change;   // (params − baseline's) / baseline's
   bool params_warning = false;           // |params_change| > params_warning_fraction
-  // Set on pending rows ("1 of 2 seeds finished") and refused ones (why).
+  // Set on pending rows ("1 of 2 seeds finished"), refused ones (why) and
+  // diverged ones ("1 of 2 seeds diverged (seed 2 at step 40)").
   std::string pending_reason;
 
   // "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
@@ -164,7 +167,9 @@ struct Report {
 };
 
 // Compares `runs` according to `plan`. Runs of other variants, seeds or
-// budgets (e.g. reference-curve runs) are ignored. InvalidArgument when the
+// budgets (e.g. reference-curve runs) are ignored. An arm with a diverged
+// seed is kDiverged: no mean, no Δ (its other seeds' losses are listed);
+// when it is the baseline's, the other arms are kRefused. InvalidArgument when the
 // plan is inconsistent (baseline not among its variants, no seeds, a
 // non-positive floor) or when two finished runs claim the same variant, seed
 // and device class.
