@@ -128,6 +128,39 @@ absl::Status WriteFileDurably(const std::string& path,
   return absl::OkStatus();
 }
 
+absl::Status RenameDurably(const std::string& from, const std::string& to) {
+  if (rename(from.c_str(), to.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot rename ", from, " to ", to));
+  }
+  absl::Status synced = SyncToDisk(DirectoryOf(to));
+  if (synced.ok() && DirectoryOf(from) != DirectoryOf(to)) synced = SyncToDisk(DirectoryOf(from));
+  if (!synced.ok()) {
+    return absl::Status(synced.code(), absl::StrCat("renamed ", from, " to ", to,
+                                                    " but: ", synced.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileChunk(const std::string& path, int64_t offset, std::string_view data) {
+  if (offset < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, " at offset ", offset));
+  }
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return WriteError(path, "", errno);
+  FileCloser closer(fd);
+  while (!data.empty()) {
+    const ssize_t n = pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return WriteError(path, "write", errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+    offset += n;
+  }
+  if (!closer.Close()) return WriteError(path, "close", errno);
+  return absl::OkStatus();
+}
+
 absl::Status SyncToDisk(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path, " to sync it"));

@@ -1,4 +1,6 @@
-// Whole files: the one reader and the one durable writer every library uses.
+// Whole files: the one reader and the one durable writer every library uses
+// (tests/structure/durable_writes_test.sh fails on a file written or renamed
+// any other way outside this file).
 //
 // WriteFileDurably replaces a file so that a reader, or the machine after a
 // crash or a power loss, finds either the old contents or the new, never a
@@ -16,6 +18,7 @@
 #ifndef SMALLEM_BASE_FILES_H_
 #define SMALLEM_BASE_FILES_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +42,22 @@ absl::Status WriteFileDurably(const std::string& path, std::string_view contents
 // joining them in memory (a weights file's header and its tensors).
 absl::Status WriteFileDurably(const std::string& path,
                               const std::vector<std::string_view>& pieces);
+
+// Renames the file or directory `from` to `to` (rename(2): atomic, replacing
+// a file or an empty directory at `to`) and fsyncs the directories holding
+// both names, so the new name survives a crash. The way to publish a
+// directory built under a temporary name (a downloaded dataset, an unpacked
+// corpus). An errno-derived error naming both paths otherwise; `from` is
+// then unchanged.
+absl::Status RenameDurably(const std::string& from, const std::string& to);
+
+// Writes `data` at byte `offset` of the file at `path`, creating it (mode
+// 0666 less the umask) when it does not exist, for a file that arrives in
+// chunks in any order (a download). Not atomic and not synced: the caller
+// writes into a temporary directory, syncs each file (SyncToDisk) and
+// publishes the directory with RenameDurably. An errno-derived error naming
+// the path otherwise (ResourceExhausted for a full disk).
+absl::Status WriteFileChunk(const std::string& path, int64_t offset, std::string_view data);
 
 // Flushes the file or directory at `path` to disk (fsync), for what was
 // written some other way and must survive a crash: a download written in

@@ -291,6 +291,18 @@ int main(int argc, char** argv) {
   coordinator_flag(wo, &workers.service);
   wo->callback([&] { exit_code = smallem::cli::RunWorkers(workers); });
 
+  smallem::cli::BackupArgs backup;
+  CLI::App* ad = app.add_subcommand("admin", "Coordinator administration. Example: smallemctl admin "
+                                             "backup smallem-copy.db");
+  ad->require_subcommand(1);
+  CLI::App* bk = ad->add_subcommand(
+      "backup", "Copy a running coordinator's database (SQLite's online backup) to a new\n"
+                "file FILE; `smallem-coordinator --db FILE` serves the copy.\n"
+                "Example: smallemctl admin backup smallem-copy.db");
+  bk->add_option("file", backup.file, "The new file")->required();
+  coordinator_flag(bk, &backup.service);
+  bk->callback([&] { exit_code = smallem::cli::RunBackup(backup); });
+
   smallem::cli::RunLocalArgs run;
   CLI::App* ru = app.add_subcommand(
       "run", "Run a grid on this machine: embedded coordinator (SQLite file here), local\n"

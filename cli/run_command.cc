@@ -189,7 +189,9 @@ bool LocalWorkers::AllExited(std::string* how) {
 
 // "✓ run 3 (rope, seed 1): 1.2345 nats/byte in 45s" for a finished run.
 std::string FinishedLine(const v1::Run& run) {
-  std::string line = absl::StrCat(run.status() == v1::RUN_STATUS_SUCCEEDED ? "done" : "FAILED",
+  std::string line = absl::StrCat(run.status() == v1::RUN_STATUS_SUCCEEDED  ? "done"
+                                  : run.status() == v1::RUN_STATUS_DIVERGED ? "DIVERGED"
+                                                                            : "FAILED",
                                   "  run ", run.run_id(), " (", run.variant(), ", seed ",
                                   run.seed(), ")");
   if (run.status() == v1::RUN_STATUS_SUCCEEDED) {
@@ -201,6 +203,8 @@ std::string FinishedLine(const v1::Run& run) {
     if (r.is_object() && r.contains("train_seconds") && r["train_seconds"].is_number()) {
       absl::StrAppend(&line, " in ", FormatDuration(r["train_seconds"].get<double>()));
     }
+  } else if (run.status() == v1::RUN_STATUS_DIVERGED) {
+    absl::StrAppend(&line, ": ", DivergedText(run));
   } else {
     absl::StrAppend(&line, ": ", run.last_error());
   }
@@ -277,7 +281,8 @@ int RunLocal(const RunLocalArgs& args) {
     std::string running;
     for (const v1::Run& run : e->runs()) {
       const bool finished = run.status() == v1::RUN_STATUS_SUCCEEDED ||
-                            run.status() == v1::RUN_STATUS_FAILED;
+                            run.status() == v1::RUN_STATUS_FAILED ||
+                            run.status() == v1::RUN_STATUS_DIVERGED;
       // Runs finished by an earlier invocation are not announced again.
       if (finished && reported.insert(run.run_id()).second && !first_poll) {
         progress.Finish();

@@ -1,5 +1,7 @@
 #include "cli/service_client.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -276,6 +278,40 @@ absl::StatusOr<v1::ReportResponse> ServiceClient::Report(v1::ReportRequest reque
 absl::StatusOr<v1::ListWorkersResponse> ServiceClient::ListWorkers(
     const v1::ListWorkersRequest& request) {
   return Call<v1::ListWorkersResponse>(&v1::ClientService::Stub::ListWorkers, request);
+}
+
+absl::StatusOr<int64_t> ServiceClient::Backup(const std::string& path) {
+  if (!setup_.ok()) return setup_;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat(path, " exists; name a new file"));
+  }
+  const std::string partial = absl::StrCat(path, ".partial-", getpid());
+  std::filesystem::remove(partial, ec);
+  auto context = channel_.NewCallContext(absl::Hours(1));
+  auto reader = stub_->Backup(context.get(), v1::BackupRequest());
+  v1::BackupChunk chunk;
+  int64_t received = 0, total = -1;
+  absl::Status written = absl::OkStatus();
+  while (written.ok() && reader->Read(&chunk)) {
+    total = chunk.total_bytes();
+    written = WriteFileChunk(partial, chunk.offset(), chunk.data());
+    received += static_cast<int64_t>(chunk.data().size());
+  }
+  if (!written.ok()) context->TryCancel();
+  absl::Status status = ExplainUnavailable(FromGrpcStatus(reader->Finish()), address());
+  if (status.ok()) status = written;
+  if (status.ok() && (total < 0 || received != total)) {
+    status = absl::DataLossError(absl::StrCat("the backup stream ended after ", received,
+                                              " of ", total, " bytes; run it again"));
+  }
+  if (status.ok()) status = SyncToDisk(partial);
+  if (status.ok()) status = RenameDurably(partial, path);
+  if (!status.ok()) {
+    std::filesystem::remove(partial, ec);
+    return status;
+  }
+  return received;
 }
 
 absl::Status ServiceClient::StreamMetrics(

@@ -72,6 +72,12 @@ class ServiceClient {
   absl::StatusOr<v1::ReportResponse> Report(v1::ReportRequest request,
                                             const std::string& experiment);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
+  // Writes a backup of the coordinator's database (the Backup rpc) to a new
+  // file `path`: received into a temporary beside it, synced, checked for
+  // length, then renamed into place. Returns its size in bytes.
+  // AlreadyExists when `path` exists; the rpc's and the file system's errors
+  // otherwise (nothing is left at `path` then). Its deadline is an hour.
+  absl::StatusOr<int64_t> Backup(const std::string& path);
   // Streams a run's metrics until it ends (it follows the run: its deadline
   // is a day, not `deadline`).
   // `on_update` returning false stops the stream.

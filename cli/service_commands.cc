@@ -119,6 +119,10 @@ int RunWatch(const WatchArgs& args) {
                 static_cast<long long>(last.run_id()));
     return 1;
   }
+  if (last.status() == v1::RUN_STATUS_DIVERGED) {
+    std::printf("%s: %s\n", DivergedText(last).c_str(), last.last_error().c_str());
+    return 1;
+  }
   if (last.status() == v1::RUN_STATUS_SUCCEEDED) {
     std::printf("%s", FormatResult(last.result_json()).c_str());
   }
@@ -227,6 +231,16 @@ int RunWorkers(const WorkersArgs& args) {
   // The coordinator's disk held for resuming runs (docs/reliability.md).
   std::printf("checkpoints: %d held, %s\n", r->checkpoints(),
               absl::StrFormat("%.1f MiB", r->checkpoint_bytes() / 1048576.0).c_str());
+  return 0;
+}
+
+int RunBackup(const BackupArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<int64_t> bytes = client.Backup(args.file);
+  if (!bytes.ok()) return Fail(bytes.status());
+  std::printf("wrote %s (%lld bytes), a consistent copy of %s's database\n", args.file.c_str(),
+              static_cast<long long>(*bytes), client.address().c_str());
+  std::printf("to serve it: smallem-coordinator --db %s\n", args.file.c_str());
   return 0;
 }
 

@@ -59,6 +59,11 @@ struct WorkersArgs {
   bool all = false;  // every registered worker, not only those seen lately
 };
 
+struct BackupArgs {
+  ServiceArgs service;
+  std::string file;  // where the copy goes; must not exist
+};
+
 struct RunLocalArgs {
   std::string grid;               // grid file path
   std::string db = "smallem.db";  // SQLite file (in the working directory by default)
@@ -76,6 +81,9 @@ int RunReport(const ReportArgs& args);
 int RunCancel(const CancelArgs& args);
 int RunRetry(const RetryArgs& args);
 int RunWorkers(const WorkersArgs& args);
+// `smallemctl admin backup FILE`: a consistent copy of a running
+// coordinator's database written to the new file FILE.
+int RunBackup(const BackupArgs& args);
 // `smallemctl run GRID`: an embedded coordinator on 127.0.0.1 (any free
 // port) with the SQLite file `db`, `workers` local workers spawning
 // smallem-worker children, progress while it runs, the report at the end.

@@ -31,6 +31,7 @@ const char* RunStatusLabel(v1::RunStatus status) {
     case v1::RUN_STATUS_SUCCEEDED: return "succeeded";
     case v1::RUN_STATUS_FAILED: return "failed";
     case v1::RUN_STATUS_CANCELLED: return "cancelled";
+    case v1::RUN_STATUS_DIVERGED: return "diverged";
     default: return "?";
   }
 }
@@ -45,6 +46,7 @@ std::string FormatExperimentLine(const v1::Experiment& e) {
   if (c.queued() > 0) absl::StrAppend(&line, " · ", c.queued(), " queued");
   if (c.failed() > 0) absl::StrAppend(&line, " · ", c.failed(), " failed");
   if (c.cancelled() > 0) absl::StrAppend(&line, " · ", c.cancelled(), " cancelled");
+  if (c.diverged() > 0) absl::StrAppend(&line, " · ", c.diverged(), " diverged");
   absl::StrAppend(&line, " · ", e.steps_done(), "/", e.steps_total(), " steps");
   if (e.eta_s() > 0 && (c.leased() > 0 || c.queued() > 0)) {
     absl::StrAppend(&line, " · ETA ", FormatDuration(e.eta_s()));
@@ -69,7 +71,18 @@ std::string FormatRunLine(const v1::Run& run) {
   if (run.status() == v1::RUN_STATUS_LEASED && run.progress().eta_s() > 0) {
     absl::StrAppend(&line, " · ETA ", FormatDuration(run.progress().eta_s()));
   }
+  if (run.status() == v1::RUN_STATUS_DIVERGED) absl::StrAppend(&line, " · ", DivergedText(run));
   return line;
+}
+
+std::string DivergedText(const v1::Run& run) {
+  std::string text = absl::StrCat("diverged at step ", run.diverged_step());
+  if (run.has_last_finite_loss()) {
+    absl::StrAppend(&text, absl::StrFormat(" (last finite loss %.4f)", run.last_finite_loss()));
+  } else {
+    absl::StrAppend(&text, " (no finite loss)");
+  }
+  return text;
 }
 
 std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs) {
@@ -98,6 +111,9 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
         !run.last_error().empty()) {
       absl::StrAppend(&out, "       last error (attempt ", run.attempt(), "): ",
                       run.last_error(), "\n");
+    }
+    if (run.status() == v1::RUN_STATUS_DIVERGED) {
+      absl::StrAppend(&out, "       ", DivergedText(run), "\n");
     }
   }
   return out;

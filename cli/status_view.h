@@ -12,7 +12,7 @@
 
 namespace smallem {
 
-// "queued", "running", "succeeded", "failed", "cancelled".
+// "queued", "running", "succeeded", "failed", "cancelled", "diverged".
 const char* RunStatusLabel(v1::RunStatus status);
 
 // "demo  [########............]  3/6 runs done · 1 running · 2 queued ·
@@ -26,12 +26,16 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
 
 // "run 12 (rope, seed 2): [#####...] 120/300 steps · train loss 4.512 nats/token ·
 //  950 tok/s · ETA 12s"
+// A diverged run's line ends with DivergedText.
 std::string FormatRunLine(const v1::Run& run);
 
 // A finished run's result JSON for a person: the validation loss and what
 // it cost on one line, then the whole result, indented. Text that is not a
 // JSON object is shown as it is.
 std::string FormatResult(const std::string& result_json);
+
+// "diverged at step 40 (last finite loss 5.1234)" or "... (no finite loss)".
+std::string DivergedText(const v1::Run& run);
 
 }  // namespace smallem
 

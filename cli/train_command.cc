@@ -167,6 +167,16 @@ int RunTrain(const TrainArgs& args) {
     return 0;
   }
   const nlohmann::json& r = *result;
+  if (r.value("diverged", false)) {
+    const nlohmann::json& loss = r["last_finite_loss"];
+    std::fprintf(stderr,
+                 "training diverged at step %lld: a loss or gradient norm was not finite "
+                 "(last finite loss %s); lower --lr or raise --warmup\n",
+                 static_cast<long long>(r["diverged_step"].get<int64_t>()),
+                 loss.is_number() ? absl::StrFormat("%.4f", loss.get<double>()).c_str()
+                                  : "none");
+    return kExitError;
+  }
   absl::PrintF("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d spans × %d "
                "target tokens)\n",
                r["val_nats_per_byte"].get<double>(), r["val_nats_per_token"].get<double>(),

@@ -1,6 +1,7 @@
 // The one place where absl::Status and grpc::Status meet.
-// Codes map one to one (both follow google.rpc.Code); messages travel as
-// they are.
+// Codes map one to one (both follow google.rpc.Code); a message travels as
+// it is, except that one sent to a client is made valid UTF-8 and cut to
+// 2000 bytes (it travels in a header the client caps at 8 KiB).
 #ifndef SMALLEM_RPC_GRPC_STATUS_H_
 #define SMALLEM_RPC_GRPC_STATUS_H_
 

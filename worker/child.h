@@ -14,7 +14,10 @@
 //   --resume PATH  continue from that checkpoint; when it cannot be used
 //           (damaged, another run's or device class's) the child says so on
 //           stderr and trains from the start instead
-//   DIR/result.json  the Result JSON (docs/architecture.md § The formats), on success
+//   DIR/result.json  the Result JSON (docs/architecture.md § The formats), on
+//           success; for a run that diverged, {"diverged": true,
+//           "diverged_step", "last_finite_loss", ...} (engine/train/trainer.h),
+//           still with exit 0: divergence is an outcome, never a crash
 //   exit    ExitCodeFor the status (base/exit_codes.h): 0 success; 2 a
 //           deterministic error (the spec, the dataset, out of memory — not
 //           retried); 1 any other error (retried), and always 1 when the

@@ -3,7 +3,8 @@
 // dataset is in the local cache, spawn ONE child process
 // (`<child_program> child --spec ... --out ... --device ...`, see
 // worker/child.h; a CUDA device's child sees only its GPU) for it, relay the
-// child's progress in heartbeats, and report the outcome (Complete, or Fail
+// child's progress in heartbeats, and report the outcome (Complete; Fail
+// with FAILURE_CLASS_DIVERGED when the result says the run diverged; or Fail
 // with the failure class ClassifyChildFailure gives and the child's stderr
 // as the message). The daemon itself never initializes CUDA.
 //
@@ -53,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "nlohmann/json.hpp"
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
@@ -135,11 +137,15 @@ class WorkerDaemon {
   // Sends one heartbeat with the points gathered so far; kCancelled or
   // kLeaseLost when the reply says the attempt is over, else nullopt.
   std::optional<ChildEnd> Heartbeat(Job* job);
-  // Reports how the exited child ended: Complete with its result, or Fail.
+  // Reports how the exited child ended: Complete with its result, Fail with
+  // FAILURE_CLASS_DIVERGED when its result says it diverged, or Fail.
   void ReportChildExit(ChildProcess& child, const Job& job);
   // Hands the stopped attempt's run back to the queue (Release, retried
   // while transient until the rpc deadline; Stop is already in effect).
   void ReleaseRun(const Job& job);
+  // Reports a run whose result.json says it diverged (its step and last
+  // finite loss), retried like Complete.
+  void ReportDivergence(const Job& job, const nlohmann::json& result);
   // Reports the attempt failed (retried until it gets through or Stop).
   void ReportFailure(const Job& job, v1::FailureClass failure, const std::string& message);
   // Keeps the job's directory for debugging (within the cap).

@@ -115,6 +115,34 @@ void WorkerDaemon::ReleaseRun(const Job& job) {
   }
 }
 
+void WorkerDaemon::ReportDivergence(const Job& job, const nlohmann::json& result) {
+  v1::FailRequest request;
+  request.set_worker_id(options_.worker_id);
+  request.set_run_id(job.run_id);
+  request.set_attempt(job.attempt);
+  request.set_failure_class(v1::FAILURE_CLASS_DIVERGED);
+  const auto step_it = result.find("diverged_step");
+  const int64_t step = step_it != result.end() && step_it->is_number_integer()
+                           ? step_it->get<int64_t>() : 0;
+  request.set_diverged_step(step);
+  const auto loss_it = result.find("last_finite_loss");
+  if (loss_it != result.end() && loss_it->is_number()) {
+    request.set_last_finite_loss(loss_it->get<double>());
+  }
+  request.set_message(absl::StrCat("training diverged at step ", step,
+                                   ": a loss or gradient norm was not finite (lower the "
+                                   "learning rate, or raise warmup)"));
+  spdlog::warn("run {} attempt {}: {}", job.run_id, job.attempt, request.message());
+  absl::Status status =
+      ReportWithRetry("Fail", job.run_id, [&] { return client_->Fail(request).status(); });
+  if (!status.ok()) {
+    KeepJobDir(job);
+    return;
+  }
+  // An outcome the coordinator holds now: nothing here is needed.
+  jobs_.Remove(job.dir);
+}
+
 void WorkerDaemon::KeepJobDir(const Job& job) {
   const std::string kept = jobs_.KeepFailed(job.dir);
   if (!kept.empty()) spdlog::info("run {} attempt {}: kept {}", job.run_id, job.attempt, kept);
@@ -329,6 +357,12 @@ void WorkerDaemon::ReportChildExit(ChildProcess& child, const Job& job) {
     ReportFailure(job, v1::FAILURE_CLASS_ENGINE_ERROR,
                   "the child exited 0 without writing result.json");
     KeepJobDir(job);
+    return;
+  }
+  nlohmann::json parsed = nlohmann::json::parse(*result, nullptr, false);
+  const auto diverged = parsed.is_object() ? parsed.find("diverged") : parsed.end();
+  if (diverged != parsed.end() && diverged->is_boolean() && diverged->get<bool>()) {
+    ReportDivergence(job, parsed);
     return;
   }
   v1::CompleteRequest request;

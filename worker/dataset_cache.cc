@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 
@@ -76,11 +75,7 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
     if (status.ok()) status = SyncToDisk(absl::StrCat(partial, "/", name));
   }
   if (status.ok()) status = SyncToDisk(partial);
-  if (status.ok()) {
-    fs::rename(partial, dir, ec);
-    if (ec) status = absl::InternalError(absl::StrCat("rename to ", dir, ": ", ec.message()));
-  }
-  if (status.ok()) status = SyncToDisk(fs::path(dir).parent_path().string());
+  if (status.ok()) status = RenameDurably(partial, dir);
   if (!status.ok()) {
     fs::remove_all(partial, ec);
     return status;
@@ -90,34 +85,18 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
 
 absl::Status DatasetCache::Fetch(const std::string& content_hash, const std::string& into,
                                  CoordinatorClient& client) {
-  std::map<std::string, std::unique_ptr<std::ofstream>> files;
-  absl::Status status = client.FetchDataset(
+  return client.FetchDataset(
       content_hash, absl::Minutes(10), [&](const v1::DatasetChunk& chunk) -> absl::Status {
         // Only the four dataset files, so a name can never leave `into`.
         if (!IsDatasetFileName(chunk.file_name())) {
           return absl::DataLossError(absl::StrCat("unexpected dataset file \"",
                                                   chunk.file_name(), "\""));
         }
-        auto& out = files[chunk.file_name()];
-        if (out == nullptr) {
-          out = std::make_unique<std::ofstream>(absl::StrCat(into, "/", chunk.file_name()),
-                                                std::ios::binary | std::ios::trunc);
-        }
-        out->seekp(chunk.offset());
-        out->write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
-        if (!*out) {
-          return absl::ResourceExhaustedError(absl::StrCat("writing ", into, "/",
-                                                           chunk.file_name(), " failed"));
-        }
-        return absl::OkStatus();
+        // `into` is a fresh directory: each file starts empty, and the
+        // chunks fill it (synced and published by Ensure).
+        return WriteFileChunk(absl::StrCat(into, "/", chunk.file_name()), chunk.offset(),
+                              chunk.data());
       });
-  for (auto& [name, out] : files) {
-    out->close();
-    if (!*out && status.ok()) {
-      status = absl::ResourceExhaustedError(absl::StrCat("writing ", into, "/", name, " failed"));
-    }
-  }
-  return status;
 }
 
 }  // namespace smallem

@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/files.h"
 #include "spdlog/spdlog.h"
 
 namespace smallem {
@@ -56,10 +57,13 @@ absl::StatusOr<std::string> JobDirs::Create(int64_t run_id, int attempt) {
   // sibling can see is always already held.
   const std::string staging = absl::StrCat(dir, "/", kLockName, ".new");
   const int fd = TryLock(staging, O_CREAT);
-  if (fd < 0 || rename(staging.c_str(), (dir + "/" + kLockName).c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    if (fd >= 0) close(fd);
-    return absl::InternalError(absl::StrCat("cannot lock ", dir, ": ", reason));
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot lock ", dir, ": ", std::strerror(errno)));
+  }
+  if (absl::Status renamed = RenameDurably(staging, dir + "/" + kLockName); !renamed.ok()) {
+    close(fd);
+    return absl::Status(renamed.code(),
+                        absl::StrCat("cannot lock ", dir, ": ", renamed.message()));
   }
   absl::MutexLock lock(&locks_mu_);
   locks_[dir] = fd;
@@ -135,13 +139,13 @@ std::string JobDirs::MoveToFailedLocked(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(failed_dir(), ec);
   if (!ec) fs::remove_all(target, ec);
-  if (!ec) fs::rename(dir, target, ec);
+  absl::Status moved = ec ? absl::InternalError(ec.message()) : RenameDurably(dir, target);
   // Its age in failed/ is when it failed, whatever the files inside say.
-  if (!ec) fs::last_write_time(target, fs::file_time_type::clock::now(), ec);
+  if (moved.ok()) fs::last_write_time(target, fs::file_time_type::clock::now(), ec);
   std::string kept = target;
-  if (ec) {
+  if (!moved.ok()) {
     spdlog::warn("cannot move the failed job's directory {} to {}: {}", dir, failed_dir(),
-                 ec.message());
+                 std::string(moved.message()));
     kept = dir;
   }
   PruneFailedLocked();

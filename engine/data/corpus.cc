@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -124,10 +123,13 @@ absl::StatusOr<fs::path> FetchPackage(const Package& package,
         untar.ok() ? Tail(untar->output) : std::string(untar.status().message())));
   }
   fs::remove(tarball, error);
-  std::ofstream(partial / ".complete") << spec << "\n";
+  if (absl::Status marked = WriteFileDurably((partial / ".complete").string(), spec + "\n");
+      !marked.ok()) {
+    fs::remove_all(partial, error);
+    return marked;
+  }
   fs::remove_all(final_dir, error);
-  fs::rename(partial, final_dir, error);
-  if (error) {
+  if (!RenameDurably(partial.string(), final_dir.string()).ok()) {
     // Another process may have finished the same fetch first.
     fs::remove_all(partial, error);
     if (!fs::exists(final_dir / ".complete", error)) {

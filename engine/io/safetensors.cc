@@ -1,6 +1,8 @@
 #include "engine/io/safetensors.h"
 
+#include <algorithm>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +58,11 @@ absl::Status WriteSafetensors(const std::string& path, const SafetensorsFile& fi
 
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  return ParseSafetensors(bytes, path);
+}
+
+absl::StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes,
+                                                 const std::string& path) {
   if (bytes.size() < 8) return Corrupt(path, "shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
@@ -71,6 +78,7 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
 
   SafetensorsFile file;
   uint64_t covered = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // each tensor's [begin, end)
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) return Corrupt(path, "__metadata__ is not an object");
@@ -90,11 +98,17 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
     if (!dtype.ok()) return Corrupt(path, absl::StrCat(it.key(), ": ", dtype.status().message()));
     HostTensor t{.name = it.key(), .dtype = *dtype};
     uint64_t numel = 1;
+    bool overflow = false;
     for (const auto& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) return Corrupt(path, "bad shape");
       t.shape.push_back(d.get<int64_t>());
-      numel *= d.get<uint64_t>();
+      // A shape whose size wraps around 2^64 could match any byte count.
+      overflow |= __builtin_mul_overflow(numel, d.get<uint64_t>(), &numel);
     }
+    uint64_t bytes_needed = 0;
+    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(DTypeSize(*dtype)),
+                                       &bytes_needed);
+    if (overflow) return Corrupt(path, absl::StrCat(it.key(), ": shape too large"));
     const auto& off = e["data_offsets"];
     if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
       return Corrupt(path, "bad data_offsets");
@@ -104,12 +118,17 @@ absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path) {
       return Corrupt(path, absl::StrCat(it.key(), ": data [", begin, ", ", end, ") beyond the ",
                                         data_size, " data bytes (truncated?)"));
     }
-    if (end - begin != numel * DTypeSize(*dtype)) {
+    if (end - begin != bytes_needed) {
       return Corrupt(path, absl::StrCat(it.key(), ": ", end - begin, " bytes for its shape"));
     }
     covered += end - begin;
+    ranges.emplace_back(begin, end);
     t.data.assign(data + begin, data + end);
     file.tensors.push_back(std::move(t));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) return Corrupt(path, "tensors overlap");
   }
   if (covered != data_size) {
     return Corrupt(path, "data section size does not match its tensors");

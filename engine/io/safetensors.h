@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +38,8 @@ absl::Status WriteSafetensors(const std::string& path, const SafetensorsFile& fi
 // out of range or overlapping, unknown dtype, size mismatch) is an
 // InvalidArgument naming the path and the problem.
 absl::StatusOr<SafetensorsFile> ReadSafetensors(const std::string& path);
+// The same from the file's bytes; `path` names it in error messages.
+absl::StatusOr<SafetensorsFile> ParseSafetensors(std::string_view bytes, const std::string& path);
 
 }  // namespace smallem
 

@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<StepRunner>> StepRunner::Create(Model& model, Opt
       << "StepRunner: batch " << options.batch << " and time " << options.time;
   std::unique_ptr<StepRunner> runner(new StepRunner(model, optimizer, arena, tape, options));
   RETURN_IF_ERROR(runner->AllocateInputs(split));
+  RETURN_IF_ERROR(runner->AllocateHealth());
   return runner;
 }
 
@@ -37,6 +38,7 @@ StepRunner::~StepRunner() {
   Release();
   if (inputs_staging_ != nullptr) backend_.FreeStaging(inputs_staging_);
   if (inputs_device_ != nullptr) backend_.Free(inputs_device_);
+  if (health_block_ != nullptr) backend_.Free(health_block_);
   if (tokens_.data != nullptr) backend_.Free(tokens_.data);
 }
 
@@ -69,6 +71,27 @@ absl::Status StepRunner::AllocateInputs(std::span<const uint16_t> split) {
   return absl::OkStatus();
 }
 
+absl::Status StepRunner::AllocateHealth() {
+  constexpr int kWords = 16;  // 64 bytes
+  ASSIGN_OR_RETURN(health_block_, backend_.Allocate(kWords * sizeof(float)));
+  float* block = static_cast<float*>(health_block_);
+  const float zeros[kWords] = {};
+  backend_.CopyToDevice(block, zeros, sizeof(zeros));
+  checked_ = Tensor{.data = block, .shape = {2}};
+  zeros_ = Tensor{.data = block + 2, .shape = {2}};
+  probe_ = Tensor{.data = block + 4, .shape = {2}};
+  health_ = Tensor{.data = block + 6, .shape = {1}};
+  return absl::OkStatus();
+}
+
+void StepRunner::RecordHealthCheck() {
+  // The same four calls every step, all on the device (capturable).
+  backend_.SumSquares(ReduceParams{.in = model_.grads(), .out = Tensor{.data = checked_.data, .shape = {1}}});
+  backend_.CopyOnDevice(checked_.f32() + 1, loss_.data, sizeof(float));
+  backend_.Mul(BinaryParams{.a = checked_, .b = zeros_, .out = probe_});
+  backend_.Sum(ReduceParams{.in = probe_, .out = health_, .accumulate = true});
+}
+
 void StepRunner::RecordStep() {
   const int64_t B = options_.batch, T = options_.time;
   arena_.Reset();
@@ -81,8 +104,9 @@ void StepRunner::RecordStep() {
   model_.ZeroGrad();
   const Var loss = Mean(tape_, model_.Losses(tape_, inputs, targets, B, T));
   tape_.Backward(loss);
-  optimizer_.Update(scalars_);
   loss_ = tape_.value(loss);
+  RecordHealthCheck();
+  optimizer_.Update(scalars_);
 }
 
 absl::Status StepRunner::Run(int64_t step, std::span<const int64_t> starts,
@@ -120,6 +144,12 @@ float StepRunner::ReadLoss() {
   float loss = NAN;
   if (!loss_.empty()) backend_.CopyToHost(&loss, loss_.data, sizeof(float));
   return loss;
+}
+
+bool StepRunner::StepsFinite() {
+  float health = 0;
+  backend_.CopyToHost(&health, health_.data, sizeof(float));
+  return health == 0;
 }
 
 void StepRunner::Release() {

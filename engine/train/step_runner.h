@@ -23,6 +23,12 @@
 // Nothing is read back per step: ReadLoss copies the last step's loss to the
 // host (synchronizing) when the caller wants it.
 //
+// Divergence is checked on the device every step, eager or replayed: the
+// step adds 0·loss and 0·‖g‖² (the gradient's squared norm) to a flag that
+// lives on the device. While both are finite the flag stays 0; 0·inf and
+// 0·NaN are NaN, and NaN sticks. StepsFinite reads the flag when the caller
+// wants it (at progress steps), so a captured step needs no host read.
+//
 // The runner borrows the model, optimizer, arena and tape, which must
 // outlive it; it owns the resident split, the staging memory and the graphs
 // (released by Release or the destructor, before the memory they replay on).
@@ -82,6 +88,11 @@ class StepRunner {
   // before the first step.
   float ReadLoss();
 
+  // Whether every step so far had a finite loss and a finite gradient norm
+  // (the device flag above); waits for the steps queued so far. True before
+  // the first step.
+  bool StepsFinite();
+
   // Seconds the last Run spent capturing a graph (0 when it captured none):
   // like compilation, not training time.
   double last_capture_seconds() const { return last_capture_s_; }
@@ -97,6 +108,10 @@ class StepRunner {
   StepRunner(Model& model, Optimizer& optimizer, Arena& arena, Tape& tape,
              const Options& options);
   absl::Status AllocateInputs(std::span<const uint16_t> split);
+  // The flag's block (below), zeroed.
+  absl::Status AllocateHealth();
+  // Adds the step's non-finite check to the flag (recorded by RecordStep).
+  void RecordHealthCheck();
   // The step's device half, recorded on the tape from scratch each time it
   // runs eagerly or is captured (CaptureGraph may call it twice): the same
   // calls every time, the per-step values coming from the upload.
@@ -120,6 +135,12 @@ class StepRunner {
   float* host_scalars_ = nullptr;   // (K) in inputs_staging_
 
   Tensor loss_;  // (1) the last step's mean loss, the same address every step
+  // The divergence check's device memory, one 64-byte block:
+  void* health_block_ = nullptr;
+  Tensor checked_;  // (2) ‖g‖² and a copy of the loss, this step
+  Tensor zeros_;    // (2) always 0
+  Tensor probe_;    // (2) 0·checked_: 0, or NaN where checked_ is not finite
+  Tensor health_;   // (1) Σ probe_ over every step: 0 while all were finite
   std::set<int> eager_variants_;  // update variants that have run eagerly
   std::map<int, int> graphs_;     // update variant → captured graph
   double last_capture_s_ = 0;

@@ -109,11 +109,28 @@ struct StepsDone {
   int64_t steps = 0;
   double train_s = 0;     // training seconds, graph captures excluded
   float last_loss = NAN;  // the last step's training loss
+  // A step's loss or gradient norm was not finite: training stopped at the
+  // progress step `steps` that found it (the first bad step is at most
+  // progress_every steps earlier).
+  bool diverged = false;
+  float last_finite_loss = NAN;  // the last loss read while every step was finite
 };
 
-// The step loop: runs steps until the budget is spent, reporting progress;
-// then reads the last loss and releases the runner's graphs. Cancelled when
-// options.stop is raised; Internal when the loss is not finite.
+// Reads the last loss and the runner's divergence flag into `done`: true
+// when training may go on.
+bool CheckSteps(StepRunner& runner, StepsDone& done) {
+  done.last_loss = runner.ReadLoss();
+  if (runner.StepsFinite() && std::isfinite(done.last_loss)) {
+    done.last_finite_loss = done.last_loss;
+    return true;
+  }
+  done.diverged = true;
+  return false;
+}
+
+// The step loop: runs steps until the budget is spent or a progress step
+// finds the run diverged, reporting progress; then reads the last loss and
+// releases the runner's graphs. Cancelled when options.stop is raised.
 // Starts from `from` (nothing done, or a checkpoint's position); writes
 // checkpoints through `checkpointer` when they are due.
 absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
@@ -125,7 +142,6 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
   StepsDone done = from;
   int64_t& step = done.steps;
   double& train_s = done.train_s;
-  float& last_loss = done.last_loss;
   while (true) {
     const double fraction = budget.Fraction(step, train_s);
     if (fraction >= 1.0) break;
@@ -137,39 +153,39 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
     RETURN_IF_ERROR(runner.Run(step - from.steps, starts, static_cast<float>(lr)));
     ++step;
     const bool report = step % options.progress_every == 0 || step == budget.steps;
+    bool finite = true;
     if (report || budget.seconds > 0) {
       // Reading the loss synchronizes; a timed run needs that every step to
       // measure training time exactly.
-      if (report) last_loss = runner.ReadLoss();
+      if (report) finite = CheckSteps(runner, done);
       else backend.Synchronize();
     }
     // Capturing, like compiling, is not training time.
     train_s += Seconds(Clock::now() - start) - runner.last_capture_seconds();
+    if (!finite) break;
     if (report && options.on_progress) {
       const double tokens_per_s = step * B * T / train_s;
       const int64_t total = budget.steps ? budget.steps
                                          : static_cast<int64_t>(step * budget.seconds / train_s);
       options.on_progress(TrainProgress{
-          .step = step, .total_steps = total, .loss = last_loss, .tokens_per_s = tokens_per_s,
-          .elapsed_s = train_s,
+          .step = step, .total_steps = total, .loss = done.last_loss,
+          .tokens_per_s = tokens_per_s, .elapsed_s = train_s,
           .eta_s = budget.steps ? train_s / step * (budget.steps - step)
                                 : budget.seconds - train_s});
     }
     // Between steps, outside the timed region; none after the last step.
     if (checkpointer.Due(step, train_s) && budget.Fraction(step, train_s) < 1.0) {
+      // A checkpoint holds only finite state: a diverged run ends here.
+      if (!CheckSteps(runner, done)) break;
       RETURN_IF_ERROR(checkpointer.Write(TrainingPosition{
-          .steps = step, .train_seconds = train_s, .last_loss = runner.ReadLoss(),
+          .steps = step, .train_seconds = train_s, .last_loss = done.last_loss,
           .resumes = resumes}));
     }
   }
   // The last step's loss, whether or not it was a progress step (a run
   // resumed at its end ran none: the checkpoint's).
-  if (step > from.steps) last_loss = runner.ReadLoss();
+  if (step > from.steps && !done.diverged) CheckSteps(runner, done);
   runner.Release();
-  if (!std::isfinite(last_loss)) {
-    return absl::InternalError(absl::StrCat(
-        "training diverged: loss is ", last_loss, " at step ", step, " (lower --lr?)"));
-  }
   return done;
 }
 
@@ -207,6 +223,24 @@ absl::StatusOr<ResumePoint> MaybeResume(const RunSpec& spec, const TrainInputs& 
                                        .train_s = checkpoint->train_seconds,
                                        .last_loss = checkpoint->last_loss},
                      .resumes = checkpoint->resumes + 1};
+}
+
+// The result JSON of a run that diverged: where it stopped and why, no
+// evaluation (its weights are not finite).
+nlohmann::json DivergedResultJson(const RunSpec& spec, const TrainInputs& inputs,
+                                  const StepsDone& done, const Backend& backend) {
+  return {{"diverged", true},
+          {"diverged_step", done.steps},
+          {"last_finite_loss", std::isfinite(done.last_finite_loss)
+                                   ? nlohmann::json(done.last_finite_loss)
+                                   : nlohmann::json(nullptr)},
+          {"steps", done.steps},
+          {"train_seconds", done.train_s},
+          {"device", backend.Name()},
+          {"device_class", backend.DeviceClass()},
+          {"config", spec.ToJson()},
+          {"dataset", inputs.data.meta.value("content_hash", "")},
+          {"seed", spec.seed}};
 }
 
 // The result JSON (docs/architecture.md § The formats) of a finished run.
@@ -261,11 +295,9 @@ absl::Status WriteRunDirectory(const std::string& out_dir, const Model& model,
   const std::filesystem::path dir(out_dir);
   RETURN_IF_ERROR(SaveWeights(model, (dir / "weights.safetensors").string()));
   RETURN_IF_ERROR(WriteFileDurably((dir / "result.json").string(), result.dump(2) + "\n"));
-  std::error_code ec;
-  std::filesystem::copy_file(std::filesystem::path(data_dir) / "tokenizer.json",
-                             dir / "tokenizer.json",
-                             std::filesystem::copy_options::overwrite_existing, ec);
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(const std::string tokenizer,
+                   ReadFile((std::filesystem::path(data_dir) / "tokenizer.json").string()));
+  return WriteFileDurably((dir / "tokenizer.json").string(), tokenizer);
 }
 
 }  // namespace
@@ -314,6 +346,16 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   ASSIGN_OR_RETURN(const StepsDone done,
                    RunSteps(*runner, batches, schedule, budget, backend, B, T, options,
                             resume.done, checkpointer, resume.resumes));
+  if (done.diverged) {
+    // An outcome, not an error: the run ends here, with no weights.
+    nlohmann::json result = DivergedResultJson(spec, inputs, done, backend);
+    if (!options.out_dir.empty()) {
+      RETURN_IF_ERROR(WriteFileDurably(
+          (std::filesystem::path(options.out_dir) / "result.json").string(),
+          result.dump(2) + "\n"));
+    }
+    return result;
+  }
 
   // "Ends fully decayed": training stops once the fraction of the budget
   // done reaches 1, where the schedule is at its floor lr·min_lr_ratio.

@@ -79,6 +79,15 @@ bool IsResumeFailure(const absl::Status& status);
 // backend with graphs the whole step (upload, gather, forward, backward,
 // clipping, update) is captured after kWarmupSteps eager steps and replayed
 // with one launch; the loss is read back only on progress steps.
+//
+// Divergence is an outcome, not an error: every step checks on the device
+// that its loss and gradient norm are finite (StepRunner::StepsFinite), and
+// the first progress step that finds one that was not ends training there.
+// The result is then {"diverged": true, "diverged_step": the step it
+// stopped at, "last_finite_loss": the last finite progress loss (null when
+// none), "steps", "train_seconds", "device", "device_class", "config",
+// "dataset", "seed"}, written to out_dir/result.json with no weights and no
+// evaluation.
 absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                      const TrainOptions& options);
 

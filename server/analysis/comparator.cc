@@ -25,6 +25,7 @@ struct Arm {
   int failed = 0;
   int cancelled = 0;
   int elsewhere = 0;            // finished on another class
+  std::vector<std::string> diverged;  // "seed 2 at step 40", in plan seed order
 };
 
 absl::Status CheckPlan(const ComparisonPlan& plan) {
@@ -157,6 +158,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       if (r->state == RunState::kRunning) ++arm.running;
       if (r->state == RunState::kFailed) ++arm.failed;
       if (r->state == RunState::kCancelled) ++arm.cancelled;
+      if (r->state == RunState::kDiverged) {
+        arm.diverged.push_back(absl::StrCat("seed ", r->seed, " at step ", r->diverged_step));
+      }
       if (r->state != RunState::kSucceeded) continue;
       if (r->device_class != report.device_class) {
         ++arm.elsewhere;
@@ -178,6 +182,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
   const size_t expected = plan.seeds.size();
   const Arm& base = arms[plan.baseline];
   const bool baseline_complete = base.losses.size() == expected;
+  const bool baseline_diverged = !base.diverged.empty();
 
   // The baseline's row first, then the others in plan order.
   std::vector<std::string> order = {plan.baseline};
@@ -220,11 +225,22 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       row.mean_loss = Mean(arm.losses);
       row.mean_train_seconds = Mean(arm.seconds);
     }
-    if (name == plan.baseline) {
+    if (!arm.diverged.empty()) {
+      // An outcome, not a missing seed: never averaged, never pending.
+      row.verdict = Verdict::kDiverged;
+      row.pending_reason = absl::StrCat(arm.diverged.size(), " of ", expected,
+                                        " seeds diverged (", absl::StrJoin(arm.diverged, ", "),
+                                        ")");
+      row.mean_loss.reset();
+      row.mean_train_seconds.reset();
+    } else if (name == plan.baseline) {
       row.verdict = complete ? Verdict::kBaseline : Verdict::kPending;
       if (!complete) row.pending_reason = PendingReason(arm, expected);
     } else if (!complete) {
       row.pending_reason = PendingReason(arm, expected);
+    } else if (baseline_diverged) {
+      row.verdict = Verdict::kRefused;
+      row.pending_reason = "the baseline diverged";
     } else if (!baseline_complete) {
       row.pending_reason = "waiting for the baseline";
     } else if (!conflict.empty()) {

@@ -49,14 +49,16 @@ namespace smallem {
 struct Grid;
 
 // Where a run stands, as far as a comparison cares (the store's statuses:
-// queued → kPending, leased → kRunning; the others by name). Pending
-// reasons name each, so a report never calls a cancelled run failed.
+// queued → kPending, leased → kRunning, diverged → kDiverged; the others by
+// name). Pending reasons name each, so a report never calls a cancelled run
+// failed.
 enum class RunState {
   kPending,    // queued: a result may still come
   kRunning,    // leased by a worker: a result may still come
   kSucceeded,  // finished with a result
   kFailed,     // failed for good: needs `smallemctl retry`
   kCancelled,  // cancelled: needs `smallemctl retry`
+  kDiverged,   // its loss went non-finite: an outcome, with no loss to compare
 };
 
 // One run (one cell) of the experiment, as the store knows it.
@@ -65,6 +67,7 @@ struct ComparedRun {
   int64_t seed = 0;
   Budget budget;
   RunState state = RunState::kPending;
+  int64_t diverged_step = 0;  // kDiverged: the step training stopped at
   // The fields below are read only when state == kSucceeded.
   double val_nats_per_byte = 0;
   double train_seconds = 0;
@@ -132,7 +135,8 @@ struct ReportRow {
   std::optional<int64_t> params;
   std::optional<double> params_change;   // (params − baseline's) / baseline's
   bool params_warning = false;           // |params_change| > params_warning_fraction
-  // Set on pending rows ("1 of 2 seeds finished") and refused ones (why).
+  // Set on pending rows ("1 of 2 seeds finished"), refused ones (why) and
+  // diverged ones ("1 of 2 seeds diverged (seed 2 at step 40)").
   std::string pending_reason;
 
   // "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
@@ -166,7 +170,9 @@ struct Report {
 };
 
 // Compares `runs` according to `plan`. Runs of other variants, seeds or
-// budgets (e.g. reference-curve runs) are ignored. InvalidArgument when the
+// budgets (e.g. reference-curve runs) are ignored. An arm with a diverged
+// seed is kDiverged: no mean, no Δ (its other seeds' losses are listed);
+// when it is the baseline's, the other arms are kRefused. InvalidArgument when the
 // plan is inconsistent (baseline not among its variants, no seeds, a
 // non-positive floor) or when two finished runs claim the same variant, seed
 // and device class.

@@ -202,8 +202,8 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
     TimeRow row;
     row.variant = steps_row.variant;
     GatherSeeds(plan, runs, report.steps.device_class, row);
-    if (steps_row.verdict == Verdict::kRefused) {
-      row.verdict = Verdict::kRefused;
+    if (steps_row.verdict == Verdict::kRefused || steps_row.verdict == Verdict::kDiverged) {
+      row.verdict = steps_row.verdict;
       row.pending_reason = steps_row.pending_reason;
     } else if (!steps_row.mean_loss) {
       row.pending_reason = steps_row.pending_reason;

@@ -16,6 +16,7 @@ const char* VerdictName(Verdict verdict) {
     case Verdict::kWithinNoise: return "within noise";
     case Verdict::kPending: return "pending";
     case Verdict::kRefused: return "not compared";
+    case Verdict::kDiverged: return "diverged";
   }
   return "?";
 }
@@ -47,6 +48,8 @@ std::string VerdictText(Verdict verdict, const std::optional<double>& delta_over
       return absl::StrCat("pending: ", reason);
     case Verdict::kRefused:
       return absl::StrCat("not compared: ", reason);
+    case Verdict::kDiverged:
+      return absl::StrCat("diverged: ", reason);
     default:
       return VerdictName(verdict);
   }

@@ -15,9 +15,12 @@
 
 namespace smallem {
 
-// kRefused: the two arms cannot be compared (their validation texts differ).
-enum class Verdict { kBaseline, kBetter, kWorse, kWithinNoise, kPending, kRefused };
-// "baseline", "better", "worse", "within noise", "pending", "not compared".
+// kRefused: the two arms cannot be compared (their validation texts differ,
+// or the baseline diverged). kDiverged: a seed of the arm diverged (its loss
+// went non-finite): the arm has no mean and is not compared.
+enum class Verdict { kBaseline, kBetter, kWorse, kWithinNoise, kPending, kRefused, kDiverged };
+// "baseline", "better", "worse", "within noise", "pending", "not compared",
+// "diverged".
 const char* VerdictName(Verdict verdict);
 
 // Δ judged against τ.
@@ -35,7 +38,7 @@ Judgement JudgeDelta(double delta, double tau);
 std::string FormatTauMultiple(double delta_over_tau);
 
 // For people: "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
-// "pending: " or "not compared: " followed by `reason`. REQUIRES:
+// "pending: ", "not compared: " or "diverged: " followed by `reason`. REQUIRES:
 // `delta_over_tau` is set when `verdict` is kBetter or kWorse (CHECKed).
 std::string VerdictText(Verdict verdict, const std::optional<double>& delta_over_tau,
                         const std::string& reason);

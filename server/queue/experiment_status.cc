@@ -24,6 +24,7 @@ ExperimentSummary SummarizeRuns(const std::vector<RunRecord>& runs) {
       case RunStatus::kSucceeded: ++s.counts.succeeded; s.steps_done += planned; break;
       case RunStatus::kFailed: ++s.counts.failed; break;
       case RunStatus::kCancelled: ++s.counts.cancelled; break;
+      case RunStatus::kDiverged: ++s.counts.diverged; break;
     }
     if (run.progress.elapsed_s > 0 && (run.status == RunStatus::kLeased ||
                                        run.status == RunStatus::kSucceeded)) {

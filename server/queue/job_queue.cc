@@ -35,6 +35,9 @@ RunStatus JobQueue::NextStatus(const RunRecord& run, const JobQueueOptions& opti
   switch (run.last_failure) {
     case FailureClass::kInvalidConfig:
       return RunStatus::kFailed;
+    case FailureClass::kDiverged:
+      // An outcome of the spec and seed: running it again diverges again.
+      return RunStatus::kDiverged;
     case FailureClass::kEngineError:
       return run.engine_failures > run.retry_budget ? RunStatus::kFailed : RunStatus::kQueued;
     case FailureClass::kLeaseLost:
@@ -114,16 +117,21 @@ absl::StatusOr<bool> JobQueue::Complete(int64_t run_id, int attempt, std::string
 }
 
 absl::StatusOr<bool> JobQueue::Fail(int64_t run_id, int attempt, std::string_view worker_id,
-                                    FailureClass failure, std::string_view message) {
+                                    FailureClass failure, std::string_view message,
+                                    const DivergenceRecord& divergence) {
   if (failure == FailureClass::kNone) {
     return absl::InvalidArgumentError("a failure needs a class (lease_lost, engine_error or "
-                                      "invalid_config)");
+                                      "invalid_config or diverged)");
+  }
+  if (failure == FailureClass::kDiverged && divergence.step <= 0) {
+    return absl::InvalidArgumentError("diverged_step: required for a diverged run (the step "
+                                      "training stopped at, > 0)");
   }
   ASSIGN_OR_RETURN(RunRecord run,
                    store_->Fail(run_id, attempt, worker_id, failure, message,
-                                clock_->NowUnixMs(), [this](const RunRecord& r) {
-                                  return NextStatus(r, options_);
-                                }));
+                                clock_->NowUnixMs(),
+                                [this](const RunRecord& r) { return NextStatus(r, options_); },
+                                divergence));
   NoteChange();
   // One log line per failure, whatever the message holds (base/text.h).
   spdlog::info("run {} attempt {} failed ({}): {} → {}", run_id, attempt,

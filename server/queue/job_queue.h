@@ -97,9 +97,12 @@ class JobQueue {
                                 std::string_view result_json,
                                 const std::vector<ProgressRecord>& points);
   // Records a failed attempt; returns whether the run went back to the queue.
-  // InvalidArgument for FailureClass::kNone.
+  // A kDiverged failure ends the run as kDiverged (never requeued) with
+  // `divergence`. InvalidArgument for FailureClass::kNone, or a divergence
+  // without a step.
   absl::StatusOr<bool> Fail(int64_t run_id, int attempt, std::string_view worker_id,
-                            FailureClass failure, std::string_view message);
+                            FailureClass failure, std::string_view message,
+                            const DivergenceRecord& divergence = {});
 
   // Hands (run, attempt) back to the queue at once, charging it to no
   // counter; see SqliteStore::Release. Idempotent.

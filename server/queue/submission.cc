@@ -46,13 +46,23 @@ absl::Status CheckDatasetFitsGrid(SqliteStore& store, const std::string& hash, c
 absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
                                          const GridSubmission& submission,
                                          int default_retry_budget, int64_t max_runs) {
+  // A name for messages and a relative data directory, not a document.
+  constexpr size_t kMaxFileNameBytes = 1024;
+  if (submission.file_name.size() > kMaxFileNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("grid_file_name: ", submission.file_name.size(),
+                                                   " bytes; at most ", kMaxFileNameBytes));
+  }
   if (submission.yaml.size() > kMaxGridBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         submission.file_name, ": ", submission.yaml.size(), " bytes; grid files are limited to ",
         kMaxGridBytes, " bytes"));
   }
-  if (submission.retry_budget < 0) {
-    return absl::InvalidArgumentError("retry_budget: must be 0 (the default) or positive");
+  // Each retry is a whole training run: beyond this, a crash loop.
+  constexpr int kMaxRetryBudget = 100;
+  if (submission.retry_budget < 0 || submission.retry_budget > kMaxRetryBudget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retry_budget: ", submission.retry_budget, "; expected 0 (the default) to ",
+        kMaxRetryBudget));
   }
   ASSIGN_OR_RETURN(Grid grid, ParseGrid(submission.yaml, submission.file_name));
   auto hash = submission.dataset_hashes.find(grid.data_dir);

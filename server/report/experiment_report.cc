@@ -21,6 +21,10 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
     case RunStatus::kFailed: c.state = RunState::kFailed; break;
     case RunStatus::kCancelled: c.state = RunState::kCancelled; break;
     case RunStatus::kSucceeded: c.state = RunState::kSucceeded; break;
+    case RunStatus::kDiverged:
+      c.state = RunState::kDiverged;
+      c.diverged_step = run.diverged_step;
+      break;
   }
   if (c.state != RunState::kSucceeded) return c;
   if (!result) {

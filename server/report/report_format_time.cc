@@ -100,9 +100,10 @@ std::vector<std::string> CurveLines(const TimeReport& r) {
 }
 
 std::string TimeSummary(const TimeReport& r) {
-  int compared = 0, pending = 0, extrapolated = 0;
+  int compared = 0, pending = 0, extrapolated = 0, diverged = 0;
   for (const TimeRow& row : r.rows) {
     if (row.verdict == Verdict::kPending) ++pending;
+    else if (row.verdict == Verdict::kDiverged) ++diverged;
     else ++compared;
     extrapolated += row.extrapolated;
   }
@@ -110,6 +111,7 @@ std::string TimeSummary(const TimeReport& r) {
                                "time");
   if (extrapolated > 0) absl::StrAppend(&s, ", ", extrapolated, " extrapolated");
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
+  if (diverged > 0) absl::StrAppend(&s, ", ", diverged, " diverged");
   absl::StrAppend(&s, " (Δ time = loss − R(t); a verdict needs |Δ| > the row's τ time)");
   return s;
 }

@@ -63,13 +63,15 @@ std::string IntervalCell(const std::optional<double>& low, const std::optional<d
 }
 
 std::string Summary(const Report& r) {
-  int compared = 0, pending = 0;
+  int compared = 0, pending = 0, diverged = 0;
   for (const ReportRow& row : r.rows) {
     if (row.verdict == Verdict::kPending) ++pending;
+    else if (row.verdict == Verdict::kDiverged) ++diverged;
     else if (row.verdict != Verdict::kBaseline && row.verdict != Verdict::kRefused) ++compared;
   }
   std::string s = absl::StrCat(compared, " variant(s) compared with ", r.baseline);
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
+  if (diverged > 0) absl::StrAppend(&s, ", ", diverged, " diverged");
   absl::StrAppend(&s, " (lower is better; a verdict needs |Δ| > the row's τ)");
   return s;
 }

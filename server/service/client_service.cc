@@ -1,7 +1,12 @@
 #include "server/service/client_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -14,6 +19,7 @@
 #include "server/report/experiment_report.h"
 #include "server/service/dataset_upload.h"
 #include "server/service/proto_convert.h"
+#include "server/service/request_checks.h"
 
 namespace smallem {
 namespace {
@@ -29,10 +35,24 @@ absl::StatusOr<ExperimentRecord> ResolveExperiment(SqliteStore& store, int64_t i
   return absl::InvalidArgumentError("give an experiment id or name");
 }
 
-absl::StatusOr<RunSelector> Selector(int64_t experiment_id,
+// The runs a Cancel or Retry names; NotFound for an experiment or run that
+// does not exist (a typo must not read as "nothing to do").
+absl::StatusOr<RunSelector> Selector(SqliteStore& store, int64_t experiment_id,
                                      const google::protobuf::RepeatedField<int64_t>& run_ids) {
-  if (experiment_id > 0) return RunSelector{.experiment_id = experiment_id, .run_ids = {}};
+  if (experiment_id < 0) return absl::InvalidArgumentError("experiment_id: must be positive");
+  if (experiment_id > 0) {
+    RETURN_IF_ERROR(store.GetExperiment(experiment_id).status());
+    return RunSelector{.experiment_id = experiment_id, .run_ids = {}};
+  }
   if (run_ids.empty()) return absl::InvalidArgumentError("give an experiment id or run ids");
+  constexpr int kMaxRunIds = 100'000;
+  if (run_ids.size() > kMaxRunIds) {
+    return absl::InvalidArgumentError(absl::StrCat("run_ids: at most ", kMaxRunIds));
+  }
+  for (int64_t id : run_ids) {
+    if (id <= 0) return absl::InvalidArgumentError(absl::StrCat("run_ids: ", id, " is not a run id"));
+    RETURN_IF_ERROR(store.GetRun(id).status());
+  }
   return RunSelector{.experiment_id = 0, .run_ids = {run_ids.begin(), run_ids.end()}};
 }
 
@@ -42,9 +62,7 @@ grpc::Status ClientServiceImpl::HasDataset(grpc::ServerContext*,
                                            const v1::HasDatasetRequest* request,
                                            v1::HasDatasetResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
-    if (request->content_hash().empty()) {
-      return absl::InvalidArgumentError("content_hash: required");
-    }
+    RETURN_IF_ERROR(CheckContentHash(request->content_hash()));
     ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(request->content_hash()));
     response->set_present(bytes.has_value());
     response->set_total_bytes(bytes.value_or(0));
@@ -59,7 +77,8 @@ grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
     DatasetUpload upload(store_, clock_, disk_reserve_);
     v1::DatasetChunk chunk;
     while (reader->Read(&chunk)) {
-      const absl::Status added = upload.Add(
+      absl::Status added = CheckContentHash(chunk.content_hash());
+      if (added.ok()) added = upload.Add(
           chunk.content_hash(),
           DatasetChunkRef{.file_name = chunk.file_name(), .file_size = chunk.file_size(),
                           .offset = chunk.offset(),
@@ -142,6 +161,7 @@ grpc::Status ClientServiceImpl::GetExperiment(grpc::ServerContext*,
 grpc::Status ClientServiceImpl::GetRun(grpc::ServerContext*, const v1::GetRunRequest* request,
                                        v1::GetRunResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
+    if (request->run_id() <= 0) return absl::InvalidArgumentError("run_id: required");
     ASSIGN_OR_RETURN(RunRecord run, store_->GetRun(request->run_id()));
     ASSIGN_OR_RETURN(ExperimentRecord e, store_->GetExperiment(run.experiment_id));
     ASSIGN_OR_RETURN(std::string spec, ComposeRunSpec(run, e.dataset_hash));
@@ -157,6 +177,10 @@ grpc::Status ClientServiceImpl::StreamMetrics(
   return ToGrpcStatus([&]() -> absl::Status {
     // A follower holds a server thread for as long as it watches: their
     // number is capped, so that watchers cannot starve every other call.
+    if (request->run_id() <= 0) return absl::InvalidArgumentError("run_id: required");
+    if (request->after_step() < -1) {
+      return absl::InvalidArgumentError("after_step: a step, or -1 for every point");
+    }
     const bool counted = request->follow();
     if (counted && following_streams_.fetch_add(1) >= max_following_streams_) {
       following_streams_.fetch_sub(1);
@@ -197,7 +221,8 @@ grpc::Status ClientServiceImpl::StreamMetrics(
 grpc::Status ClientServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                        v1::CancelResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(RunSelector selector, Selector(request->experiment_id(), request->run_ids()));
+    ASSIGN_OR_RETURN(RunSelector selector,
+                     Selector(*store_, request->experiment_id(), request->run_ids()));
     ASSIGN_OR_RETURN(int n, queue_->Cancel(selector));
     response->set_cancelled(n);
     return absl::OkStatus();
@@ -207,7 +232,8 @@ grpc::Status ClientServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelReq
 grpc::Status ClientServiceImpl::Retry(grpc::ServerContext*, const v1::RetryRequest* request,
                                       v1::RetryResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(RunSelector selector, Selector(request->experiment_id(), request->run_ids()));
+    ASSIGN_OR_RETURN(RunSelector selector,
+                     Selector(*store_, request->experiment_id(), request->run_ids()));
     ASSIGN_OR_RETURN(int n, queue_->Retry(selector));
     response->set_requeued(n);
     return absl::OkStatus();
@@ -219,8 +245,17 @@ grpc::Status ClientServiceImpl::Report(grpc::ServerContext*, const v1::ReportReq
   return ToGrpcStatus([&]() -> absl::Status {
     ASSIGN_OR_RETURN(ExperimentRecord e,
                      ResolveExperiment(*store_, request->experiment_id(), request->name()));
-    if (request->noise_floor() < 0) {
-      return absl::InvalidArgumentError("noise_floor: must not be negative");
+    // nats/byte: a floor above 1 would call every difference noise.
+    if (!(request->noise_floor() >= 0 && request->noise_floor() <= 1)) {
+      return absl::InvalidArgumentError(
+          "noise_floor: nats per byte in [0, 1] (0 = the default 0.002)");
+    }
+    if (!v1::ReportAt_IsValid(request->at())) {
+      return absl::InvalidArgumentError(absl::StrCat("at: unknown value ", request->at()));
+    }
+    if (!v1::ReportFormat_IsValid(request->format())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("format: unknown value ", request->format()));
     }
     ReportOptions options;
     options.noise_floor = request->noise_floor();
@@ -284,6 +319,42 @@ grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*,
     ASSIGN_OR_RETURN(const CheckpointUsage checkpoints, store_->GetCheckpointUsage());
     response->set_checkpoints(checkpoints.count);
     response->set_checkpoint_bytes(checkpoints.bytes);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::BackupRequest*,
+                                       grpc::ServerWriter<v1::BackupChunk>* writer) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    static std::atomic<uint64_t> counter{0};
+    const std::string copy =
+        absl::StrCat(store_->path(), ".backup-", getpid(), "-", counter.fetch_add(1));
+    absl::Cleanup remove = [&] {
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        std::error_code ignored;
+        std::filesystem::remove(copy + suffix, ignored);
+      }
+    };
+    RETURN_IF_ERROR(store_->BackupTo(copy));
+    // Streamed a chunk at a time: a database holding datasets can be large.
+    std::ifstream in(copy, std::ios::binary);
+    std::error_code size_error;
+    const auto total = static_cast<int64_t>(std::filesystem::file_size(copy, size_error));
+    if (!in || size_error) return absl::InternalError(absl::StrCat("cannot read back ", copy));
+    std::string buffer(1 << 20, '\0');
+    int64_t offset = 0;
+    while (offset < total) {
+      if (context->IsCancelled()) return absl::CancelledError("the client cancelled the backup");
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      const auto n = static_cast<size_t>(in.gcount());
+      if (n == 0) return absl::InternalError(absl::StrCat(copy, " ended early"));
+      v1::BackupChunk chunk;
+      chunk.set_offset(offset);
+      chunk.set_data(buffer.substr(0, n));
+      chunk.set_total_bytes(total);
+      if (!writer->Write(chunk)) return absl::OkStatus();  // the client left
+      offset += static_cast<int64_t>(n);
+    }
     return absl::OkStatus();
   }());
 }

@@ -56,6 +56,10 @@ class ClientServiceImpl final : public v1::ClientService::Service {
                       v1::ReportResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                            v1::ListWorkersResponse* response) override;
+  // Copies the database beside itself (DB.backup-PID-N), streams the copy
+  // and removes it.
+  grpc::Status Backup(grpc::ServerContext* context, const v1::BackupRequest* request,
+                      grpc::ServerWriter<v1::BackupChunk>* writer) override;
 
  private:
   SqliteStore* const store_;

@@ -13,6 +13,7 @@ v1::RunStatus ToProto(RunStatus status) {
     case RunStatus::kSucceeded: return v1::RUN_STATUS_SUCCEEDED;
     case RunStatus::kFailed: return v1::RUN_STATUS_FAILED;
     case RunStatus::kCancelled: return v1::RUN_STATUS_CANCELLED;
+    case RunStatus::kDiverged: return v1::RUN_STATUS_DIVERGED;
   }
   return v1::RUN_STATUS_UNSPECIFIED;
 }
@@ -23,6 +24,7 @@ v1::FailureClass ToProto(FailureClass failure) {
     case FailureClass::kLeaseLost: return v1::FAILURE_CLASS_LEASE_LOST;
     case FailureClass::kEngineError: return v1::FAILURE_CLASS_ENGINE_ERROR;
     case FailureClass::kInvalidConfig: return v1::FAILURE_CLASS_INVALID_CONFIG;
+    case FailureClass::kDiverged: return v1::FAILURE_CLASS_DIVERGED;
   }
   return v1::FAILURE_CLASS_UNSPECIFIED;
 }
@@ -32,6 +34,7 @@ FailureClass FromProto(v1::FailureClass failure) {
     case v1::FAILURE_CLASS_LEASE_LOST: return FailureClass::kLeaseLost;
     case v1::FAILURE_CLASS_ENGINE_ERROR: return FailureClass::kEngineError;
     case v1::FAILURE_CLASS_INVALID_CONFIG: return FailureClass::kInvalidConfig;
+    case v1::FAILURE_CLASS_DIVERGED: return FailureClass::kDiverged;
     default: return FailureClass::kNone;
   }
 }
@@ -88,6 +91,10 @@ void ToProto(const RunRecord& run, const std::string& spec_json,
   ToProto(run.progress, out->mutable_progress());
   out->set_last_failure(ToProto(run.last_failure));
   out->set_last_error(run.last_error);
+  if (run.status == RunStatus::kDiverged) {
+    out->set_diverged_step(run.diverged_step);
+    if (run.last_finite_loss) out->set_last_finite_loss(*run.last_finite_loss);
+  }
   if (result) out->set_result_json(result->result_json);
   out->set_created_unix_ms(run.created_unix_ms);
   out->set_updated_unix_ms(run.updated_unix_ms);
@@ -106,6 +113,7 @@ void ToProto(const ExperimentRecord& e, const ExperimentSummary& s, v1::Experime
   c->set_succeeded(s.counts.succeeded);
   c->set_failed(s.counts.failed);
   c->set_cancelled(s.counts.cancelled);
+  c->set_diverged(s.counts.diverged);
   c->set_total(s.counts.total);
   out->set_steps_done(s.steps_done);
   out->set_steps_total(s.steps_total);

@@ -1,5 +1,7 @@
 #include "server/service/worker_service.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/text.h"
@@ -9,6 +11,7 @@
 #include "server/service/checkpoint_upload.h"
 #include "server/service/dataset_upload.h"
 #include "server/service/proto_convert.h"
+#include "server/service/request_checks.h"
 
 namespace smallem {
 namespace {
@@ -26,6 +29,19 @@ absl::Status CheckWorkerWrite(const std::string& worker_id, int64_t run_id, int 
   return absl::OkStatus();
 }
 
+// Progress points: at most kMaxPointsPerCall, steps not negative.
+absl::Status CheckPoints(const google::protobuf::RepeatedPtrField<v1::Progress>& points) {
+  if (points.size() > kMaxPointsPerCall) {
+    return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
+  }
+  for (const v1::Progress& p : points) {
+    if (p.step() < 0 || p.total_steps() < 0) {
+      return absl::InvalidArgumentError("points: step and total_steps must not be negative");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckDevices(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {
   if (devices.empty()) {
     return absl::InvalidArgumentError("devices: a worker registers at least one device");
@@ -40,6 +56,9 @@ absl::Status CheckDevices(const google::protobuf::RepeatedPtrField<v1::Device>& 
       return absl::InvalidArgumentError(absl::StrCat(
           "devices: a device's name (required) and device_class are at most ",
           kMaxDeviceNameBytes, " bytes"));
+    }
+    if (d.memory_bytes() < 0) {
+      return absl::InvalidArgumentError("devices: memory_bytes must not be negative (0 = unknown)");
     }
   }
   return absl::OkStatus();
@@ -101,9 +120,7 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext*,
                                           v1::HeartbeatResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
     RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
-    if (request->points_size() > kMaxPointsPerCall) {
-      return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
-    }
+    RETURN_IF_ERROR(CheckPoints(request->points()));
     RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
     ASSIGN_OR_RETURN(HeartbeatOutcome outcome,
                      queue_->Heartbeat(request->run_id(), request->attempt(),
@@ -122,9 +139,7 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext*, const v1::Complet
       return absl::InvalidArgumentError(absl::StrCat("result_json: at most ", kMaxResultBytes,
                                                      " bytes"));
     }
-    if (request->points_size() > kMaxPointsPerCall) {
-      return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
-    }
+    RETURN_IF_ERROR(CheckPoints(request->points()));
     RETURN_IF_ERROR(
         CheckResultJson(nlohmann::json::parse(request->result_json(), nullptr, false)));
     RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
@@ -147,9 +162,15 @@ grpc::Status WorkerServiceImpl::Fail(grpc::ServerContext*, const v1::FailRequest
     // Messages are for people; a runaway one is cut, not refused — on a
     // character boundary, without control sequences (base/text.h).
     const std::string message = SanitizeText(request->message(), kMaxFailMessageBytes);
+    DivergenceRecord divergence;
+    divergence.step = request->diverged_step();
+    if (request->has_last_finite_loss() && std::isfinite(request->last_finite_loss())) {
+      divergence.last_finite_loss = request->last_finite_loss();
+    }
     RETURN_IF_ERROR(workers_->Touch(request->worker_id()));
-    ASSIGN_OR_RETURN(bool will_retry, queue_->Fail(request->run_id(), request->attempt(),
-                                                   request->worker_id(), failure, message));
+    ASSIGN_OR_RETURN(bool will_retry,
+                     queue_->Fail(request->run_id(), request->attempt(), request->worker_id(),
+                                  failure, message, divergence));
     response->set_will_retry(will_retry);
     return absl::OkStatus();
   }());
@@ -170,7 +191,7 @@ grpc::Status WorkerServiceImpl::FetchDataset(grpc::ServerContext* context,
                                              grpc::ServerWriter<v1::DatasetChunk>* writer) {
   return ToGrpcStatus([&]() -> absl::Status {
     const std::string& hash = request->content_hash();
-    if (hash.empty()) return absl::InvalidArgumentError("content_hash: required");
+    RETURN_IF_ERROR(CheckContentHash(hash));
     ASSIGN_OR_RETURN(std::optional<int64_t> bytes, store_->DatasetBytes(hash));
     if (!bytes) return absl::NotFoundError(absl::StrCat("no complete dataset ", hash));
     ASSIGN_OR_RETURN(std::vector<DatasetChunkRef> chunks, store_->ListDatasetChunks(hash));

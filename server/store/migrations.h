@@ -28,7 +28,9 @@ absl::StatusOr<int> SchemaVersion(SqliteDb& db);
 
 // Applies every migration newer than the database's version, each in its own
 // BEGIN IMMEDIATE transaction together with its user_version update, so a
-// crash leaves the schema at a whole version. FailedPrecondition when the
+// crash leaves the schema at a whole version. Foreign keys are off while
+// they run (so a migration may rebuild a referenced table) and checked
+// (PRAGMA foreign_key_check) before each commits. FailedPrecondition when the
 // database is newer than the newest migration (an older coordinator binary)
 // or the list has a gap; the failing migration's name otherwise.
 absl::Status ApplyMigrations(SqliteDb& db, const std::vector<Migration>& migrations);

@@ -79,6 +79,12 @@ class SqliteDb {
   // statement must be destroyed before the next Prepare of the same text.
   absl::StatusOr<SqliteStatement> Prepare(std::string_view sql);
 
+  // Copies the whole database into a new SQLite file at `path` (which must
+  // not exist) with SQLite's online backup API, then checks the copy
+  // (PRAGMA integrity_check: DataLoss when it fails) and closes it synced.
+  // The copy is consistent: the state after the last committed transaction.
+  absl::Status BackupTo(const std::string& path);
+
   int64_t LastInsertRowId() const;
   int64_t Changes() const;  // rows changed by the last statement
   const std::string& path() const { return path_; }

@@ -24,17 +24,18 @@ const char* RunStatusName(RunStatus status) {
     case RunStatus::kSucceeded: return "succeeded";
     case RunStatus::kFailed: return "failed";
     case RunStatus::kCancelled: return "cancelled";
+    case RunStatus::kDiverged: return "diverged";
   }
   return "?";
 }
 
 absl::StatusOr<RunStatus> ParseRunStatus(std::string_view name) {
   for (RunStatus s : {RunStatus::kQueued, RunStatus::kLeased, RunStatus::kSucceeded,
-                      RunStatus::kFailed, RunStatus::kCancelled}) {
+                      RunStatus::kFailed, RunStatus::kCancelled, RunStatus::kDiverged}) {
     if (name == RunStatusName(s)) return s;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown run status \"", std::string(name), "\" (expected queued, leased, succeeded, failed or cancelled)"));
+      "unknown run status \"", std::string(name), "\" (expected queued, leased, succeeded, failed, cancelled or diverged)"));
 }
 
 const char* FailureClassName(FailureClass c) {
@@ -43,13 +44,14 @@ const char* FailureClassName(FailureClass c) {
     case FailureClass::kLeaseLost: return "lease_lost";
     case FailureClass::kEngineError: return "engine_error";
     case FailureClass::kInvalidConfig: return "invalid_config";
+    case FailureClass::kDiverged: return "diverged";
   }
   return "";
 }
 
 FailureClass ParseFailureClass(std::string_view name) {
   for (FailureClass c : {FailureClass::kLeaseLost, FailureClass::kEngineError,
-                         FailureClass::kInvalidConfig}) {
+                         FailureClass::kInvalidConfig, FailureClass::kDiverged}) {
     if (name == FailureClassName(c)) return c;
   }
   return FailureClass::kNone;
@@ -350,10 +352,23 @@ absl::StatusOr<RunCountsRecord> SqliteStore::CountRuns(int64_t experiment_id) {
       case RunStatus::kSucceeded: counts.succeeded = n; break;
       case RunStatus::kFailed: counts.failed = n; break;
       case RunStatus::kCancelled: counts.cancelled = n; break;
+      case RunStatus::kDiverged: counts.diverged = n; break;
     }
     counts.total += n;
   }
   return counts;
+}
+
+// ---- Backup -----------------------------------------------------------------
+
+absl::Status SqliteStore::BackupTo(const std::string& path) {
+  absl::MutexLock lock(&db_mu_);
+  return db_->BackupTo(path);
+}
+
+std::string SqliteStore::path() {
+  absl::MutexLock lock(&db_mu_);
+  return db_->path();
 }
 
 // ---- Workers ----------------------------------------------------------------

@@ -44,7 +44,8 @@
 namespace smallem {
 
 // Given a run whose attempt just ended without a result (counters already
-// updated for this ending), the status it moves to: kQueued or kFailed.
+// updated for this ending), the status it moves to: kQueued or kFailed, or
+// kDiverged for a kDiverged failure.
 using DecideFn = absl::FunctionRef<RunStatus(const RunRecord&)>;
 
 // Which runs a Cancel or Retry applies to: one experiment's, or a list.
@@ -161,12 +162,15 @@ class SqliteStore {
 
   // Ends (run, attempt) with a failure of class `failure` (not kNone): bumps
   // the counter it is charged to (engine_failures for engine errors,
-  // lease_losses for lease losses, neither for invalid configs), then moves
-  // the run to decide(run). A repeat of a failure already recorded for this
-  // attempt returns the run unchanged. Returns the run as it is afterwards.
+  // lease_losses for lease losses, neither for invalid configs or
+  // divergence), then moves the run to decide(run). A kDiverged failure
+  // records `divergence` (diverged_step, last_finite_loss). A repeat of a
+  // failure already recorded for this attempt returns the run unchanged.
+  // Returns the run as it is afterwards.
   absl::StatusOr<RunRecord> Fail(int64_t run_id, int attempt, std::string_view worker_id,
                                  FailureClass failure, std::string_view message,
-                                 int64_t now_ms, DecideFn decide);
+                                 int64_t now_ms, DecideFn decide,
+                                 const DivergenceRecord& divergence = {});
 
   // Hands (run, attempt) back: the run is queued again at once, charged to
   // no counter (neither engine_failures nor lease_losses), and the attempt
@@ -187,6 +191,15 @@ class SqliteStore {
   // Moves the selected failed and cancelled runs back to queued with their
   // counters reset. Returns how many changed.
   absl::StatusOr<int> Retry(const RunSelector& selector, int64_t now_ms);
+
+  // ---- Backup ------------------------------------------------------------
+
+  // Writes a consistent, checked copy of the whole database to a new file at
+  // `path` (SqliteDb::BackupTo); every other call waits meanwhile. Errors of
+  // BackupTo (AlreadyExists when `path` exists).
+  absl::Status BackupTo(const std::string& path);
+  // The database file's path.
+  std::string path();
 
   // ---- Workers -----------------------------------------------------------
 
@@ -299,7 +312,8 @@ class SqliteStore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   absl::StatusOr<RunRecord> FailLocked(const RunRecord& run, FailureClass failure,
                                        std::string_view message, int64_t now_ms,
-                                       DecideFn decide) ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+                                       DecideFn decide, const DivergenceRecord& divergence)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   absl::StatusOr<std::vector<int64_t>> SelectRunIdsLocked(const RunSelector& selector,
                                                           std::string_view statuses)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);

@@ -41,6 +41,8 @@ RunRecord ReadRunRow(const SqliteStatement& s) {
   r.last_error = s.ColumnText(27);
   r.created_unix_ms = s.ColumnInt(28);
   r.updated_unix_ms = s.ColumnInt(29);
+  r.diverged_step = s.ColumnInt(30);
+  if (!s.ColumnIsNull(31)) r.last_finite_loss = s.ColumnDouble(31);
   return r;
 }
 
@@ -229,24 +231,34 @@ absl::StatusOr<bool> SqliteStore::Complete(int64_t run_id, int attempt,
 
 absl::StatusOr<RunRecord> SqliteStore::FailLocked(const RunRecord& run, FailureClass failure,
                                                   std::string_view message, int64_t now_ms,
-                                                  DecideFn decide) {
+                                                  DecideFn decide,
+                                                  const DivergenceRecord& divergence) {
   RunRecord after = run;
   if (failure == FailureClass::kEngineError) ++after.engine_failures;
   if (failure == FailureClass::kLeaseLost) ++after.lease_losses;
   after.last_failure = failure;
   after.last_error = std::string(message);
   after.status = decide(after);
-  CHECK(after.status == RunStatus::kQueued || after.status == RunStatus::kFailed)
+  CHECK(after.status == RunStatus::kQueued || after.status == RunStatus::kFailed ||
+        (after.status == RunStatus::kDiverged && failure == FailureClass::kDiverged))
       << "a failed attempt leaves its run queued or failed, not " << RunStatusName(after.status);
+  if (failure == FailureClass::kDiverged) {
+    after.diverged_step = divergence.step;
+    after.last_finite_loss = divergence.last_finite_loss;
+  }
   after.lease_expires_unix_ms = 0;
   after.updated_unix_ms = now_ms;
   ASSIGN_OR_RETURN(SqliteStatement s,
                    db_->Prepare("UPDATE runs SET status = ?, engine_failures = ?, "
                                 "lease_losses = ?, last_failure = ?, last_error = ?, "
-                                "lease_expires_unix_ms = 0, updated_unix_ms = ? WHERE id = ?"));
+                                "lease_expires_unix_ms = 0, updated_unix_ms = ?, "
+                                "diverged_step = ?, last_finite_loss = ? WHERE id = ?"));
   s.Bind(1, RunStatusName(after.status)).Bind(2, after.engine_failures)
       .Bind(3, after.lease_losses).Bind(4, FailureClassName(failure)).Bind(5, message)
-      .Bind(6, now_ms).Bind(7, run.id);
+      .Bind(6, now_ms).Bind(7, after.diverged_step);
+  if (after.last_finite_loss.has_value()) s.Bind(8, *after.last_finite_loss);
+  else s.BindNull(8);
+  s.Bind(9, run.id);
   RETURN_IF_ERROR(s.Run());
   RETURN_IF_ERROR(EndAttemptLocked(run.id, run.attempt, FailureClassName(failure), message,
                                    now_ms));
@@ -256,7 +268,8 @@ absl::StatusOr<RunRecord> SqliteStore::FailLocked(const RunRecord& run, FailureC
 absl::StatusOr<RunRecord> SqliteStore::Fail(int64_t run_id, int attempt,
                                             std::string_view worker_id, FailureClass failure,
                                             std::string_view message, int64_t now_ms,
-                                            DecideFn decide) {
+                                            DecideFn decide,
+                                            const DivergenceRecord& divergence) {
   CHECK(failure != FailureClass::kNone) << "Fail needs a failure class";
   RunRecord out;
   RETURN_IF_ERROR(Write([&]() -> absl::Status {
@@ -274,7 +287,7 @@ absl::StatusOr<RunRecord> SqliteStore::Fail(int64_t run_id, int attempt,
       }
     }
     RETURN_IF_ERROR(CheckLease(run, attempt, worker_id, now_ms));
-    ASSIGN_OR_RETURN(out, FailLocked(run, failure, message, now_ms, decide));
+    ASSIGN_OR_RETURN(out, FailLocked(run, failure, message, now_ms, decide, divergence));
     return absl::OkStatus();
   }));
   return out;
@@ -337,7 +350,7 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ReapExpiredLeases(int64_t no
                        FailLocked(run, FailureClass::kLeaseLost,
                                   absl::StrCat("lease of worker \"", run.lease_worker,
                                                "\" expired without a heartbeat"),
-                                  now_ms, decide));
+                                  now_ms, decide, DivergenceRecord{}));
       out.push_back(std::move(after));
     }
     return absl::OkStatus();

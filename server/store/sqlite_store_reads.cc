@@ -48,7 +48,7 @@ absl::StatusOr<std::vector<RunRecord>> SqliteStore::ListRunsWithStatus(RunStatus
   static constexpr std::string_view kWhere[] = {
       "r.status = 'queued' AND ? = 0", "r.status = 'leased' AND ? = 0",
       "r.status = 'succeeded' AND ? = 0", "r.status = 'failed' AND ? = 0",
-      "r.status = 'cancelled' AND ? = 0"};
+      "r.status = 'cancelled' AND ? = 0", "r.status = 'diverged' AND ? = 0"};
   return QueryRunsLocked(kWhere[static_cast<int>(status)], 0);
 }
 

@@ -17,7 +17,8 @@ inline constexpr std::string_view kRunSelect =
     "r.engine_failures, r.lease_losses, r.retry_budget, r.lease_worker, r.lease_device, "
     "r.lease_device_class, r.lease_expires_unix_ms, r.progress_step, r.progress_total_steps, "
     "r.progress_loss, r.progress_tokens_per_s, r.progress_elapsed_s, r.progress_eta_s, "
-    "r.last_failure, r.last_error, r.created_unix_ms, r.updated_unix_ms "
+    "r.last_failure, r.last_error, r.created_unix_ms, r.updated_unix_ms, r.diverged_step, "
+    "r.last_finite_loss "
     "FROM runs r JOIN variants v ON v.id = r.variant_id";
 
 // Reads the current row of a statement that starts with kRunSelect.

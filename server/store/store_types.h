@@ -14,16 +14,19 @@
 
 namespace smallem {
 
-// Mirrors smallem.v1.RunStatus; stored as the lower-case name.
-enum class RunStatus { kQueued, kLeased, kSucceeded, kFailed, kCancelled };
+// Mirrors smallem.v1.RunStatus; stored as the lower-case name. kDiverged is
+// terminal like kSucceeded: the run trained until its loss or gradient norm
+// went non-finite; it is never requeued (retrying repeats it).
+enum class RunStatus { kQueued, kLeased, kSucceeded, kFailed, kCancelled, kDiverged };
 const char* RunStatusName(RunStatus status);  // "queued", ...
 absl::StatusOr<RunStatus> ParseRunStatus(std::string_view name);
 inline bool IsFinished(RunStatus s) {
-  return s == RunStatus::kSucceeded || s == RunStatus::kFailed || s == RunStatus::kCancelled;
+  return s == RunStatus::kSucceeded || s == RunStatus::kFailed || s == RunStatus::kCancelled ||
+         s == RunStatus::kDiverged;
 }
 
 // Mirrors smallem.v1.FailureClass; stored as the lower-case name ("" = none).
-enum class FailureClass { kNone, kLeaseLost, kEngineError, kInvalidConfig };
+enum class FailureClass { kNone, kLeaseLost, kEngineError, kInvalidConfig, kDiverged };
 const char* FailureClassName(FailureClass c);  // "", "lease_lost", ...
 FailureClass ParseFailureClass(std::string_view name);  // unknown → kNone
 
@@ -61,7 +64,7 @@ struct ExperimentRecord {
 };
 
 struct RunCountsRecord {
-  int queued = 0, leased = 0, succeeded = 0, failed = 0, cancelled = 0, total = 0;
+  int queued = 0, leased = 0, succeeded = 0, failed = 0, cancelled = 0, diverged = 0, total = 0;
 };
 
 struct RunRecord {
@@ -88,8 +91,16 @@ struct RunRecord {
   ProgressRecord progress;
   FailureClass last_failure = FailureClass::kNone;
   std::string last_error;
+  int64_t diverged_step = 0;                // the step a diverged run stopped at; else 0
+  std::optional<double> last_finite_loss;   // a diverged run's last finite loss, if any
   int64_t created_unix_ms = 0;
   int64_t updated_unix_ms = 0;
+};
+
+// Where a diverged attempt stopped (Fail with FailureClass::kDiverged).
+struct DivergenceRecord {
+  int64_t step = 0;                       // the step training stopped at
+  std::optional<double> last_finite_loss;  // nats/token; none when no loss was finite
 };
 
 struct ResultRecord {

@@ -118,5 +118,28 @@ TEST_F(FilesTest, ReadOfADirectoryFails) {
   EXPECT_NE(read.status().message().find(dir_.string()), std::string::npos) << read.status();
 }
 
+TEST_F(FilesTest, RenameDurablyMovesADirectoryIntoPlace) {
+  fs::create_directory(Path("partial"));
+  ASSERT_TRUE(WriteFileDurably(Path("partial/meta.json"), "{}").ok());
+  ASSERT_TRUE(RenameDurably(Path("partial"), Path("final")).ok());
+  EXPECT_EQ(*ReadFile(Path("final/meta.json")), "{}");
+  EXPECT_EQ(Entries(), std::vector<std::string>{"final"});
+}
+
+TEST_F(FilesTest, RenameDurablyOfAMissingSourceNamesBothPaths) {
+  const absl::Status status = RenameDurably(Path("missing"), Path("to"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_NE(status.message().find(Path("missing")), std::string::npos) << status;
+  EXPECT_NE(status.message().find(Path("to")), std::string::npos) << status;
+}
+
+TEST_F(FilesTest, ChunksWrittenOutOfOrderMakeTheWholeFile) {
+  ASSERT_TRUE(WriteFileChunk(Path("f"), 5, "world").ok());
+  ASSERT_TRUE(WriteFileChunk(Path("f"), 0, "hello").ok());
+  EXPECT_EQ(*ReadFile(Path("f")), "helloworld");
+  EXPECT_EQ(WriteFileChunk(Path("f"), -1, "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteFileChunk(Path("no/such/dir/f"), 0, "x").code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace smallem

@@ -67,16 +67,17 @@ TEST_F(CliUsageTest, CancellingOrRetryingNothingSaysWhy) {
   absl::StatusOr<testing::CoordinatorProcess> coordinator =
       testing::StartCoordinatorProcess({"--db", dir.Join("smallem.db")});
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  // A run that does not exist is named as such (the input is at fault: 2),
+  // not reported as "nothing to do".
   testing::CtlOutput cancel =
       RunCtl({"cancel", "--run", "999", "--coordinator", coordinator->address});
-  EXPECT_EQ(cancel.exit.exit_code, 1);  // the run named was not cancelled
-  EXPECT_NE(cancel.out.find("nothing cancelled: none of the selected runs is queued or running"),
-            std::string::npos)
-      << cancel.out;
+  EXPECT_EQ(cancel.exit.exit_code, 2);
+  EXPECT_NE(cancel.last_error.find("no run with id 999"), std::string::npos)
+      << cancel.out << cancel.last_error;
   testing::CtlOutput retry = RunCtl({"retry", "--run", "999", "--coordinator", coordinator->address});
-  EXPECT_EQ(retry.exit.exit_code, 1);
-  EXPECT_NE(retry.out.find("only failed and cancelled runs are retried"), std::string::npos)
-      << retry.out;
+  EXPECT_EQ(retry.exit.exit_code, 2);
+  EXPECT_NE(retry.last_error.find("no run with id 999"), std::string::npos)
+      << retry.out << retry.last_error;
 }
 
 TEST_F(CliUsageTest, TrainWithoutDataSaysWhatToPassFirst) {

@@ -21,9 +21,10 @@ rules=(
   "server|server/ rpc/ spec/ engine/data/ base/ smallem/v1/"
   "worker|worker/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
   "cli|cli/ server/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
+  "fuzz|fuzz/ server/grid/ engine/io/ engine/data/ spec/ base/"
 )
 # Everything a project include can start with.
-project='^(base|spec|rpc|engine|kernels|server|worker|cli|smallem/v1|tests|bench)/'
+project='^(base|spec|rpc|engine|kernels|server|worker|cli|fuzz|smallem/v1|tests|bench)/'
 
 bad=0
 while IFS= read -r file; do
@@ -45,6 +46,6 @@ while IFS= read -r file; do
       bad=1
     fi
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file")
-done < <(find base spec rpc engine kernels server worker cli -type f \
+done < <(find base spec rpc engine kernels server worker cli fuzz -type f \
            \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | sort)
 exit "$bad"
