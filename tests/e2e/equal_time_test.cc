@@ -102,8 +102,9 @@ TEST_F(EqualTimeTest, RunThenReportAtTimePlotAndNoiseFromTheSameDatabase) {
   EXPECT_NE(figure.find("id=\"steps-panel\""), std::string::npos);
   EXPECT_NE(figure.find("data-series=\"reference\""), std::string::npos);
   EXPECT_NE(figure.find("data-series=\"variant:wide\""), std::string::npos);
-  // One reference seed per budget: SE_R is not measured, so no band.
-  EXPECT_EQ(figure.find("class=\"reference-band\""), std::string::npos);
+  // One reference seed per budget, but the arms' seeds measure σ_all: the
+  // parametric bootstrap gives SE_R, and the figure draws its band.
+  EXPECT_NE(figure.find("class=\"reference-band\""), std::string::npos);
   EXPECT_NE(figure.find("class=\"reference-line\""), std::string::npos);
 
   Output noise = RunCtl({"noise", "et", "--format", "csv", "--coordinator", address});

@@ -184,7 +184,10 @@ TEST_F(ReferenceDocTest, EveryGridKeyHasARowAndEveryTwinExists) {
     const std::vector<std::string>& row = spec->rows[r];
     ASSERT_GE(row.size(), 2u);
     const std::string flag = absl::StrReplaceAll(row[1], {{"`", ""}});
-    EXPECT_TRUE(flags.count(flag)) << row[0] << ": `smallemctl train` has no " << flag;
+    // "—": a run-spec key that `train` does not take (a worker's setting).
+    if (flag != "—") {
+      EXPECT_TRUE(flags.count(flag)) << row[0] << ": `smallemctl train` has no " << flag;
+    }
     std::string key = row[0].substr(1, row[0].find_first_of("`:", 1) - 1);
     EXPECT_TRUE(keys.count(key) || std::find(top.begin(), top.end(), key) != top.end())
         << row[0] << ": the grid parser knows no key " << key << " (keys: "

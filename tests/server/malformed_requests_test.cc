@@ -347,6 +347,69 @@ class MalformedRequestsTest : public CoordinatorTest {
     add("FetchDataset", "no hash", fetch(""));
     add("FetchDataset", "unknown hash", fetch(std::string(64, 'b')));
     add("FetchDataset", "huge hash", fetch(Huge()));
+
+    auto release = [this](std::function<void(v1::ReleaseRequest&)> edit) {
+      return [this, edit] {
+        v1::ReleaseRequest r;
+        r.set_worker_id("w1");
+        r.set_run_id(lease_.run_id());
+        r.set_attempt(lease_.attempt());
+        r.set_reason("stopping");
+        edit(r);
+        v1::ReleaseResponse out;
+        return worker_->Release(Context().get(), r, &out);
+      };
+    };
+    add("Release", "wrong attempt", release([this](auto& r) { r.set_attempt(lease_.attempt() + 2); }));
+    add("Release", "unknown run", release([](auto& r) { r.set_run_id(123456); }));
+    add("Release", "another worker", release([](auto& r) { r.set_worker_id("w9"); }));
+
+    auto upload = [this](std::function<void(v1::CheckpointChunk&)> edit) {
+      return [this, edit] {
+        v1::CheckpointChunk chunk;
+        chunk.set_worker_id("w1");
+        chunk.set_run_id(lease_.run_id());
+        chunk.set_attempt(lease_.attempt());
+        chunk.set_step(1);
+        chunk.set_sha256(std::string(64, 'a'));
+        chunk.set_file_size(4);
+        chunk.set_offset(0);
+        chunk.set_data("abcd");
+        edit(chunk);
+        grpc::ClientContext context;
+        v1::UploadCheckpointResponse out;
+        auto writer = worker_->UploadCheckpoint(&context, &out);
+        writer->Write(chunk);
+        writer->WritesDone();
+        return writer->Finish();
+      };
+    };
+    add("UploadCheckpoint", "wrong attempt",
+        upload([this](auto& c) { c.set_attempt(lease_.attempt() + 4); }));
+    add("UploadCheckpoint", "unknown run", upload([](auto& c) { c.set_run_id(123456); }));
+    add("UploadCheckpoint", "not hex", upload([](auto& c) { c.set_sha256(std::string(64, 'z')); }));
+    add("UploadCheckpoint", "negative offset", upload([](auto& c) { c.set_offset(-8); }));
+    add("UploadCheckpoint", "data past the file's end", upload([](auto& c) { c.set_offset(2); }));
+
+    auto fetch_checkpoint = [this](std::function<void(v1::FetchCheckpointRequest&)> edit) {
+      return [this, edit] {
+        v1::FetchCheckpointRequest r;
+        r.set_worker_id("w1");
+        r.set_run_id(lease_.run_id());
+        r.set_attempt(lease_.attempt());
+        edit(r);
+        grpc::ClientContext context;
+        auto reader = worker_->FetchCheckpoint(&context, r);
+        v1::CheckpointChunk chunk;
+        while (reader->Read(&chunk)) {
+        }
+        return reader->Finish();
+      };
+    };
+    add("FetchCheckpoint", "none stored", fetch_checkpoint([](auto&) {}));
+    add("FetchCheckpoint", "unknown run", fetch_checkpoint([](auto& r) { r.set_run_id(123456); }));
+    add("FetchCheckpoint", "wrong attempt",
+        fetch_checkpoint([this](auto& r) { r.set_attempt(lease_.attempt() + 6); }));
     return rows;
   }
 
