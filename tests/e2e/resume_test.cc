@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
+#include "server/report/experiment_report.h"
 #include "server/service/coordinator.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/e2e/worker_grid_fixture.h"
@@ -85,6 +86,14 @@ TEST_F(ServiceResumeTest, KilledWorkersRunResumesFromItsCheckpointToTheUninterru
   EXPECT_EQ(resumed["steps"], kSteps);
   EXPECT_GT(checkpoint_step, 0);
   EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
+  // The report says a run was resumed, and how often.
+  absl::StatusOr<RenderedReport> report = RenderExperimentReport(
+      store, *store.FindExperiment("resume"), ReportOptions{.at = CompareAt::kSteps});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->text.find("1 run resumed from a checkpoint after losing a worker (1 resume "
+                              "in all)"),
+            std::string::npos)
+      << report->text;
   // Nothing is left on the coordinator's disk once the results are in (the
   // checkpoint goes just after the result is recorded).
   EXPECT_TRUE(WaitFor([&] { return store.GetCheckpointUsage()->count == 0; }, 10))
