@@ -5,6 +5,26 @@
 
 namespace smallem {
 
+namespace {
+
+// Hands each message of a server stream to `on_chunk`; the first error it
+// returns cancels the call and is the result, else the stream's own status.
+template <typename Chunk>
+absl::Status ReadStream(grpc::ClientContext& context, grpc::ClientReader<Chunk>& reader,
+                        const std::function<absl::Status(const Chunk&)>& on_chunk) {
+  Chunk chunk;
+  absl::Status handled;
+  while (handled.ok() && reader.Read(&chunk)) handled = on_chunk(chunk);
+  if (!handled.ok()) {
+    context.TryCancel();
+    reader.Finish().ok();
+    return handled;
+  }
+  return FromGrpcStatus(reader.Finish());
+}
+
+}  // namespace
+
 bool IsTransient(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
          status.code() == absl::StatusCode::kDeadlineExceeded ||
@@ -75,16 +95,7 @@ absl::Status CoordinatorClient::FetchDataset(
   auto context = channel_.NewCallContext(deadline);
   v1::FetchDatasetRequest request;
   request.set_content_hash(content_hash);
-  auto reader = stub_->FetchDataset(context.get(), request);
-  v1::DatasetChunk chunk;
-  absl::Status handled;
-  while (handled.ok() && reader->Read(&chunk)) handled = on_chunk(chunk);
-  if (!handled.ok()) {
-    context->TryCancel();
-    reader->Finish().ok();
-    return handled;
-  }
-  return FromGrpcStatus(reader->Finish());
+  return ReadStream(*context, *stub_->FetchDataset(context.get(), request), on_chunk);
 }
 
 absl::StatusOr<v1::UploadCheckpointResponse> CoordinatorClient::UploadCheckpoint(
@@ -115,16 +126,7 @@ absl::Status CoordinatorClient::FetchCheckpoint(
     const v1::FetchCheckpointRequest& request, absl::Duration deadline,
     const std::function<absl::Status(const v1::CheckpointChunk&)>& on_chunk) {
   auto context = channel_.NewCallContext(deadline);
-  auto reader = stub_->FetchCheckpoint(context.get(), request);
-  v1::CheckpointChunk chunk;
-  absl::Status handled;
-  while (handled.ok() && reader->Read(&chunk)) handled = on_chunk(chunk);
-  if (!handled.ok()) {
-    context->TryCancel();
-    reader->Finish().ok();
-    return handled;
-  }
-  return FromGrpcStatus(reader->Finish());
+  return ReadStream(*context, *stub_->FetchCheckpoint(context.get(), request), on_chunk);
 }
 
 }  // namespace smallem

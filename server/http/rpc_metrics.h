@@ -44,7 +44,7 @@ class RpcMetrics {
 };
 
 // The name of a gRPC status code as Prometheus labels show it ("OK").
-const char* GrpcCodeName(int code);
+std::string GrpcCodeName(int code);
 
 // An interceptor factory for ServerBuilder::experimental().SetInterceptorCreators
 // recording each call into `metrics` (which must outlive the server).
