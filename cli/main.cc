@@ -320,6 +320,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   ru->add_option("--worker-binary", run.worker_binary,
                  "smallem-worker to spawn (default: $SMALLEM_WORKER, or next to smallemctl)");
+  ru->add_option("--http", run.http,
+                 "Serve the dashboard on HOST:PORT while the grid runs (e.g. 127.0.0.1:8080;\n"
+                 "port 0 picks a free one; docs/dashboard.md)");
   ru->callback([&] { exit_code = smallem::cli::RunLocal(run); });
 
   smallem::cli::AddSlurmCommand(app, &exit_code);  // slurm submit (cli/slurm_command.cc)

@@ -61,6 +61,7 @@ std::string SameRunCommand(const cli::RunLocalArgs& args) {
   if (!args.worker_binary.empty()) {
     absl::StrAppend(&command, " --worker-binary ", ShellWord(args.worker_binary));
   }
+  if (!args.http.empty()) absl::StrAppend(&command, " --http ", ShellWord(args.http));
   return command;
 }
 
@@ -230,9 +231,15 @@ int RunLocal(const RunLocalArgs& args) {
   coordinator_options.listen = "127.0.0.1:0";
   coordinator_options.db_path = args.db;
   coordinator_options.queue.heartbeat_interval_ms = 500;
+  coordinator_options.http_listen = args.http;
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Start(coordinator_options);
   if (!coordinator.ok()) return Fail(coordinator.status());
+  if (!args.http.empty()) {
+    std::printf("dashboard: %s (while this command runs)\n",
+                (*coordinator)->dashboard_url().c_str());
+    std::fflush(stdout);
+  }
 
   // The embedded coordinator is plaintext and open, on loopback for the
   // length of this command (docs/security.md): no token is sent, whatever

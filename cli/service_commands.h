@@ -72,6 +72,7 @@ struct RunLocalArgs {
   int threads = 0;                // CPU threads per job; 0 = cores / workers
   std::string format = "table";   // report format at the end
   std::string worker_binary;      // "" = $SMALLEM_WORKER, next to smallemctl, or ../worker/
+  std::string http;               // "" = no dashboard; HOST:PORT serves it while the grid runs
 };
 
 int RunSubmit(const SubmitArgs& args);

@@ -50,6 +50,9 @@ class ChildProcess {
 
   // Sends SIGKILL (no-op once reaped).
   void Kill() { process_->Kill(SIGKILL); }
+  // Sends SIGTERM: the child stops training at the next step, writes a
+  // checkpoint when it has a path, and exits (no-op once reaped).
+  void Terminate() { process_->Kill(SIGTERM); }
   // Reaps the child (blocking), reads what is left of its output, and
   // returns how it ended; idempotent.
   ChildExit Wait();

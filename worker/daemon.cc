@@ -48,8 +48,14 @@ void WorkerDaemon::Drain() {
   draining_ = true;
 }
 
+bool WorkerDaemon::hurrying() {
+  absl::MutexLock lock(&mu_);
+  return hurry_;
+}
+
 void WorkerDaemon::Stop() {
   absl::MutexLock lock(&mu_);
+  hurry_ = stopping_;
   draining_ = true;
   stopping_ = true;
 }

@@ -26,11 +26,12 @@
 //  * Drain: lease nothing more, let running children finish and report,
 //    then Run returns.
 //  * Stop (SIGTERM: a scheduler's time limit or `scancel`, a service stop):
-//    lease nothing more, kill the children and hand their runs back with
-//    the Release rpc — requeued at once, charged to nothing — then Run
-//    returns, within one rpc deadline, well inside Slurm's grace period.
-//    (Checkpoints, once they exist, are written before the release: see
-//    SuperviseChild.)
+//    lease nothing more; each child is told to stop (SIGTERM), writes a
+//    checkpoint of the steps it trained since its last, and exits; the
+//    daemon uploads that checkpoint and hands the run back with the Release
+//    rpc — requeued at once, charged to nothing, resumed from that step.
+//    A child that outlasts options.stop_grace, or a second Stop, is killed:
+//    the run then resumes from its last uploaded checkpoint.
 //
 // Time (when a heartbeat is due, when a backoff or an idle pause ends) comes
 // from the injected Clock, so tests move it instead of sleeping; the daemon
@@ -83,6 +84,10 @@ struct WorkerOptions {
   int64_t initial_backoff_ms = 200;  // on the clock
   int64_t max_backoff_ms = 5'000;     // on the clock
   absl::Duration rpc_deadline = absl::Seconds(10);  // per call (a dataset fetch: 10 minutes)
+  // On Stop, how long (real time) a child may take to write its last
+  // checkpoint, which is uploaded, before it is killed: inside Slurm's
+  // default KillWait (30 s) and systemd's stop timeout (90 s).
+  absl::Duration stop_grace = absl::Seconds(20);
   const Clock* clock = nullptr;  // nullptr = SystemClock; must outlive the daemon
 };
 
@@ -128,7 +133,10 @@ class WorkerDaemon {
   bool WriteJobSpec(const std::string& spec_json, const std::string& dataset_dir, Job* job);
   std::unique_ptr<ChildProcess> SpawnJobChild(const Job& job);
   // Relays the child's progress in heartbeats until it exits, or kills it
-  // when the worker stops, the run is cancelled or the lease is lost.
+  // when the run is cancelled or the lease is lost. When the worker stops,
+  // the child is told to stop and given options.stop_grace to checkpoint
+  // and exit (kExited: ReportChildExit releases its run) before it is
+  // killed (kStopped).
   ChildEnd SuperviseChild(ChildProcess& child, Job* job);
   // Uploads a checkpoint the child wrote (worker/checkpoint_transfer.h);
   // kLeaseLost when the coordinator says the attempt is over, else nullopt
@@ -157,6 +165,7 @@ class WorkerDaemon {
 
   bool draining() ABSL_LOCKS_EXCLUDED(mu_);
   bool stopping() ABSL_LOCKS_EXCLUDED(mu_);
+  bool hurrying() ABSL_LOCKS_EXCLUDED(mu_);
 
   WorkerOptions options_;
   const Clock* const clock_;
@@ -167,6 +176,7 @@ class WorkerDaemon {
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool hurry_ ABSL_GUARDED_BY(mu_) = false;  // Stop called again: no grace
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   // Why the coordinator refused this worker for good (a wrong token, a bad
   // id): Run stops and returns it instead of retrying forever.

@@ -3,6 +3,7 @@
 // supervision (progress relayed in heartbeats), the outcome reported.
 #include <signal.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -260,6 +261,8 @@ WorkerDaemon::ChildEnd WorkerDaemon::SuperviseChild(ChildProcess& child, Job* jo
     interval_ms = heartbeat_interval_ms_;
   }
   int64_t last_beat_ms = clock_->NowUnixMs();
+  // Set once the worker stops: the real time by which the child must exit.
+  std::optional<std::chrono::steady_clock::time_point> stop_deadline;
   while (true) {
     std::vector<std::string> lines;
     const bool running = child.Poll(100, &lines);
@@ -276,14 +279,20 @@ WorkerDaemon::ChildEnd WorkerDaemon::SuperviseChild(ChildProcess& child, Job* jo
     const bool beat_due = now - last_beat_ms >= interval_ms || now < last_beat_ms;
     if (end.has_value()) {
       // The upload found the lease gone.
-    } else if (stopping()) {
-      // The run's last uploaded checkpoint is already on the coordinator:
-      // the attempt that follows the release resumes from it, losing at most
-      // one checkpoint interval (writing a fresh one here, within the
-      // scheduler's grace period, is left for later: docs/cluster.md).
-      end = ChildEnd::kStopped;
     } else if (!running) {
       return ChildEnd::kExited;
+    } else if (stopping() && !stop_deadline) {
+      // The child writes a checkpoint of what it trained and exits; its
+      // line is uploaded above, then ReportChildExit releases the run.
+      // (Under Slurm the child may have had the SIGTERM already.)
+      child.Terminate();
+      stop_deadline = std::chrono::steady_clock::now() +
+                      absl::ToChronoMilliseconds(options_.stop_grace);
+    } else if (stop_deadline &&
+               (hurrying() || std::chrono::steady_clock::now() > *stop_deadline)) {
+      spdlog::warn("run {} attempt {}: its child did not stop in time; killing it (the run "
+                   "resumes from its last uploaded checkpoint)", job->run_id, job->attempt);
+      end = ChildEnd::kStopped;
     } else if (beat_due) {
       last_beat_ms = now;
       end = Heartbeat(job);

@@ -23,6 +23,11 @@ bool Checkpointer::Due(int64_t steps, double train_seconds) const {
   return options_.every_seconds > 0 && train_seconds - last_seconds_ >= options_.every_seconds;
 }
 
+bool Checkpointer::DueOnStop(int64_t steps) const {
+  const bool on = options_.every_steps > 0 || options_.every_seconds > 0;
+  return !options_.path.empty() && on && steps > last_steps_;
+}
+
 absl::Status Checkpointer::Write(const TrainingPosition& at) {
   RETURN_IF_ERROR(WriteCheckpoint(
       options_.path, CaptureCheckpoint(owner_, at, model_, optimizer_, batches_)));

@@ -5,7 +5,8 @@
 // daemon uploads from).
 //
 // The interval counts from the start of training or from the checkpoint a
-// run resumed from. Writing is not training time: the trainer calls Write
+// run resumed from. A run stopped before its end (Train's options.stop)
+// writes one more, so a preempted run loses no step it trained. Writing is not training time: the trainer calls Write
 // between steps, outside its timed region.
 // Not thread-safe; the referenced objects must outlive it.
 #ifndef SMALLEM_ENGINE_TRAIN_CHECKPOINTER_H_
@@ -43,6 +44,9 @@ class Checkpointer {
 
   // Whether a checkpoint is due after `steps` steps and `train_seconds`.
   bool Due(int64_t steps, double train_seconds) const;
+  // Whether training stopped early (a SIGTERM) after `steps` steps should
+  // write one more: checkpoints are on and steps were trained since the last.
+  bool DueOnStop(int64_t steps) const;
   // Captures the state at `at` and writes it (engine/train/checkpoint.h),
   // then tells on_written. Errors from WriteCheckpoint (a full disk).
   absl::Status Write(const TrainingPosition& at);

@@ -145,7 +145,16 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
   while (true) {
     const double fraction = budget.Fraction(step, train_s);
     if (fraction >= 1.0) break;
-    if (options.stop && options.stop->load()) return absl::CancelledError("training cancelled");
+    if (options.stop && options.stop->load()) {
+      // Stopped from outside (the worker is being stopped): what was trained
+      // since the last checkpoint is kept, unless it diverged.
+      if (checkpointer.DueOnStop(step) && CheckSteps(runner, done)) {
+        RETURN_IF_ERROR(checkpointer.Write(TrainingPosition{
+            .steps = step, .train_seconds = train_s, .last_loss = done.last_loss,
+            .resumes = resumes}));
+      }
+      return absl::CancelledError("training cancelled");
+    }
     const Clock::time_point start = Clock::now();
     const double lr = schedule.At(fraction);
     batches.NextStarts(starts.data());

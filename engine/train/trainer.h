@@ -38,7 +38,9 @@ struct TrainOptions {
   int64_t progress_every = 10;       // steps between on_progress calls
   std::function<void(const TrainProgress&)> on_progress;
   std::function<void(const std::string&)> on_warning;  // e.g. fewer eval batches
-  const std::atomic<bool>* stop = nullptr;  // raised → Cancelled at the next step
+  // Raised → Cancelled at the next step, after one more checkpoint when a
+  // checkpoint path is set and steps were trained since the last.
+  const std::atomic<bool>* stop = nullptr;
   // Replay training steps from captured graphs on backends that have them
   // (CUDA), after warm-up steps; false, or SMALLEM_CUDA_GRAPHS=0 in the
   // environment, runs every step eagerly (for debugging: same numbers).

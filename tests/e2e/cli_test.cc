@@ -1,14 +1,20 @@
 // smallemctl as a user runs it: `run GRID` with its embedded coordinator and
 // real worker processes (which spawn their training children), how it stops
 // them, and the errors a person sees.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/data/dataset.h"
@@ -51,37 +57,63 @@ std::vector<std::string> ProcessesWithArgument(const std::string& prefix) {
   return found;
 }
 
+// The whole reply (status line, headers, body) to `GET path` from
+// 127.0.0.1:port, or "" when the port cannot be reached.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    const std::string request =
+        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) reply.append(buffer, n);
+    }
+  }
+  close(fd);
+  return reply;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
   }
 
-  // Starts `smallemctl run` on one long run and returns once its worker's
-  // training child is running.
-  std::unique_ptr<ChildProcess> StartLongRun() {
+  // Starts `smallemctl run` on one long run, with `extra` flags, and returns
+  // once its worker's training child is running; `out` (if given) gets what
+  // smallemctl printed so far.
+  std::unique_ptr<ChildProcess> StartLongRun(const std::vector<std::string>& extra = {},
+                                             std::vector<std::string>* out = nullptr) {
     const std::string data = dir_.Join("data");
     EXPECT_TRUE(testing::PrepareTinyDataset(dir_.path(), data).ok());
     const std::string grid = dir_.Join("grid.yaml");
     testing::WriteFile(grid, testing::TinyGridYaml("long", data, 1, 1, kLongSteps));
-    absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(
-        testing::CtlBinary(), {"run", grid, "--db", db(), "--cache", cache(), "--threads", "1"});
+    std::vector<std::string> args = {"run", grid, "--db", db(), "--cache", cache(), "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(testing::CtlBinary(), args);
     EXPECT_TRUE(ctl.ok()) << ctl.status();
     if (!ctl.ok()) return nullptr;
     const std::string spec = cache() + "/jobs/run-1-attempt-1/spec.json";
-    EXPECT_TRUE(WaitFor([&] { return !ProcessesWithArgument(spec).empty(); }, ctl->get()))
+    EXPECT_TRUE(WaitFor([&] { return !ProcessesWithArgument(spec).empty(); }, ctl->get(), out))
         << "the run's child never started; smallemctl said: " << (*ctl)->last_stderr_line();
     return std::move(*ctl);
   }
 
-  // Polls `done` every 20 ms for up to a minute, draining `ctl`'s output.
+  // Polls `done` every 20 ms for up to a minute, draining `ctl`'s output
+  // (into `out` when given).
   template <typename Done>
-  static bool WaitFor(Done done, ChildProcess* ctl) {
+  static bool WaitFor(Done done, ChildProcess* ctl, std::vector<std::string>* out = nullptr) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    std::vector<std::string> lines;
     while (!done()) {
       if (std::chrono::steady_clock::now() > give_up) return false;
-      std::vector<std::string> lines;
-      if (ctl != nullptr) ctl->Poll(0, &lines);
+      if (ctl != nullptr) ctl->Poll(0, out != nullptr ? out : &lines);
+      lines.clear();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return true;
@@ -257,6 +289,30 @@ TEST_F(CliTest, KilledSmallemctlTakesItsWorkersAndTheirChildrenWithIt) {
   EXPECT_EQ(ctl->Wait().signal, SIGKILL);
   EXPECT_TRUE(WaitFor([&] { return ProcessesWithArgument(cache()).empty(); }, nullptr))
       << "left running: " << absl::StrJoin(ProcessesWithArgument(cache()), " ");
+}
+
+// `run --http` serves the dashboard from the embedded coordinator while the
+// grid runs: it prints the address, and the experiment is there.
+TEST_F(CliTest, RunWithHttpServesTheDashboardWhileTheGridRuns) {
+  std::vector<std::string> out;
+  std::unique_ptr<ChildProcess> ctl = StartLongRun({"--http", "127.0.0.1:0"}, &out);
+  ASSERT_NE(ctl, nullptr);
+  int port = 0;
+  for (const std::string& line : out) {
+    if (std::sscanf(line.c_str(), "dashboard: http://127.0.0.1:%d/", &port) == 1) break;
+  }
+  ASSERT_GT(port, 0) << "no dashboard line in: " << absl::StrJoin(out, "\n");
+  const std::string reply = HttpGet(port, "/api/experiments");
+  EXPECT_TRUE(absl::StartsWith(reply, "HTTP/1.1 200")) << reply;
+  EXPECT_NE(reply.find("\"long\""), std::string::npos) << reply;
+  kill(ctl->pid(), SIGINT);
+  std::vector<std::string> lines;
+  while (ctl->Poll(100, &lines)) {
+  }
+  EXPECT_EQ(ctl->Wait().exit_code, 130);
+  // The command to resume keeps the dashboard.
+  EXPECT_NE(ctl->last_stderr_line().find("--http 127.0.0.1:0"), std::string::npos)
+      << ctl->last_stderr_line();
 }
 
 }  // namespace

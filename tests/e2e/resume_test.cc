@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "engine/data/dataset.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -28,12 +29,14 @@ using testing::TempDir;
 
 constexpr int kSteps = 1500;
 
-// The tiny grid with a checkpoint every 0.12 s of training.
-std::string CheckpointedGrid(const std::string& name, const std::string& data) {
+// The tiny grid with a checkpoint every `minutes` of training (0.002: every
+// 0.12 s).
+std::string CheckpointedGrid(const std::string& name, const std::string& data,
+                             double minutes = 0.002) {
   std::string yaml = testing::TinyGridYaml(name, data, 1, 1, kSteps);
   const std::string base_end = "eval_batches: 4}";
   yaml.replace(yaml.find(base_end), base_end.size(),
-               "eval_batches: 4, checkpoint_minutes: 0.002}");
+               absl::StrCat("eval_batches: 4, checkpoint_minutes: ", minutes, "}"));
   return yaml;
 }
 
@@ -98,6 +101,51 @@ TEST_F(ServiceResumeTest, KilledWorkersRunResumesFromItsCheckpointToTheUninterru
   // checkpoint goes just after the result is recorded).
   EXPECT_TRUE(WaitFor([&] { return store.GetCheckpointUsage()->count == 0; }, 10))
       << store.GetCheckpointUsage()->count << " checkpoints left";
+}
+
+// A worker stopped with SIGTERM (Slurm's time limit, a service stop) keeps
+// what its run trained: the child writes a checkpoint at the step it reached
+// — none was due, the interval is an hour — the daemon uploads it and
+// releases the run, and the next worker resumes from that step to the
+// result of an uninterrupted run.
+TEST_F(ServiceResumeTest, StoppedWorkerCheckpointsAtTheSignal) {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = dir_.Join("smallem.db");
+  options.queue.heartbeat_interval_ms = 200;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(options);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  SqliteStore& store = (*coordinator)->store();
+  const std::string address = (*coordinator)->address();
+  Submit(address, CheckpointedGrid("stop", data_dir_, /*minutes=*/60));
+
+  std::unique_ptr<ChildProcess> first = SpawnWorker(address, "first");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(1)->progress.step >= 100; }, 60, {first.get()}))
+      << "the first worker's run never reached step 100";
+  ASSERT_FALSE(store.GetCheckpoint(1)->has_value()) << "no checkpoint was due yet";
+  first->Terminate();
+  std::vector<std::string> lines;
+  EXPECT_TRUE(WaitFor([&] { return !first->Poll(0, &lines); }, 30)) << "the worker never exited";
+  EXPECT_EQ(first->Wait().exit_code, 0);
+
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kQueued) << "the stopped run was not released";
+  const std::optional<CheckpointRecord> checkpoint = *store.GetCheckpoint(1);
+  ASSERT_TRUE(checkpoint.has_value()) << "no checkpoint was written at the signal";
+  EXPECT_GE(checkpoint->step, 100);
+  EXPECT_LT(checkpoint->step, kSteps);
+
+  Submit(address, CheckpointedGrid("clean", data_dir_, /*minutes=*/60));
+  std::unique_ptr<ChildProcess> second = SpawnWorker(address, "second");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(2)->status == RunStatus::kSucceeded; }, 180,
+                      {second.get()}))
+      << "the runs never finished";
+  second->Kill();
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kSucceeded);
+  const nlohmann::json resumed =
+      nlohmann::json::parse((*store.ListResults(1)).at(0).result_json);
+  const nlohmann::json clean = nlohmann::json::parse((*store.ListResults(2)).at(0).result_json);
+  EXPECT_EQ(resumed["resumes"], 1);
+  EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
 }
 
 }  // namespace
