@@ -26,6 +26,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/backend.h"
+#include "engine/model/latent_attention.h"
 #include "spec/model_config.h"
 
 namespace smallem {
@@ -75,6 +76,7 @@ class Model {
     Tensor ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias;
     Tensor ln2_gain, ln2_bias, up_weight, up_bias, gate_weight, gate_bias;
     Tensor ff_proj_weight, ff_proj_bias;
+    LatentAttentionWeights latent;  // attention: latent (qkv_weight, qkv_bias empty)
   };
 
   Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
