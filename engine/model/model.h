@@ -5,6 +5,8 @@
 //              x = u + ff(norm2(u))               gelu: proj(gelu(up))
 //                                                 swiglu: proj(silu(gate)·up)
 //   logits = final_norm(x) · embedᵀ               (N, V), tied head
+// With attention: latent, attn's qkv comes from a compressed latent instead
+// of one (3C, C) product (engine/model/latent_attention.h).
 //
 // Every parameter lives in one contiguous f32 buffer (and its gradient in a
 // second of the same layout), so zeroing gradients, the gradient norm and
