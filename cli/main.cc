@@ -111,6 +111,14 @@ int main(int argc, char** argv) {
   SpecOption<std::string>(tr, &apply, spec, "--positions", "positions", "learned | rope");
   SpecOption<bool>(tr, &apply, spec, "--bias", "bias",
                    "Biases on linear layers: true | false (default: the preset's)");
+  SpecOption<std::string>(tr, &apply, spec, "--attention", "attention",
+                          "mha | latent (multi-head latent attention; needs --kv-latent)");
+  SpecOption<int64_t>(tr, &apply, spec, "--kv-latent", "kv_latent",
+                      "Latent attention: width of the shared key/value latent");
+  SpecOption<int64_t>(tr, &apply, spec, "--rope-dim", "rope_dim",
+                      "Latent attention: rotary channels per head (default: half the head)");
+  SpecOption<int64_t>(tr, &apply, spec, "--q-latent", "q_latent",
+                      "Latent attention: width of the queries' latent, 0 = off (0)");
   SpecOption<int64_t>(tr, &apply, spec, "--layers", "layers", "Transformer blocks L (default 4)");
   SpecOption<int64_t>(tr, &apply, spec, "--heads", "heads", "Attention heads H (default 4)");
   SpecOption<int64_t>(tr, &apply, spec, "--embed", "embed", "Channels C (default 128)");

@@ -158,6 +158,28 @@ struct AttentionBackwardParams {
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
 };
 
+// Multi-head latent attention's qkv, packed for the attention op from its
+// parts (engine/model/latent_attention.h). H heads of D channels, each split
+// into R rotary channels then Dn = D − R content channels. Per row:
+//   q      (N, H·D): the R rotary channels of every head (H·R), then the Dn
+//          content channels of every head (H·Dn)
+//   kv     (N, H·Dn + H·D): every head's key content, then every head's value
+//   k_rope (N, R): the one rotary key part all heads share
+// out (N, 3·H·D), qkv as AttentionParams reads it: query head h =
+// [q rotary_h | q content_h], key head h = [k_rope | key content_h], value
+// head h. The backward scatters grad_out back; grad_k_rope gets the sum over
+// heads.
+struct LatentQkvParams {
+  Tensor q, kv, k_rope;  // [act]
+  Tensor out;            // (N, 3·H·D) [act]
+  int64_t heads = 0, head_dim = 0, rope_dim = 0;
+};
+struct LatentQkvBackwardParams {
+  Tensor grad_out;                      // (N, 3·H·D) [act]
+  Tensor grad_q, grad_kv, grad_k_rope;  // [act] +=; any may be empty (not needed)
+  int64_t heads = 0, head_dim = 0, rope_dim = 0;
+};
+
 struct EmbeddingParams {
   Tensor ids;    // (N) i32, each in [0, V)
   Tensor table;  // (V, C)

@@ -333,4 +333,52 @@ void CheckGatherSequences(const GatherSequencesParams& p) {
   CheckI32(p.targets, rows * p.time, "gather_sequences: targets (B·T)");
 }
 
+namespace {
+
+// The rows N of a latent qkv call, from its (N, 3·H·D) qkv side.
+int64_t LatentQkvRows(const Tensor& qkv, int64_t heads, int64_t head_dim, int64_t rope_dim,
+                      const char* op) {
+  CHECK(heads > 0 && head_dim > 0) << op << ": heads " << heads << ", head_dim " << head_dim
+                                   << " must be positive";
+  CHECK(rope_dim > 0 && rope_dim % 2 == 0 && rope_dim < head_dim)
+      << op << ": rope_dim " << rope_dim << " must be even, positive and below head_dim "
+      << head_dim;
+  const int64_t width = 3 * heads * head_dim;
+  CHECK(qkv.data != nullptr && qkv.numel() % width == 0)
+      << op << ": qkv " << qkv.shape.ToString() << " is not rows of 3·H·D = " << width;
+  return qkv.numel() / width;
+}
+
+}  // namespace
+
+void CheckLatentQkv(const LatentQkvParams& p) {
+  const int64_t n = LatentQkvRows(p.out, p.heads, p.head_dim, p.rope_dim, "latent_qkv");
+  const int64_t hd = p.heads * p.head_dim, hn = p.heads * (p.head_dim - p.rope_dim);
+  CheckActivation(p.out, n * 3 * hd, "latent_qkv: out (N, 3·H·D)");
+  CheckActivation(p.q, n * hd, "latent_qkv: q (N, H·D)");
+  CheckActivation(p.kv, n * (hn + hd), "latent_qkv: kv (N, H·Dn + H·D)");
+  CheckActivation(p.k_rope, n * p.rope_dim, "latent_qkv: k_rope (N, R)");
+  for (const Tensor* in : {&p.q, &p.kv, &p.k_rope}) {
+    CHECK(in->data != p.out.data) << "latent_qkv: out must not alias an input";
+  }
+}
+
+void CheckLatentQkvBackward(const LatentQkvBackwardParams& p) {
+  const int64_t n =
+      LatentQkvRows(p.grad_out, p.heads, p.head_dim, p.rope_dim, "latent_qkv backward");
+  const int64_t hd = p.heads * p.head_dim, hn = p.heads * (p.head_dim - p.rope_dim);
+  CheckActivation(p.grad_out, n * 3 * hd, "latent_qkv backward: grad_out (N, 3·H·D)");
+  if (!p.grad_q.empty()) CheckActivation(p.grad_q, n * hd, "latent_qkv backward: grad_q");
+  if (!p.grad_kv.empty()) {
+    CheckActivation(p.grad_kv, n * (hn + hd), "latent_qkv backward: grad_kv");
+  }
+  if (!p.grad_k_rope.empty()) {
+    CheckActivation(p.grad_k_rope, n * p.rope_dim, "latent_qkv backward: grad_k_rope");
+  }
+  for (const Tensor* g : {&p.grad_q, &p.grad_kv, &p.grad_k_rope}) {
+    CHECK(g->empty() || g->data != p.grad_out.data)
+        << "latent_qkv backward: a gradient must not alias grad_out (they accumulate)";
+  }
+}
+
 }  // namespace smallem

@@ -84,6 +84,11 @@ void CheckRowSumSquares(const RowReduceParams& p);
 void CheckRowScale(const RowScaleParams& p);
 void CheckGatherSequences(const GatherSequencesParams& p);
 
+// Latent attention's qkv packing: positive heads and head_dim, an even
+// rope_dim in (0, head_dim), and each operand sized for out's rows.
+void CheckLatentQkv(const LatentQkvParams& p);
+void CheckLatentQkvBackward(const LatentQkvBackwardParams& p);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_ENGINE_OP_CHECKS_H_

@@ -354,4 +354,24 @@ void CudaBackend::GatherSequences(const GatherSequencesParams& p) {
             "gather_sequences");
 }
 
+void CudaBackend::LatentQkvForward(const LatentQkvParams& p) {
+  CheckLatentQkv(p);
+  const cuda::LatentQkvShape shape{p.out.numel() / (3 * p.heads * p.head_dim), p.heads,
+                                   p.head_dim, p.rope_dim};
+  CheckCuda(cuda::LaunchLatentQkvForward(AsActIn(p.q), AsActIn(p.kv), AsActIn(p.k_rope),
+                                         AsActOut(p.out), shape, stream_),
+            "latent_qkv");
+}
+
+void CudaBackend::LatentQkvBackward(const LatentQkvBackwardParams& p) {
+  if (p.grad_q.empty() && p.grad_kv.empty() && p.grad_k_rope.empty()) return;
+  CheckLatentQkvBackward(p);
+  const cuda::LatentQkvShape shape{p.grad_out.numel() / (3 * p.heads * p.head_dim), p.heads,
+                                   p.head_dim, p.rope_dim};
+  CheckCuda(cuda::LaunchLatentQkvBackward(AsActIn(p.grad_out), ActOutOrNull(p.grad_q),
+                                          ActOutOrNull(p.grad_kv), ActOutOrNull(p.grad_k_rope),
+                                          shape, stream_),
+            "latent_qkv backward");
+}
+
 }  // namespace smallem

@@ -271,6 +271,20 @@ cudaError_t LaunchGatherSequences(const int32_t* tokens, int64_t count,
                                   int64_t time, int32_t* inputs,
                                   int32_t* targets, cudaStream_t stream);
 
+// latent_qkv.cu: latent attention's qkv (engine/backend.h, LatentQkvParams).
+// rows of out (3·H·D) from q (H·D), kv (H·Dn + H·D) and k_rope (R),
+// Dn = D − R; all activations. The backward adds each part of grad_out into
+// its input's gradient (null ones skipped), the shared k_rope's summed over
+// the heads in f32.
+struct LatentQkvShape {
+  int64_t rows = 0, heads = 0, head_dim = 0, rope_dim = 0;
+};
+cudaError_t LaunchLatentQkvForward(ActIn q, ActIn kv, ActIn k_rope, ActOut out,
+                                   const LatentQkvShape& shape, cudaStream_t stream);
+cudaError_t LaunchLatentQkvBackward(ActIn grad_out, ActOut grad_q, ActOut grad_kv,
+                                    ActOut grad_k_rope, const LatentQkvShape& shape,
+                                    cudaStream_t stream);
+
 }  // namespace smallem::cuda
 
 #endif  // SMALLEM_KERNELS_KERNELS_H_

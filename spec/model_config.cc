@@ -43,6 +43,17 @@ absl::StatusOr<PositionKind> ParsePositions(const std::string& s) {
       absl::StrCat("unknown positions \"", s, "\" (expected learned or rope)"));
 }
 
+absl::StatusOr<AttentionKind> ParseAttention(const std::string& s) {
+  if (s == "mha") return AttentionKind::kMha;
+  if (s == "latent") return AttentionKind::kLatent;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown attention \"", s, "\" (expected mha or latent)"));
+}
+
+const char* AttentionName(AttentionKind k) {
+  return k == AttentionKind::kMha ? "mha" : "latent";
+}
+
 const char* NormName(NormKind k) { return k == NormKind::kLayer ? "layer" : "rms"; }
 const char* FeedForwardName(FeedForwardKind k) {
   return k == FeedForwardKind::kGelu ? "gelu" : "swiglu";
@@ -58,6 +69,10 @@ int64_t ModelConfig::ff_hidden() const {
   return (f + 7) / 8 * 8;
 }
 
+int64_t ModelConfig::latent_rope_dim() const {
+  return architecture.rope_dim > 0 ? architecture.rope_dim : head_dim() / 2;
+}
+
 int64_t ModelConfig::ParameterCount() const {
   const int64_t c = embed, f = ff_hidden();
   const bool bias = architecture.bias;
@@ -66,6 +81,16 @@ int64_t ModelConfig::ParameterCount() const {
   int64_t block = 2 * norm + 4 * c * c + (bias ? 4 * c : 0);
   const int64_t ff_in = architecture.feed_forward == FeedForwardKind::kSwiGlu ? 2 : 1;
   block += ff_in * f * c + f * c + (bias ? ff_in * f + c : 0);
+  if (architecture.attention == AttentionKind::kLatent) {
+    // Latent attention replaces the query, key and value matrices and their
+    // biases (engine/model/latent_attention.h lists its weights).
+    const int64_t d = head_dim(), r = latent_rope_dim(), h = heads;
+    const int64_t kv = architecture.kv_latent, q = architecture.q_latent;
+    block -= 3 * c * c + (bias ? 3 * c : 0);
+    block += q > 0 ? q * c + q + h * d * q : h * d * c;  // queries
+    block += kv * c + kv + h * (2 * d - r) * kv;         // latent, its norm, up-projection
+    block += r * c;                                      // shared rope key
+  }
   int64_t total = vocab * c + layers * block + norm;
   if (architecture.positions == PositionKind::kLearned) total += context * c;
   return total;
@@ -89,9 +114,46 @@ absl::Status ModelConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "rope needs an even head size; embed/heads = ", head_dim()));
   }
+  RETURN_IF_ERROR(ValidateLatentAttention());
   if (vocab > 65536) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab ", vocab, " exceeds 65536 (tokens are stored as uint16)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelConfig::ValidateLatentAttention() const {
+  const Architecture& a = architecture;
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (a.attention == AttentionKind::kMha) {
+    for (auto [name, v] : {std::pair{"kv_latent", a.kv_latent}, {"rope_dim", a.rope_dim},
+                           {"q_latent", a.q_latent}}) {
+      if (v != 0) {
+        return bad(name, " ", v, " applies only with attention: latent (attention is mha)");
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (a.positions != PositionKind::kRope) {
+    return bad("attention: latent needs positions: rope (its keys carry positions in a "
+               "decoupled RoPE part; learned positions are refused)");
+  }
+  if (a.kv_latent <= 0) {
+    return bad("kv_latent must be positive with attention: latent (got ", a.kv_latent,
+               "): the width of the latent keys and values are rebuilt from, e.g. 128");
+  }
+  if (a.q_latent < 0) return bad("q_latent must be 0 (off) or positive (got ", a.q_latent, ")");
+  if (a.rope_dim < 0) {
+    return bad("rope_dim must be positive, or 0 for half the head size (got ", a.rope_dim, ")");
+  }
+  const int64_t r = latent_rope_dim();
+  if (r % 2 != 0 || r == 0) {
+    return bad("rope_dim ", r, a.rope_dim == 0 ? " (half the head size embed/heads)" : "",
+               " must be even and positive: RoPE rotates pairs of channels");
+  }
+  if (r >= head_dim()) {
+    return bad("rope_dim ", r, " must be below the head size embed/heads = ", head_dim(),
+               " (the rest of each head is its content part)");
   }
   return absl::OkStatus();
 }
@@ -101,6 +163,13 @@ nlohmann::json ModelConfig::ToJson() const {
                          {"feed_forward", FeedForwardName(architecture.feed_forward)},
                          {"positions", PositionsName(architecture.positions)},
                          {"bias", architecture.bias}};
+  if (architecture.attention == AttentionKind::kLatent) {
+    // Only when latent, so multi-head files keep their config text.
+    arch["attention"] = AttentionName(architecture.attention);
+    arch["kv_latent"] = architecture.kv_latent;
+    arch["rope_dim"] = architecture.rope_dim;
+    arch["q_latent"] = architecture.q_latent;
+  }
   return {{"vocab", vocab},   {"context", context}, {"layers", layers},
           {"heads", heads},   {"embed", embed},     {"architecture", arch}};
 }
@@ -141,6 +210,23 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
     if (a.contains("bias")) {
       if (!a["bias"].is_boolean()) return absl::InvalidArgumentError("model config: bias must be true or false");
       c.architecture.bias = a["bias"].get<bool>();
+    }
+    // Absent (files written before latent attention): mha.
+    if (a.contains("attention")) {
+      ASSIGN_OR_RETURN(c.architecture.attention,
+                       ParseAttention(a["attention"].is_string()
+                                          ? a["attention"].get<std::string>()
+                                          : ""));
+    }
+    for (auto [key, field] : {std::pair{"kv_latent", &c.architecture.kv_latent},
+                              {"rope_dim", &c.architecture.rope_dim},
+                              {"q_latent", &c.architecture.q_latent}}) {
+      if (!a.contains(key)) continue;
+      if (!a[key].is_number_integer()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model config: \"", key, "\" must be an integer"));
+      }
+      *field = a[key].get<int64_t>();
     }
   }
   RETURN_IF_ERROR(c.Validate());

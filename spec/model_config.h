@@ -17,12 +17,24 @@ namespace smallem {
 enum class NormKind { kLayer, kRms };
 enum class FeedForwardKind { kGelu, kSwiGlu };
 enum class PositionKind { kLearned, kRope };
+// mha: every head projects its own keys and values from the stream.
+// latent: multi-head latent attention (DeepSeek-V2; engine/model/latent_attention.h).
+enum class AttentionKind { kMha, kLatent };
 
 struct Architecture {
   NormKind norm = NormKind::kLayer;
   FeedForwardKind feed_forward = FeedForwardKind::kGelu;
   PositionKind positions = PositionKind::kLearned;
   bool bias = true;  // biases on linear layers (gpt2: true, modern: false)
+  AttentionKind attention = AttentionKind::kMha;
+  // Latent attention only (0 with mha): the width of the compressed latent
+  // every head's keys and values are rebuilt from (required > 0); the
+  // per-head width of the decoupled RoPE part of queries and keys (0 = half
+  // the head size; even, below the head size); the width of the queries'
+  // own latent (0 = queries projected directly from the stream).
+  int64_t kv_latent = 0;
+  int64_t rope_dim = 0;
+  int64_t q_latent = 0;
 
   static Architecture Gpt2();    // layer, gelu, learned, bias
   static Architecture Modern();  // rms, swiglu, rope, no bias
@@ -39,6 +51,8 @@ absl::StatusOr<PositionKind> ParsePositions(const std::string& s);
 const char* NormName(NormKind k);
 const char* FeedForwardName(FeedForwardKind k);
 const char* PositionsName(PositionKind k);
+absl::StatusOr<AttentionKind> ParseAttention(const std::string& s);
+const char* AttentionName(AttentionKind k);
 
 struct ModelConfig {
   int64_t vocab = 256;
@@ -51,12 +65,18 @@ struct ModelConfig {
   int64_t head_dim() const { return embed / heads; }  // D
   // F: 4C for gelu, 8C/3 rounded up to a multiple of 8 for swiglu.
   int64_t ff_hidden() const;
+  // R: latent attention's decoupled RoPE width, rope_dim or D/2 when 0.
+  int64_t latent_rope_dim() const;
   // Total number of parameters (tied head counted once).
   int64_t ParameterCount() const;
 
   // Checks every constraint (embed divisible by heads, even head size for
   // rope, positive sizes) with a message naming the offending value.
   absl::Status Validate() const;
+  // The attention fields alone (part of Validate): latent needs rope
+  // positions, kv_latent > 0, an even rope_dim below the head size; mha
+  // needs the latent fields 0.
+  absl::Status ValidateLatentAttention() const;
 
   nlohmann::json ToJson() const;
   static absl::StatusOr<ModelConfig> FromJson(const nlohmann::json& j);

@@ -49,7 +49,7 @@ constexpr const char* kKeys[] = {
     "layers", "heads",     "embed",        "context",      "batch",     "steps",
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
-    "muon_lr", "checkpoint_minutes"};
+    "muon_lr", "checkpoint_minutes", "attention", "kv_latent", "rope_dim", "q_latent"};
 
 }  // namespace
 
@@ -86,6 +86,14 @@ json RunSpec::ToJson() const {
   if (muon_lr) j["muon_lr"] = *muon_lr;
   if (checkpoint_minutes != kDefaultCheckpointMinutes) {
     j["checkpoint_minutes"] = checkpoint_minutes;
+  }
+  // Latent attention's keys only when it is on: specs written before it
+  // existed (all mha) keep their hashes.
+  if (architecture.attention == AttentionKind::kLatent) {
+    j["attention"] = AttentionName(architecture.attention);
+    j["kv_latent"] = architecture.kv_latent;
+    j["rope_dim"] = architecture.rope_dim;
+    j["q_latent"] = architecture.q_latent;
   }
   return j;
 }
@@ -150,6 +158,10 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "eval_batch_size") st = ReadInt(v, k, &s.eval_batch_size);
     else if (k == "seed") st = ReadInt(v, k, &s.seed);
     else if (k == "checkpoint_minutes") st = ReadDouble(v, k, &s.checkpoint_minutes);
+    else if (k == "attention") st = ReadKind(v, k, &ParseAttention, &s.architecture.attention);
+    else if (k == "kv_latent") st = ReadInt(v, k, &s.architecture.kv_latent);
+    else if (k == "rope_dim") st = ReadInt(v, k, &s.architecture.rope_dim);
+    else if (k == "q_latent") st = ReadInt(v, k, &s.architecture.q_latent);
   }
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(s.Validate());

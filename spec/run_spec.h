@@ -67,7 +67,8 @@ struct RunSpec {
 
   // Canonical JSON: every key, fixed order and formatting, so equal specs
   // hash equally. Keys: see the file comment; `steps`, `minutes` and
-  // `muon_lr` only when set, `checkpoint_minutes` only when not 10.
+  // `muon_lr` only when set, `checkpoint_minutes` only when not 10, `attention`,
+  // `kv_latent`, `rope_dim` and `q_latent` only when attention is latent.
   nlohmann::json ToJson() const;
   // Accepts "arch" (a preset) plus per-piece overrides; unknown keys and
   // wrong types are errors naming the key.

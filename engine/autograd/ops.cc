@@ -265,6 +265,23 @@ Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads) {
   });
 }
 
+Var LatentQkv(Tape& tape, Var q, Var kv, Var k_rope, int64_t heads, int64_t head_dim,
+              int64_t rope_dim) {
+  const Tensor vq = tape.value(q);
+  const int64_t rows = vq.numel() / (heads * head_dim);
+  LatentQkvParams p{.q = vq, .kv = tape.value(kv), .k_rope = tape.value(k_rope),
+                    .out = tape.NewTensor({rows, 3 * heads * head_dim}, vq.dtype),
+                    .heads = heads, .head_dim = head_dim, .rope_dim = rope_dim};
+  tape.backend().LatentQkvForward(p);
+  return tape.Record(Op::kLatentQkv, p.out, {q, kv, k_rope}, [=](Tape& t, Var y) {
+    auto grad = [&t](Var v) { return t.requires_grad(v) ? t.Grad(v) : Tensor{}; };
+    t.backend().LatentQkvBackward(LatentQkvBackwardParams{
+        .grad_out = t.Grad(y), .grad_q = grad(q), .grad_kv = grad(kv),
+        .grad_k_rope = grad(k_rope), .heads = heads, .head_dim = head_dim,
+        .rope_dim = rope_dim});
+  });
+}
+
 Var Embedding(Tape& tape, Var ids, Var table) {
   const Tensor vi = tape.value(ids), vt = tape.value(table);
   CHECK(vi.dtype == DType::kI32) << "embedding ids must be i32";

@@ -56,6 +56,11 @@ Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head
          int64_t rotate_channels, int64_t offset = 0);
 // qkv (B, T, 3C) → (B, T, C), causal, H heads.
 Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads);
+// Latent attention's parts packed into the qkv Attention reads
+// (LatentQkvParams in engine/backend.h): q (N, H·D), kv (N, H·(2D − R)),
+// k_rope (N, R) → (N, 3·H·D), in q's dtype.
+Var LatentQkv(Tape& tape, Var q, Var kv, Var k_rope, int64_t heads, int64_t head_dim,
+              int64_t rope_dim);
 // ids (N) i32, table (V, C) → (N, C).
 Var Embedding(Tape& tape, Var ids, Var table);
 // logits (N, V), targets (N) i32 → per-row losses (N), nats. When nothing

@@ -100,6 +100,20 @@ void ForEachActivation(CrossEntropyBackwardParams& p, ActivationVisitor visit) {
   visit(p.grad_logits, p.overwrite ? Access::kWrite : Access::kUpdate);
 }
 
+void ForEachActivation(LatentQkvParams& p, ActivationVisitor visit) {
+  visit(p.q, Access::kRead);
+  visit(p.kv, Access::kRead);
+  visit(p.k_rope, Access::kRead);
+  visit(p.out, Access::kWrite);
+}
+
+void ForEachActivation(LatentQkvBackwardParams& p, ActivationVisitor visit) {
+  visit(p.grad_out, Access::kRead);
+  visit(p.grad_q, Access::kUpdate);
+  visit(p.grad_kv, Access::kUpdate);
+  visit(p.grad_k_rope, Access::kUpdate);
+}
+
 // No [act] operands.
 void ForEachActivation(EmbeddingParams& p, ActivationVisitor visit) {}
 void ForEachActivation(EmbeddingBackwardParams& p, ActivationVisitor visit) {}

@@ -52,6 +52,7 @@ Generator::Generator(const Model& model) : config_(model.config()) {
   positions_ = at("positions.weight");
   final_gain_ = at("final_norm.gain");
   final_bias_ = at("final_norm.bias");
+  const bool latent = config_.architecture.attention == AttentionKind::kLatent;
   for (int64_t i = 0; i < config_.layers; ++i) {
     const std::string b = "blocks." + std::to_string(i);
     layers_.push_back(Layer{
@@ -62,9 +63,10 @@ Generator::Generator(const Model& model) : config_(model.config()) {
         .up_w = at(b + ".ff.up.weight"), .up_b = at(b + ".ff.up.bias"),
         .gate_w = at(b + ".ff.gate.weight"), .gate_b = at(b + ".ff.gate.bias"),
         .ff_proj_w = at(b + ".ff.proj.weight"), .ff_proj_b = at(b + ".ff.proj.bias"),
-        .keys = std::vector<float>(config_.context * config_.embed),
-        .values = std::vector<float>(config_.context * config_.embed)});
+        .keys = std::vector<float>(latent ? 0 : config_.context * config_.embed),
+        .values = std::vector<float>(latent ? 0 : config_.context * config_.embed)});
   }
+  if (latent) latent_ = std::make_unique<LatentCache>(config_, at);
   logits_.resize(config_.vocab);
 }
 
@@ -119,32 +121,37 @@ void Generator::Step(int32_t token, int64_t position) {
   const int64_t row = (head_ + length_) % T;  // ring slot of this token
   for (Layer& l : layers_) {
     Norm(x.data(), l.ln1_gain, l.ln1_bias, h.data());
-    MatVec(l.qkv_w, l.qkv_b, h.data(), 3 * C, C, qkv.data());
-    if (config_.architecture.positions == PositionKind::kRope) {
-      RotateHeads(qkv.data(), 2 * C, D, position);
-    }
-    std::copy(qkv.begin() + C, qkv.begin() + 2 * C, l.keys.begin() + row * C);
-    std::copy(qkv.begin() + 2 * C, qkv.end(), l.values.begin() + row * C);
-    const int64_t n = length_ + 1;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    for (int64_t hd = 0; hd < H; ++hd) {
-      const float* q = qkv.data() + hd * D;
-      float max_score = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        const float* k = l.keys.data() + ((head_ + j) % T) * C + hd * D;
-        float s = 0;
-        for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
-        scores[j] = s * scale;
-        max_score = std::max(max_score, scores[j]);
+    if (latent_) {
+      latent_->Attend(&l - layers_.data(), h.data(), position, row, head_, length_ + 1,
+                      att.data());
+    } else {
+      MatVec(l.qkv_w, l.qkv_b, h.data(), 3 * C, C, qkv.data());
+      if (config_.architecture.positions == PositionKind::kRope) {
+        RotateHeads(qkv.data(), 2 * C, D, position);
       }
-      double total = 0;
-      for (int64_t j = 0; j < n; ++j) total += (scores[j] = std::exp(scores[j] - max_score));
-      float* o = att.data() + hd * D;
-      std::fill(o, o + D, 0.0f);
-      for (int64_t j = 0; j < n; ++j) {
-        const float p = static_cast<float>(scores[j] / total);
-        const float* v = l.values.data() + ((head_ + j) % T) * C + hd * D;
-        for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
+      std::copy(qkv.begin() + C, qkv.begin() + 2 * C, l.keys.begin() + row * C);
+      std::copy(qkv.begin() + 2 * C, qkv.end(), l.values.begin() + row * C);
+      const int64_t n = length_ + 1;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      for (int64_t hd = 0; hd < H; ++hd) {
+        const float* q = qkv.data() + hd * D;
+        float max_score = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          const float* k = l.keys.data() + ((head_ + j) % T) * C + hd * D;
+          float s = 0;
+          for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
+          scores[j] = s * scale;
+          max_score = std::max(max_score, scores[j]);
+        }
+        double total = 0;
+        for (int64_t j = 0; j < n; ++j) total += (scores[j] = std::exp(scores[j] - max_score));
+        float* o = att.data() + hd * D;
+        std::fill(o, o + D, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float p = static_cast<float>(scores[j] / total);
+          const float* v = l.values.data() + ((head_ + j) % T) * C + hd * D;
+          for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
+        }
       }
     }
     MatVec(l.proj_w, l.proj_b, att.data(), C, C, tmp.data());

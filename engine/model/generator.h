@@ -7,14 +7,17 @@
 // the oldest row is dropped and positions keep counting, since rotary scores
 // depend only on the distance between positions. With learned positions the
 // table ends at the context, so the window is re-encoded from its last
-// context − 1 tokens instead.
+// context − 1 tokens instead. With latent attention the cache holds each
+// layer's latent and rotary key instead (engine/model/latent_cache.h).
 #ifndef SMALLEM_ENGINE_MODEL_GENERATOR_H_
 #define SMALLEM_ENGINE_MODEL_GENERATOR_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "engine/model/latent_cache.h"
 #include "engine/model/model.h"
 #include "engine/random.h"
 
@@ -62,6 +65,8 @@ class Generator {
   int64_t next_position_ = 0;    // absolute position of the next token
   int64_t head_ = 0;             // ring-buffer row of the oldest entry
   std::vector<float> logits_;
+  // attention: latent — its cache replaces the layers' keys and values.
+  std::unique_ptr<LatentCache> latent_;
 };
 
 }  // namespace smallem

@@ -46,6 +46,7 @@ absl::Status Model::Allocate() {
   const bool layer = c.architecture.norm == NormKind::kLayer;
   const bool bias = c.architecture.bias;
   const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;
+  const bool latent = c.architecture.attention == AttentionKind::kLatent;
 
   std::vector<Slot> slots;
   auto add = [&](std::string name, Shape shape, Init init, bool decay) {
@@ -62,13 +63,19 @@ absl::Status Model::Allocate() {
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string b = absl::StrCat("blocks.", i);
     norm(b + ".ln1");
-    // query, key, value adjacent: one (3C, C) matrix, one (3C) bias.
-    for (const char* p : {"query", "key", "value"}) {
-      add(absl::StrCat(b, ".attn.", p, ".weight"), {C, C}, Init::kNormal, true);
-    }
-    if (bias) {
+    if (latent) {
+      for (const LatentAttentionSlot& s : LatentAttentionSlots(c, b)) {
+        add(s.name, s.shape, Init::kNormal, s.decay);
+      }
+    } else {
+      // query, key, value adjacent: one (3C, C) matrix, one (3C) bias.
       for (const char* p : {"query", "key", "value"}) {
-        add(absl::StrCat(b, ".attn.", p, ".bias"), {C}, Init::kZero, false);
+        add(absl::StrCat(b, ".attn.", p, ".weight"), {C, C}, Init::kNormal, true);
+      }
+      if (bias) {
+        for (const char* p : {"query", "key", "value"}) {
+          add(absl::StrCat(b, ".attn.", p, ".bias"), {C}, Init::kZero, false);
+        }
       }
     }
     add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
@@ -131,16 +138,23 @@ absl::Status Model::Allocate() {
         .gate_weight = view(b + ".ff.gate.weight"), .gate_bias = view(b + ".ff.gate.bias"),
         .ff_proj_weight = view(b + ".ff.proj.weight"),
         .ff_proj_bias = view(b + ".ff.proj.bias")});
+    if (latent) {
+      blocks_.back().latent =
+          LatentAttentionViews([&](const std::string& name) { return view(name); }, b);
+      blocks_.back().qkv_weight = Tensor{};
+    }
   }
 
   if (c.architecture.positions == PositionKind::kRope) {
-    // cos/sin of m·10000^(−2i/D), computed on the host.
-    const int64_t half = c.head_dim() / 2;
+    // cos/sin of m·10000^(−2i/D), computed on the host; latent attention
+    // rotates only its R-channel parts, so its tables use D = R.
+    const int64_t rotary_dim = latent ? c.latent_rope_dim() : c.head_dim();
+    const int64_t half = rotary_dim / 2;
     std::vector<float> table(2 * c.context * half);
     for (int64_t m = 0; m < c.context; ++m) {
       for (int64_t i = 0; i < half; ++i) {
         const double angle =
-            m * std::pow(10000.0, -2.0 * static_cast<double>(i) / c.head_dim());
+            m * std::pow(10000.0, -2.0 * static_cast<double>(i) / rotary_dim);
         table[m * half + i] = static_cast<float>(std::cos(angle));
         table[(c.context + m) * half + i] = static_cast<float>(std::sin(angle));
       }
@@ -206,12 +220,19 @@ NormedSum Model::AddNorm(Tape& tape, Var x, Var residual, const Tensor& gain,
 NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Tensor& next_gain,
                               const Tensor& next_bias, int64_t batch, int64_t time) const {
   const ModelConfig& c = config_;
-  Var qkv = Linear(tape, in.normed, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
-  if (c.architecture.positions == PositionKind::kRope) {
-    // Rotate queries and keys (the first 2C channels); values pass through.
-    qkv = Rope(tape, qkv, rope_, time, c.head_dim(), 2 * c.embed);
+  Var attn;
+  if (c.architecture.attention == AttentionKind::kLatent) {
+    attn = LatentAttentionForward(
+        tape, [&](const Tensor& t) { return Param(tape, t); }, c, b.latent, rope_, in.normed,
+        batch, time);
+  } else {
+    Var qkv = Linear(tape, in.normed, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
+    if (c.architecture.positions == PositionKind::kRope) {
+      // Rotate queries and keys (the first 2C channels); values pass through.
+      qkv = Rope(tape, qkv, rope_, time, c.head_dim(), 2 * c.embed);
+    }
+    attn = Attention(tape, qkv, batch, time, c.heads);
   }
-  Var attn = Attention(tape, qkv, batch, time, c.heads);
   Var proj = Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias));
   const NormedSum mid = AddNorm(tape, in.sum, proj, b.ln2_gain, b.ln2_bias);
   Var up = Linear(tape, mid.normed, Param(tape, b.up_weight), Param(tape, b.up_bias));

@@ -5,6 +5,8 @@
 //              x = u + ff(norm2(u))               gelu: proj(gelu(up))
 //                                                 swiglu: proj(silu(gate)·up)
 //   logits = final_norm(x) · embedᵀ               (N, V), tied head
+// With attention: latent, attn's qkv comes from a compressed latent instead
+// of one (3C, C) product (engine/model/latent_attention.h).
 //
 // Every parameter lives in one contiguous f32 buffer (and its gradient in a
 // second of the same layout), so zeroing gradients, the gradient norm and
@@ -26,6 +28,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/backend.h"
+#include "engine/model/latent_attention.h"
 #include "spec/model_config.h"
 
 namespace smallem {
@@ -75,6 +78,7 @@ class Model {
     Tensor ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias;
     Tensor ln2_gain, ln2_bias, up_weight, up_bias, gate_weight, gate_bias;
     Tensor ff_proj_weight, ff_proj_bias;
+    LatentAttentionWeights latent;  // attention: latent (qkv_weight, qkv_bias empty)
   };
 
   Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}

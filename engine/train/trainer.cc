@@ -282,7 +282,11 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"mfu", mfu},
           {"params", params},
           {"peak_memory_bytes", backend.PeakMemoryBytes()},
-          {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
+          // Latent attention caches latents and rotary keys (engine/model/latent_cache.h).
+          {"kv_cache_bytes_per_token",
+           config.architecture.attention == AttentionKind::kLatent
+               ? LatentCacheBytesPerToken(config)
+               : static_cast<int64_t>(2 * config.layers * config.embed * sizeof(float))},
           {"final_train_loss", done.last_loss},
           {"final_lr", final_lr},
           {"cuda_graphs", graphs_used},

@@ -29,6 +29,9 @@ const std::map<std::string, ValueType>& SpecKeys() {
     // checkpoint_minutes is in the canonical JSON only when not the default.
     auto* m = new std::map<std::string, ValueType>{{"arch", ValueType::kString},
                                                    {"checkpoint_minutes", ValueType::kNumber}};
+    // Latent attention's keys are in the canonical JSON only when it is on.
+    m->insert({{"attention", ValueType::kString}, {"kv_latent", ValueType::kInteger},
+               {"rope_dim", ValueType::kInteger}, {"q_latent", ValueType::kInteger}});
     RunSpec defaults;
     defaults.budget.steps = 1;
     defaults.muon_lr = 0.01;  // optional keys appear in the JSON only when set
@@ -276,6 +279,7 @@ absl::StatusOr<Setting> GridParser::SpecValue(const std::string& key, const YAML
       else if (key == "norm") st = ParseNorm(v).status();
       else if (key == "feed_forward") st = ParseFeedForward(v).status();
       else if (key == "positions") st = ParsePositions(v).status();
+      else if (key == "attention") st = ParseAttention(v).status();
       if (!st.ok()) return Error(line, st.message());
       s.value = v;
       break;

@@ -318,6 +318,27 @@ TEST_F(OpGradientTest, Attention) {
   }
 }
 
+TEST_F(OpGradientTest, LatentQkv) {
+  // Odd sizes: 3 heads of 6 channels, 2 of them rotary, 7 rows.
+  const int64_t rows = 7, heads = 3, d = 6, r = 2, c = heads * d;
+  LatentQkvParams p{.q = Random({rows, c}), .kv = Random({rows, heads * (2 * d - r)}),
+                    .k_rope = Random({rows, r}), .out = Zeros({rows, 3 * c}),
+                    .heads = heads, .head_dim = d, .rope_dim = r};
+  LatentQkvBackwardParams b{.grad_out = Zeros({rows, 3 * c}), .grad_q = Zeros(p.q.shape),
+                            .grad_kv = Zeros(p.kv.shape), .grad_k_rope = Zeros(p.k_rope.shape),
+                            .heads = heads, .head_dim = d, .rope_dim = r};
+  Check("latent_qkv", [&] { backend_.LatentQkvForward(p); },
+        [&] { backend_.LatentQkvBackward(b); }, {{p.out, b.grad_out}},
+        {{p.q, b.grad_q}, {p.kv, b.grad_kv}, {p.k_rope, b.grad_k_rope}});
+  // Where the shared rotary key lands: the first r channels of every key head.
+  backend_.LatentQkvForward(p);
+  for (int64_t h = 0; h < heads; ++h) {
+    EXPECT_EQ(p.out.f32()[c + h * d + 1], p.k_rope.f32()[1]) << "head " << h;
+    // The query's content part follows its rotary part.
+    EXPECT_EQ(p.out.f32()[h * d + r], p.q.f32()[heads * r + h * (d - r)]) << "head " << h;
+  }
+}
+
 TEST_F(OpGradientTest, Embedding) {
   const int64_t vocab = 6, cols = 7, n = 15;  // ids repeat
   Tensor ids = Ids({n}, vocab), table = Random({vocab, cols}), out = Zeros({n, cols});
