@@ -49,13 +49,14 @@ constexpr const char* kKeys[] = {
     "layers", "heads",     "embed",        "context",      "batch",     "steps",
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
-    "muon_lr", "checkpoint_minutes"};
+    "muon_lr", "checkpoint_minutes", "mtp", "mtp_weight"};
 
 }  // namespace
 
 ModelConfig RunSpec::ModelFor(int64_t vocab) const {
   return ModelConfig{.vocab = vocab, .context = context, .layers = layers,
-                     .heads = heads, .embed = embed, .architecture = architecture};
+                     .heads = heads, .embed = embed, .architecture = architecture,
+                     .mtp = mtp, .mtp_weight = mtp_weight};
 }
 
 json RunSpec::ToJson() const {
@@ -86,6 +87,10 @@ json RunSpec::ToJson() const {
   if (muon_lr) j["muon_lr"] = *muon_lr;
   if (checkpoint_minutes != kDefaultCheckpointMinutes) {
     j["checkpoint_minutes"] = checkpoint_minutes;
+  }
+  if (mtp > 0) {
+    j["mtp"] = mtp;
+    j["mtp_weight"] = mtp_weight;
   }
   return j;
 }
@@ -150,6 +155,8 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "eval_batch_size") st = ReadInt(v, k, &s.eval_batch_size);
     else if (k == "seed") st = ReadInt(v, k, &s.seed);
     else if (k == "checkpoint_minutes") st = ReadDouble(v, k, &s.checkpoint_minutes);
+    else if (k == "mtp") st = ReadInt(v, k, &s.mtp);
+    else if (k == "mtp_weight") st = ReadDouble(v, k, &s.mtp_weight);
   }
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(s.Validate());
@@ -174,6 +181,14 @@ absl::Status RunSpec::Validate() const {
                "(got ", checkpoint_minutes, ")");
   }
   if (muon_lr && !(*muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", *muon_lr, ")");
+  if (mtp < 0 || mtp >= context) {
+    return bad("\"mtp\": extra prediction depths, 0 = off, below context ", context, " (got ",
+               mtp, ")");
+  }
+  if (!(mtp_weight >= 0) || !std::isfinite(mtp_weight)) {
+    return bad("\"mtp_weight\": the weight of the extra depths' loss, a number ≥ 0 (got ",
+               mtp_weight, ")");
+  }
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());
   }
