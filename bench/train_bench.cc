@@ -5,8 +5,17 @@
 //
 //   smallem_train_bench --vocab 256 --threads 2 [--arch gpt2|modern --layers 4 --embed 128 --heads 4
 //                        --context 128 --batch 16 --steps 30 --warmup 5]
+//                       [--mtp D --rounds 3]
+//
+// With --mtp D a second line follows the usual one: the step of the same
+// model with D multi-token-prediction depths (engine/model/mtp.h) against
+// the plain step, timed in `rounds` alternating rounds of `steps` steps,
+// each round's ratio from its own two timings; the median ratio is the
+// result (docs/benchmarks.md § Multi-token prediction).
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "bench/flags.h"
 #include "bench/training_steps.h"
@@ -51,5 +60,43 @@ int main(int argc, char** argv) {
               static_cast<long long>(config.vocab), be.threads(),
               static_cast<long long>((*model)->ParameterCount()), tokens_per_s,
               1000.0 * seconds / steps, timing.last_loss);
+  const int64_t mtp = Flag(argc, argv, "--mtp", 0);
+  if (mtp > 0) {
+    ModelConfig with_mtp = config;
+    with_mtp.mtp = mtp;
+    auto mtp_model = Model::Create(with_mtp, be);
+    if (!mtp_model.ok()) {
+      std::fprintf(stderr, "--mtp %lld: %s\n", static_cast<long long>(mtp),
+                   std::string(mtp_model.status().message()).c_str());
+      return 2;
+    }
+    (*mtp_model)->Initialize(1);
+    auto mtp_opt = AdamWOptimizer::Create(**mtp_model, AdamWOptions{});
+    const int64_t rounds = std::max<int64_t>(1, Flag(argc, argv, "--rounds", 3));
+    std::vector<double> plain_ms, mtp_ms, ratios;
+    for (int64_t r = 0; r < rounds; ++r) {
+      const double p = bench::TimeTrainingSteps(**model, B, 1, steps,
+                                                [&] { (*opt)->Step(1e-3f); }).seconds;
+      const double m = bench::TimeTrainingSteps(**mtp_model, B, 1, steps,
+                                                [&] { (*mtp_opt)->Step(1e-3f); }).seconds;
+      plain_ms.push_back(1000.0 * p / steps);
+      mtp_ms.push_back(1000.0 * m / steps);
+      ratios.push_back(m / p);
+    }
+    std::vector<double> sorted = ratios;
+    std::sort(sorted.begin(), sorted.end());
+    std::string rows;
+    for (int64_t r = 0; r < rounds; ++r) {
+      char row[96];
+      std::snprintf(row, sizeof(row), "%s[%.2f,%.2f,%.3f]", r ? "," : "", plain_ms[r], mtp_ms[r],
+                    ratios[r]);
+      rows += row;
+    }
+    std::printf("{\"impl\":\"smallem\",\"mtp\":%lld,\"mtp_params\":%lld,"
+                "\"rounds_plain_mtp_ratio\":[%s],\"mtp_step_ratio\":%.3f}\n",
+                static_cast<long long>(mtp),
+                static_cast<long long>(with_mtp.MtpParameterCount()), rows.c_str(),
+                sorted[sorted.size() / 2]);
+  }
   return 0;
 }

@@ -31,10 +31,11 @@ StepTiming TimeTrainingSteps(Model& model, int64_t batch, int64_t warmup, int64_
     backend.CopyToDevice(ti.data, in.data(), ti.bytes());
     backend.CopyToDevice(tt.data, tg.data(), tt.bytes());
     model.ZeroGrad();
-    Var loss = Mean(tape, model.Losses(tape, ti, tt, B, T));
-    tape.Backward(loss);
+    // The step training runs: with MTP the depths' losses are trained too.
+    const Model::TrainingLoss loss = model.TrainingObjective(tape, ti, tt, B, T);
+    tape.Backward(loss.total);
     update();
-    backend.CopyToHost(&timing.last_loss, tape.value(loss).data, sizeof(float));
+    backend.CopyToHost(&timing.last_loss, tape.value(loss.next_token).data, sizeof(float));
   }
   timing.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

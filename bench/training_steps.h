@@ -1,7 +1,8 @@
 // Timed training steps for the CPU benchmarks (train_bench.cc,
 // optimizer_bench.cc): full steps — forward, backward, optimizer update — of
 // a model on uniformly random tokens and targets, the loss read back to the
-// host after every step (which also waits for the step to finish).
+// host after every step (which also waits for the step to finish). A model
+// with multi-token prediction trains its depths too (Model::TrainingObjective).
 //
 // Not thread-safe: one call at a time per model and backend.
 #ifndef SMALLEM_BENCH_TRAINING_STEPS_H_
@@ -16,7 +17,7 @@ namespace smallem::bench {
 
 struct StepTiming {
   double seconds = 0;   // wall time of the timed steps, all together
-  float last_loss = 0;  // mean loss of the last step, nats per token
+  float last_loss = 0;  // mean next-token loss of the last step, nats per token
 };
 
 // Runs `warmup` untimed, then `steps` timed training steps of `model` on its

@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
   SpecOption<int64_t>(tr, &apply, spec, "--eval-batch-size", "eval_batch_size",
                       "Validation windows per forward pass (16): memory, not the scored text");
   SpecOption<int64_t>(tr, &apply, spec, "--seed", "seed", "Seed: initial weights and batch order (1)");
+  SpecOption<int64_t>(tr, &apply, spec, "--mtp", "mtp",
+                      "Multi-token prediction: D extra depths, depth d predicting token t+1+d\n"
+                      "(0 = off; docs/architecture.md § Multi-token prediction)");
+  SpecOption<double>(tr, &apply, spec, "--mtp-weight", "mtp_weight",
+                     "Weight of the extra depths' mean loss in training (0.3)");
   tr->add_option("--spec", train.spec_file,
                  "Run spec JSON file, or a run's result.json (its spec); flags override it,\n"
                  "a budget flag (--steps or --minutes) the file's budget");

@@ -186,6 +186,16 @@ int RunTrain(const TrainArgs& args) {
               r["steps"].get<int64_t>(), r["tokens"].get<int64_t>(),
               r["train_seconds"].get<double>(), r["tokens_per_s"].get<double>(),
               r["params"].get<int64_t>());
+  if (r.contains("val_mtp_nats_per_token")) {
+    // Multi-token prediction: each depth's validation loss (the lines above
+    // are next-token), and the parameters only training uses.
+    std::string depths;
+    for (const nlohmann::json& d : r["val_mtp_nats_per_token"]) {
+      absl::StrAppendFormat(&depths, "%s%.4f", depths.empty() ? "" : ", ", d.get<double>());
+    }
+    absl::PrintF("mtp depths: %s nats/token; %d more parameters, not used to generate\n", depths,
+                 r["mtp_params"].get<int64_t>());
+  }
   if (!args.out.empty()) {
     std::printf("wrote %s/weights.safetensors and %s/result.json\n", args.out.c_str(), args.out.c_str());
     std::printf("next: smallemctl generate --weights %s/weights.safetensors --prompt \"The \"\n",

@@ -1,5 +1,7 @@
 #include "spec/model_config.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -93,7 +95,16 @@ int64_t ModelConfig::ParameterCount() const {
   }
   int64_t total = vocab * c + layers * block + norm;
   if (architecture.positions == PositionKind::kLearned) total += context * c;
+  // Each MTP depth: two input norms, two C×C merge matrices, one block, its
+  // own final norm (engine/model/mtp.h).
+  total += mtp * (3 * norm + 2 * c * c + block);
   return total;
+}
+
+int64_t ModelConfig::MtpParameterCount() const {
+  ModelConfig main = *this;
+  main.mtp = 0;
+  return ParameterCount() - main.ParameterCount();
 }
 
 absl::Status ModelConfig::Validate() const {
@@ -118,6 +129,16 @@ absl::Status ModelConfig::Validate() const {
   if (vocab > 65536) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab ", vocab, " exceeds 65536 (tokens are stored as uint16)"));
+  }
+  if (mtp < 0 || mtp >= context) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mtp ", mtp, " must be 0 (off) or a number of extra prediction depths below context ",
+        context, " (depth d is trained on the first context − d positions)"));
+  }
+  if (!(mtp_weight >= 0) || !std::isfinite(mtp_weight)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mtp_weight ", mtp_weight, " must be a finite number ≥ 0 (the weight of the extra "
+        "depths' mean loss)"));
   }
   return absl::OkStatus();
 }
@@ -170,8 +191,13 @@ nlohmann::json ModelConfig::ToJson() const {
     arch["rope_dim"] = architecture.rope_dim;
     arch["q_latent"] = architecture.q_latent;
   }
-  return {{"vocab", vocab},   {"context", context}, {"layers", layers},
-          {"heads", heads},   {"embed", embed},     {"architecture", arch}};
+  nlohmann::json j = {{"vocab", vocab},   {"context", context}, {"layers", layers},
+                      {"heads", heads},   {"embed", embed},     {"architecture", arch}};
+  if (mtp > 0) {
+    j["mtp"] = mtp;
+    j["mtp_weight"] = mtp_weight;
+  }
+  return j;
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
@@ -228,6 +254,19 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
       }
       *field = a[key].get<int64_t>();
     }
+  }
+  // "mtp" absent: a file without multi-token prediction.
+  if (auto it = j.find("mtp"); it != j.end()) {
+    if (!it->is_number_integer()) {
+      return absl::InvalidArgumentError("model config: \"mtp\" is not an integer");
+    }
+    c.mtp = it->get<int64_t>();
+  }
+  if (auto it = j.find("mtp_weight"); it != j.end()) {
+    if (!it->is_number()) {
+      return absl::InvalidArgumentError("model config: \"mtp_weight\" is not a number");
+    }
+    c.mtp_weight = it->get<double>();
   }
   RETURN_IF_ERROR(c.Validate());
   return c;

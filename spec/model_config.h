@@ -2,6 +2,7 @@
 // the safetensors `__metadata__` (docs/architecture.md § The formats):
 //   {"vocab":8192,"context":512,"layers":8,"heads":8,"embed":512,
 //    "architecture":{"norm":"rms","feed_forward":"swiglu","positions":"rope"}}
+// plus "mtp" and "mtp_weight" when the model has multi-token prediction.
 #ifndef SMALLEM_SPEC_MODEL_CONFIG_H_
 #define SMALLEM_SPEC_MODEL_CONFIG_H_
 
@@ -61,17 +62,27 @@ struct ModelConfig {
   int64_t heads = 4;      // H
   int64_t embed = 128;    // C
   Architecture architecture;
+  // Multi-token prediction (engine/model/mtp.h): D extra depths, depth d
+  // predicting token t+1+d; 0 = none. Written to the JSON only when > 0, so
+  // files without it load as D = 0.
+  int64_t mtp = 0;
+  double mtp_weight = 0.3;  // training loss += mtp_weight × mean over depths
 
   int64_t head_dim() const { return embed / heads; }  // D
   // F: 4C for gelu, 8C/3 rounded up to a multiple of 8 for swiglu.
   int64_t ff_hidden() const;
   // R: latent attention's decoupled RoPE width, rope_dim or D/2 when 0.
   int64_t latent_rope_dim() const;
-  // Total number of parameters (tied head counted once).
+  // Total number of parameters (tied head counted once), the MTP modules'
+  // included.
   int64_t ParameterCount() const;
+  // The MTP modules' share of ParameterCount (0 without MTP): parameters
+  // trained but never used to generate.
+  int64_t MtpParameterCount() const;
 
   // Checks every constraint (embed divisible by heads, even head size for
-  // rope, positive sizes) with a message naming the offending value.
+  // rope, positive sizes, 0 ≤ mtp < context, mtp_weight ≥ 0) with a message
+  // naming the offending value.
   absl::Status Validate() const;
   // The attention fields alone (part of Validate): latent needs rope
   // positions, kv_latent > 0, an even rope_dim below the head size; mha

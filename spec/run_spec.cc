@@ -49,13 +49,15 @@ constexpr const char* kKeys[] = {
     "layers", "heads",     "embed",        "context",      "batch",     "steps",
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
-    "muon_lr", "checkpoint_minutes", "attention", "kv_latent", "rope_dim", "q_latent"};
+    "muon_lr", "checkpoint_minutes", "attention", "kv_latent", "rope_dim", "q_latent",
+    "mtp", "mtp_weight"};
 
 }  // namespace
 
 ModelConfig RunSpec::ModelFor(int64_t vocab) const {
   return ModelConfig{.vocab = vocab, .context = context, .layers = layers,
-                     .heads = heads, .embed = embed, .architecture = architecture};
+                     .heads = heads, .embed = embed, .architecture = architecture,
+                     .mtp = mtp, .mtp_weight = mtp_weight};
 }
 
 json RunSpec::ToJson() const {
@@ -94,6 +96,10 @@ json RunSpec::ToJson() const {
     j["kv_latent"] = architecture.kv_latent;
     j["rope_dim"] = architecture.rope_dim;
     j["q_latent"] = architecture.q_latent;
+  }
+  if (mtp > 0) {
+    j["mtp"] = mtp;
+    j["mtp_weight"] = mtp_weight;
   }
   return j;
 }
@@ -162,6 +168,8 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "kv_latent") st = ReadInt(v, k, &s.architecture.kv_latent);
     else if (k == "rope_dim") st = ReadInt(v, k, &s.architecture.rope_dim);
     else if (k == "q_latent") st = ReadInt(v, k, &s.architecture.q_latent);
+    else if (k == "mtp") st = ReadInt(v, k, &s.mtp);
+    else if (k == "mtp_weight") st = ReadDouble(v, k, &s.mtp_weight);
   }
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(s.Validate());
@@ -186,6 +194,14 @@ absl::Status RunSpec::Validate() const {
                "(got ", checkpoint_minutes, ")");
   }
   if (muon_lr && !(*muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", *muon_lr, ")");
+  if (mtp < 0 || mtp >= context) {
+    return bad("\"mtp\": extra prediction depths, 0 = off, below context ", context, " (got ",
+               mtp, ")");
+  }
+  if (!(mtp_weight >= 0) || !std::isfinite(mtp_weight)) {
+    return bad("\"mtp_weight\": the weight of the extra depths' loss, a number ≥ 0 (got ",
+               mtp_weight, ")");
+  }
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());
   }

@@ -30,6 +30,11 @@ struct RunSpec {
   // Model shape; vocab comes from the dataset.
   int64_t layers = 4, heads = 4, embed = 128, context = 128;
   Architecture architecture = Architecture::Gpt2();
+  // Multi-token prediction (engine/model/mtp.h): extra depths, 0 = none, and
+  // the weight of their mean loss. In the canonical JSON only when mtp > 0
+  // (mtp_weight with it), so specs without it keep their hashes.
+  int64_t mtp = 0;
+  double mtp_weight = 0.3;
   int64_t batch = 16;  // B: sequences per step
   Budget budget{.steps = 200, .minutes = std::nullopt};
   // "adamw" or "muon[:short][,period=K][,norm][,boost=G][,stack=off]"
@@ -68,7 +73,8 @@ struct RunSpec {
   // Canonical JSON: every key, fixed order and formatting, so equal specs
   // hash equally. Keys: see the file comment; `steps`, `minutes` and
   // `muon_lr` only when set, `checkpoint_minutes` only when not 10, `attention`,
-  // `kv_latent`, `rope_dim` and `q_latent` only when attention is latent.
+  // `kv_latent`, `rope_dim` and `q_latent` only when attention is latent,
+  // `mtp` and `mtp_weight` only when mtp > 0.
   nlohmann::json ToJson() const;
   // Accepts "arch" (a preset) plus per-piece overrides; unknown keys and
   // wrong types are errors naming the key.

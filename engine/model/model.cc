@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status_macros.h"
+#include "engine/model/mtp.h"
 #include "engine/random.h"
 
 namespace smallem {
@@ -38,6 +39,9 @@ Model::~Model() {
   for (const auto& [shape, ids] : position_ids_) {
     if (ids.data != nullptr) backend_.Free(ids.data);
   }
+  for (const auto& [shape, constants] : mtp_constants_) {
+    if (constants.data != nullptr) backend_.Free(constants.data);
+  }
 }
 
 absl::Status Model::Allocate() {
@@ -60,8 +64,8 @@ absl::Status Model::Allocate() {
   if (c.architecture.positions == PositionKind::kLearned) {
     add("positions.weight", {c.context, C}, Init::kPositions, true);
   }
-  for (int64_t i = 0; i < c.layers; ++i) {
-    const std::string b = absl::StrCat("blocks.", i);
+  // The main blocks, then each MTP depth's (engine/model/mtp.h).
+  for (const std::string& b : BlockPrefixes(c)) {
     norm(b + ".ln1");
     if (latent) {
       for (const LatentAttentionSlot& s : LatentAttentionSlots(c, b)) {
@@ -91,6 +95,14 @@ absl::Status Model::Allocate() {
     if (bias) add(b + ".ff.proj.bias", {C}, Init::kZero, false);
   }
   norm("final_norm");
+  for (int64_t d = 1; d <= c.mtp; ++d) {
+    const std::string m = MtpPrefix(d);
+    norm(m + ".hidden_norm");
+    norm(m + ".embed_norm");
+    add(m + ".merge.hidden.weight", {C, C}, Init::kNormal, true);
+    add(m + ".merge.embed.weight", {C, C}, Init::kNormal, true);
+    norm(m + ".final_norm");
+  }
 
   int64_t total = 0;
   for (Slot& s : slots) {
@@ -126,9 +138,11 @@ absl::Status Model::Allocate() {
   positions_ = view("positions.weight");
   final_gain_ = view("final_norm.gain");
   final_bias_ = view("final_norm.bias");
-  for (int64_t i = 0; i < c.layers; ++i) {
-    const std::string b = absl::StrCat("blocks.", i);
-    blocks_.push_back(Block{
+  for (const std::string& b : BlockPrefixes(c)) {
+    // The main blocks, then the MTP depths'.
+    std::vector<Block>& stack =
+        static_cast<int64_t>(blocks_.size()) < c.layers ? blocks_ : mtp_blocks_;
+    stack.push_back(Block{
         .ln1_gain = view(b + ".ln1.gain"), .ln1_bias = view(b + ".ln1.bias"),
         .qkv_weight = view(b + ".attn.query.weight", 3),
         .qkv_bias = view(b + ".attn.query.bias", 3),
@@ -139,11 +153,12 @@ absl::Status Model::Allocate() {
         .ff_proj_weight = view(b + ".ff.proj.weight"),
         .ff_proj_bias = view(b + ".ff.proj.bias")});
     if (latent) {
-      blocks_.back().latent =
+      stack.back().latent =
           LatentAttentionViews([&](const std::string& name) { return view(name); }, b);
-      blocks_.back().qkv_weight = Tensor{};
+      stack.back().qkv_weight = Tensor{};
     }
   }
+  ViewMtp();
 
   if (c.architecture.positions == PositionKind::kRope) {
     // cos/sin of m·10000^(−2i/D), computed on the host; latent attention
@@ -263,6 +278,13 @@ const Tensor& Model::PositionIds(int64_t batch, int64_t time) const {
 }
 
 Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const {
+  // f32 logits: the loss reads them, and bf16 would round each by up to
+  // 2⁻⁸ of its size.
+  return Linear(tape, Stream(tape, tokens, batch, time).normed, Param(tape, embed_), Var{},
+                Output::kF32);
+}
+
+NormedSum Model::Stream(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const {
   const ModelConfig& c = config_;
   CHECK_LE(time, c.context) << "sequence longer than the context";
   CHECK_EQ(tokens.numel(), batch * time) << "tokens for (B, T)";
@@ -288,9 +310,7 @@ Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const 
     stream = BlockForward(tape, blocks_[i], stream, norm_gain(i + 1), norm_bias(i + 1), batch,
                           time);
   }
-  // f32 logits: the loss reads them, and bf16 would round each by up to
-  // 2⁻⁸ of its size.
-  return Linear(tape, stream.normed, Param(tape, embed_), Var{}, Output::kF32);
+  return stream;
 }
 
 Var Model::Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const {

@@ -7,6 +7,8 @@
 //   logits = final_norm(x) · embedᵀ               (N, V), tied head
 // With attention: latent, attn's qkv comes from a compressed latent instead
 // of one (3C, C) product (engine/model/latent_attention.h).
+//   mtp: D extra depths on top, each predicting one token further
+//        (engine/model/mtp.h); trained, never used to generate
 //
 // Every parameter lives in one contiguous f32 buffer (and its gradient in a
 // second of the same layout), so zeroing gradients, the gradient norm and
@@ -73,6 +75,28 @@ class Model {
   // Per-token cross-entropy (B·T), nats.
   Var Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const;
 
+  // Multi-token prediction (defined in engine/model/mtp.cc). The next-token
+  // losses (B·T) as Losses, and each MTP depth's per-row losses (B·T): row
+  // t of depth d predicts targets[t] from the main stream at t − d and the
+  // tokens t − d + 1 … t; rows t < d of each sequence have no such stream
+  // and must not be scored. Without MTP, `depths` is empty.
+  struct DepthLosses {
+    Var next_token;
+    std::vector<Var> depths;  // D, depth d at index d − 1
+  };
+  DepthLosses AllLosses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch,
+                        int64_t time) const;
+  // What a training step minimizes: the mean next-token loss plus
+  // mtp_weight × the mean over depths of each depth's mean over its scored
+  // rows; `next_token` is the mean next-token loss alone (what training
+  // reports). Without MTP both are Mean(Losses(...)).
+  struct TrainingLoss {
+    Var total;
+    Var next_token;
+  };
+  TrainingLoss TrainingObjective(Tape& tape, Tensor tokens, Tensor targets, int64_t batch,
+                                 int64_t time) const;
+
  private:
   struct Block {
     Tensor ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias;
@@ -96,6 +120,23 @@ class Model {
                          const Tensor& next_bias, int64_t batch, int64_t time) const;
   // The learned-position ids of a (B, T) forward, created on first use.
   const Tensor& PositionIds(int64_t batch, int64_t time) const;
+  // The main model's stream after its last block: the residual sum and its
+  // final norm (what the head reads).
+  NormedSum Stream(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const;
+
+  // Multi-token prediction (engine/model/mtp.cc): one depth's modules.
+  struct MtpDepth {
+    Tensor hidden_gain, hidden_bias, embed_gain, embed_bias;  // input norms
+    Tensor hidden_weight, embed_weight;                       // merge: (C, C) each
+    Tensor final_gain, final_bias;                            // before the shared head
+  };
+  // Views of the depths' parameters (mtp_, whose blocks are mtp_blocks_).
+  void ViewMtp();
+  // The (B, T) constants of the MTP loss, created on first use: the shift
+  // ids (B·T i32: row t reads row t − 1 of its sequence, row 0 itself) then
+  // D scored-row masks (B·T f32 each, pre-scaled so that their Mean is the
+  // depth's weighted share of the training loss).
+  const Tensor& MtpConstants(int64_t batch, int64_t time) const;
 
   ModelConfig config_;
   Backend& backend_;
@@ -106,6 +147,8 @@ class Model {
   std::vector<Parameter> parameters_;
   Tensor embed_, positions_, final_gain_, final_bias_;
   std::vector<Block> blocks_;
+  std::vector<Block> mtp_blocks_;  // depth d's block at d − 1
+  std::vector<MtpDepth> mtp_;      // depth d at d − 1
   RopeTables rope_;
   // Learned-position ids by (B, T): (B·T) i32 device constants, row-major
   // t = i mod T, each uploaded once by the first forward of its shape and
@@ -113,6 +156,8 @@ class Model {
   // keeps reading the same memory. One per shape the model has run
   // (training, evaluation): a few kilobytes each.
   mutable std::map<std::pair<int64_t, int64_t>, Tensor> position_ids_;
+  // MtpConstants by (B, T), device memory freed with the model.
+  mutable std::map<std::pair<int64_t, int64_t>, Tensor> mtp_constants_;
 };
 
 }  // namespace smallem

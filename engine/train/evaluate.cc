@@ -1,11 +1,40 @@
 #include "engine/train/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
 #include "engine/autograd/tape.h"
 
 namespace smallem {
+namespace {
+
+// One MTP depth's validation loss so far.
+struct DepthTotal {
+  double loss = 0;
+  int64_t tokens = 0;
+};
+
+// Adds each MTP depth's losses of a pass to `depths`: the window's scored
+// targets at rows t ≥ d (depth d predicts only there; engine/model/mtp.h).
+void AddDepthLosses(Tape& tape, const Model::DepthLosses& all,
+                    const std::vector<ValidationWindow>& windows, size_t first, int64_t rows,
+                    int64_t time, std::vector<DepthTotal>& depths) {
+  std::vector<float> losses(static_cast<size_t>(rows * time));
+  for (size_t d = 0; d < all.depths.size(); ++d) {
+    tape.backend().CopyToHost(losses.data(), tape.value(all.depths[d]).data,
+                              losses.size() * sizeof(float));
+    const auto depth = static_cast<int64_t>(d + 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t t = std::max(time - windows[first + r].scored, depth); t < time; ++t) {
+        depths[d].loss += losses[r * time + t];
+        ++depths[d].tokens;
+      }
+    }
+  }
+}
+
+}  // namespace
 
 EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> val,
                     const std::vector<int32_t>& token_bytes, const ValidationText& text,
@@ -20,6 +49,7 @@ EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> 
   std::vector<float> losses;
   double total_loss = 0;
   EvalResult result{.batches = text.batches(), .spans = text.spans};
+  std::vector<DepthTotal> depths(static_cast<size_t>(model.config().mtp));
   Tape tape(be, arena);
   tape.set_grad_enabled(false);
   for (size_t first = 0; first < windows.size();) {
@@ -48,8 +78,9 @@ EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> 
     Tensor tg = arena.Allocate({n}, DType::kI32);
     be.CopyToDevice(in.data, inputs.data(), in.bytes());
     be.CopyToDevice(tg.data, targets.data(), tg.bytes());
-    Var loss = model.Losses(tape, in, tg, rows, time);
-    be.CopyToHost(losses.data(), tape.value(loss).data, n * sizeof(float));
+    const Model::DepthLosses all = model.AllLosses(tape, in, tg, rows, time);
+    be.CopyToHost(losses.data(), tape.value(all.next_token).data, n * sizeof(float));
+    AddDepthLosses(tape, all, windows, first, rows, time, depths);
     for (int64_t r = 0; r < rows; ++r) {
       // Only the window's last `scored` targets are the span's; the others
       // were context.
@@ -66,6 +97,10 @@ EvalResult Evaluate(const Model& model, Arena& arena, std::span<const uint16_t> 
   result.nats_per_token = total_loss / static_cast<double>(result.tokens);
   result.nats_per_byte = total_loss / static_cast<double>(result.bytes);
   result.bits_per_byte = result.nats_per_byte / std::log(2.0);
+  for (const DepthTotal& d : depths) {
+    result.mtp_nats_per_token.push_back(d.tokens > 0 ? d.loss / static_cast<double>(d.tokens)
+                                                     : 0.0);
+  }
   return result;
 }
 

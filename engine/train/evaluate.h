@@ -23,6 +23,10 @@ struct EvalResult {
   int64_t spans = 0;    // spans scored
   int64_t tokens = 0;   // targets scored: spans · 64
   int64_t bytes = 0;    // their bytes
+  // With multi-token prediction (engine/model/mtp.h), depth d's loss at
+  // d − 1: nats per scored target whose window row t ≥ d (the rows where
+  // depth d predicts). Empty without MTP. The fields above stay next-token.
+  std::vector<double> mtp_nats_per_token;
 };
 
 // Scores every target of `text` with `model`, reading the windows

@@ -102,9 +102,11 @@ void StepRunner::RecordStep() {
   backend_.GatherSequences(GatherSequencesParams{
       .tokens = tokens_, .starts = starts_, .inputs = inputs, .targets = targets, .time = T});
   model_.ZeroGrad();
-  const Var loss = Mean(tape_, model_.Losses(tape_, inputs, targets, B, T));
-  tape_.Backward(loss);
-  loss_ = tape_.value(loss);
+  // With multi-token prediction the step minimizes the depths' losses too,
+  // and reports the next-token loss alone (engine/model/mtp.h).
+  const Model::TrainingLoss loss = model_.TrainingObjective(tape_, inputs, targets, B, T);
+  tape_.Backward(loss.total);
+  loss_ = tape_.value(loss.next_token);
   RecordHealthCheck();
   optimizer_.Update(scalars_);
 }

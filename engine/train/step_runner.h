@@ -84,8 +84,9 @@ class StepRunner {
   // captured (e.g. out of memory); the step then has not run.
   absl::Status Run(int64_t step, std::span<const int64_t> starts, float lr_multiplier);
 
-  // The last step's mean training loss (nats/token); waits for it. NaN
-  // before the first step.
+  // The last step's mean training loss (nats/token; with multi-token
+  // prediction the next-token loss alone, not the objective the step
+  // minimized); waits for it. NaN before the first step.
   float ReadLoss();
 
   // Whether every step so far had a finite loss and a finite gradient norm

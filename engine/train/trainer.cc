@@ -35,8 +35,11 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Model FLOPs per token: 6N for the weights plus 6·L·C·T for attention.
+// With MTP, N counts the depths' modules and their use of the tied head
+// (D·V·C), and each depth's block adds its attention.
 double FlopsPerToken(const ModelConfig& c, int64_t params) {
-  return 6.0 * params + 6.0 * c.layers * c.embed * c.context;
+  return 6.0 * (params + c.mtp * c.vocab * c.embed) +
+         6.0 * (c.layers + c.mtp) * c.embed * c.context;
 }
 
 // SMALLEM_CUDA_GRAPHS=0 turns graphs off whatever the options say.
@@ -257,15 +260,17 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
                           double final_lr, const EvalResult& eval, const Model& model,
                           const Backend& backend, double epochs, bool graphs_used) {
   const ModelConfig& config = inputs.config;
-  const int64_t params = model.ParameterCount();
+  // The model that generates: the MTP modules are counted apart.
+  const int64_t mtp_params = config.MtpParameterCount();
+  const int64_t params = model.ParameterCount() - mtp_params;
   const int64_t tokens = done.steps * spec.batch * spec.context;
   const double tokens_per_s = done.train_s > 0 ? tokens / done.train_s : 0;
   nlohmann::json mfu = nullptr;
   if (backend.PeakFlops() > 0) {
-    mfu = tokens_per_s * FlopsPerToken(config, params) / backend.PeakFlops();
+    mfu = tokens_per_s * FlopsPerToken(config, model.ParameterCount()) / backend.PeakFlops();
   }
   nlohmann::json spec_json = spec.ToJson();
-  return {{"val_nats_per_byte", eval.nats_per_byte},
+  nlohmann::json result = {{"val_nats_per_byte", eval.nats_per_byte},
           {"val_nats_per_token", eval.nats_per_token},
           {"val_bits_per_byte", eval.bits_per_byte},
           {"eval_batches", eval.batches},
@@ -298,6 +303,13 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"model", config.ToJson()},
           {"dataset", inputs.data.meta.value("content_hash", "")},
           {"seed", spec.seed}};
+  if (config.mtp > 0) {
+    // Each MTP depth's validation loss, depth d at d − 1 (engine/model/mtp.h);
+    // the val_* fields above stay next-token.
+    result["val_mtp_nats_per_token"] = eval.mtp_nats_per_token;
+    result["mtp_params"] = mtp_params;
+  }
+  return result;
 }
 
 // Writes the run's directory: weights, result.json and the dataset's

@@ -315,7 +315,9 @@ reference:
 }
 
 TEST(GridTest, ExampleGridsParse) {
-  for (const char* name : {"examples/demo.yaml", "examples/article12.yaml"}) {
+  for (const char* name : {"examples/demo.yaml", "examples/article12.yaml",
+                           "examples/article16-moe-mtp.yaml",
+                           "examples/article16-moe-mtp-cpu.yaml"}) {
     std::ifstream in(SourceRoot() + name);
     ASSERT_TRUE(in.good()) << name;
     std::stringstream text;

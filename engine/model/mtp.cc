@@ -1,0 +1,129 @@
+// Multi-token prediction: the Model members that build the MTP depths
+// (engine/model/mtp.h says what they compute).
+#include "engine/model/mtp.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "engine/model/model.h"
+
+namespace smallem {
+
+std::string MtpPrefix(int64_t depth) { return absl::StrCat("mtp.", depth); }
+
+std::vector<std::string> BlockPrefixes(const ModelConfig& config) {
+  std::vector<std::string> prefixes;
+  for (int64_t i = 0; i < config.layers; ++i) prefixes.push_back(absl::StrCat("blocks.", i));
+  for (int64_t d = 1; d <= config.mtp; ++d) prefixes.push_back(MtpPrefix(d) + ".block");
+  return prefixes;
+}
+
+void Model::ViewMtp() {
+  auto view = [&](const std::string& name) -> Tensor {
+    const Parameter* p = Find(name);
+    return p ? p->value : Tensor{};
+  };
+  for (int64_t d = 1; d <= config_.mtp; ++d) {
+    const std::string m = MtpPrefix(d);
+    mtp_.push_back(MtpDepth{.hidden_gain = view(m + ".hidden_norm.gain"),
+                            .hidden_bias = view(m + ".hidden_norm.bias"),
+                            .embed_gain = view(m + ".embed_norm.gain"),
+                            .embed_bias = view(m + ".embed_norm.bias"),
+                            .hidden_weight = view(m + ".merge.hidden.weight"),
+                            .embed_weight = view(m + ".merge.embed.weight"),
+                            .final_gain = view(m + ".final_norm.gain"),
+                            .final_bias = view(m + ".final_norm.bias")});
+  }
+  CHECK_EQ(mtp_blocks_.size(), mtp_.size()) << "one block per MTP depth";
+}
+
+const Tensor& Model::MtpConstants(int64_t batch, int64_t time) const {
+  auto [it, inserted] = mtp_constants_.try_emplace({batch, time});
+  if (!inserted) return it->second;
+  const int64_t n = batch * time, depths = config_.mtp;
+  // One block: the shift ids (i32), then the masks (f32), both 4 bytes.
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  std::vector<float> masks(static_cast<size_t>(depths * n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = i % time;
+    ids[i] = static_cast<int32_t>(t == 0 ? i : i - 1);
+    for (int64_t d = 1; d <= depths; ++d) {
+      // Mean over the B·T rows of loss · mask = weight/D · (mean over the
+      // B·(T − d) scored rows).
+      masks[(d - 1) * n + i] =
+          t < d ? 0.0f
+                : static_cast<float>(config_.mtp_weight * time /
+                                     (static_cast<double>(depths) * (time - d)));
+    }
+  }
+  absl::StatusOr<void*> data = backend_.Allocate((ids.size() + masks.size()) * 4);
+  CHECK(data.ok()) << "MTP constants for (B " << batch << ", T " << time
+                   << "): " << data.status().message();
+  backend_.CopyToDevice(*data, ids.data(), ids.size() * 4);
+  backend_.CopyToDevice(static_cast<int32_t*>(*data) + n, masks.data(), masks.size() * 4);
+  it->second = Tensor{.data = *data, .shape = {(1 + depths) * n}, .dtype = DType::kI32};
+  return it->second;
+}
+
+Model::DepthLosses Model::AllLosses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch,
+                                    int64_t time) const {
+  const NormedSum main = Stream(tape, tokens, batch, time);
+  const Var target_ids = tape.Input(targets);
+  auto head = [&](Var normed) {
+    // f32 logits, as Logits.
+    return CrossEntropy(tape, Linear(tape, normed, Param(tape, embed_), Var{}, Output::kF32),
+                        target_ids);
+  };
+  DepthLosses out{.next_token = head(main.normed)};
+  if (mtp_.empty()) return out;
+  CHECK_GT(time, config_.mtp) << "MTP needs sequences longer than its depths";
+  const int64_t n = batch * time;
+  Tensor shift = MtpConstants(batch, time);
+  shift.shape = {n};
+  // Row t of every depth embeds token t (see mtp.h: rows are laid out by
+  // the target they predict).
+  const Var embedded = Embedding(tape, tape.Input(tokens), Param(tape, embed_));
+  const Var shift_ids = tape.Input(shift);
+  Var hidden = main.sum;
+  for (size_t d = 0; d < mtp_.size(); ++d) {
+    const MtpDepth& m = mtp_[d];
+    // The previous depth's stream, one row later: row t holds row t − 1.
+    const Var previous = Embedding(tape, shift_ids, hidden);
+    // f32 products, so the depth's residual stream is f32 like the main one.
+    const Var merged = Add(
+        tape,
+        Linear(tape, Norm(tape, previous, m.hidden_gain, m.hidden_bias),
+               Param(tape, m.hidden_weight), Var{}, Output::kF32),
+        Linear(tape, Norm(tape, embedded, m.embed_gain, m.embed_bias),
+               Param(tape, m.embed_weight), Var{}, Output::kF32));
+    const Block& block = mtp_blocks_[d];
+    const NormedSum in{.sum = merged,
+                       .normed = Norm(tape, merged, block.ln1_gain, block.ln1_bias)};
+    const NormedSum after =
+        BlockForward(tape, block, in, m.final_gain, m.final_bias, batch, time);
+    out.depths.push_back(head(after.normed));
+    hidden = after.sum;
+  }
+  return out;
+}
+
+Model::TrainingLoss Model::TrainingObjective(Tape& tape, Tensor tokens, Tensor targets,
+                                             int64_t batch, int64_t time) const {
+  if (mtp_.empty()) {
+    const Var loss = Mean(tape, Losses(tape, tokens, targets, batch, time));
+    return TrainingLoss{.total = loss, .next_token = loss};
+  }
+  const DepthLosses losses = AllLosses(tape, tokens, targets, batch, time);
+  const Var next_token = Mean(tape, losses.next_token);
+  TrainingLoss out{.total = next_token, .next_token = next_token};
+  const int64_t n = batch * time;
+  const Tensor constants = MtpConstants(batch, time);
+  for (size_t d = 0; d < losses.depths.size(); ++d) {
+    const Tensor mask{.data = static_cast<float*>(constants.data) + (1 + d) * n, .shape = {n}};
+    out.total = Add(tape, out.total, Mean(tape, Mul(tape, losses.depths[d], tape.Input(mask))));
+  }
+  return out;
+}
+
+}  // namespace smallem
