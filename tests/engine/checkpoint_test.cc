@@ -171,6 +171,13 @@ TEST(ResumeTest, MuonRunWithNorMuonAndAPeriodResumesBitForBit) {
   ExpectResumeEqualsUninterrupted(spec, "muon");
 }
 
+TEST(ResumeTest, MtpRunResumesBitForBit) {
+  // The depths' weights and optimizer state are in the checkpoint too.
+  RunSpec spec = testing::TinyRunSpec(/*steps=*/25, /*eval_batches=*/2);
+  spec.mtp = 2;
+  ExpectResumeEqualsUninterrupted(spec, "mtp");
+}
+
 TEST(ResumeTest, CheckpointOfAnotherSpecIsRefusedAsAResumeFailure) {
   const std::string dir = TempDir("other");
   const RunSpec spec = testing::TinyRunSpec(/*steps=*/25);

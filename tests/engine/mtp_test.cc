@@ -219,7 +219,8 @@ TEST_P(MtpArchTest, NoRowSeesItsFuture) {
       bool later_changed = false;
       for (int64_t t = 0; t < T; ++t) {
         if (t < k - 1) {
-          ASSERT_EQ(a.rows[l][t], b.rows[l][t]) << "loss " << l << " row " << t << " saw token " << k;
+          ASSERT_EQ(a.rows[l][t], b.rows[l][t])
+              << "loss " << l << " row " << t << " saw token " << k;
         } else {
           later_changed |= a.rows[l][t] != b.rows[l][t];
         }

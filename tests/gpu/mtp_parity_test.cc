@@ -38,7 +38,7 @@ struct Pass {
   std::vector<float> grads;
 };
 
-Pass Run(Backend& backend, const ModelConfig& config) {
+Pass ObjectivePass(Backend& backend, const ModelConfig& config) {
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(config, backend);
   EXPECT_TRUE(model.ok()) << model.status();
   // The same weights on every backend: N(0, 0.1²), gains around 1.
@@ -114,7 +114,7 @@ TEST_P(MtpParityTest, ObjectiveDepthsAndGradientsMatchTheCpu) {
   if (!gpu.ok()) GTEST_SKIP() << "no GPU, CUDA MTP parity skipped: " << gpu.status();
   CpuBackend cpu(0);
   const ModelConfig config = MtpConfig(GetParam());
-  ExpectClose(Run(**gpu, config), Run(cpu, config), 1e-4, "f32 matmuls");
+  ExpectClose(ObjectivePass(**gpu, config), ObjectivePass(cpu, config), 1e-4, "f32 matmuls");
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryOption, MtpParityTest,
@@ -128,7 +128,7 @@ TEST_P(Bf16MtpParityTest, Bf16ModeStaysCloseToTheCpu) {
   if (!gpu.ok()) GTEST_SKIP() << "no GPU, CUDA MTP parity skipped: " << gpu.status();
   CpuBackend cpu(0);
   const ModelConfig config = MtpConfig(GetParam());
-  ExpectClose(Run(**gpu, config), Run(cpu, config), 5e-2, "bf16 speed mode");
+  ExpectClose(ObjectivePass(**gpu, config), ObjectivePass(cpu, config), 5e-2, "bf16 speed mode");
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, Bf16MtpParityTest,
