@@ -58,6 +58,11 @@ int64_t ModelConfig::ff_hidden() const {
   return (f + 7) / 8 * 8;
 }
 
+int64_t ModelConfig::key_layers() const {
+  return architecture.own_keys > 0 && architecture.own_keys < layers ? architecture.own_keys
+                                                                       : layers;
+}
+
 int64_t ModelConfig::ParameterCount() const {
   const int64_t c = embed, f = ff_hidden();
   const bool bias = architecture.bias;
@@ -68,6 +73,8 @@ int64_t ModelConfig::ParameterCount() const {
   block += ff_in * f * c + f * c + (bias ? ff_in * f + c : 0);
   int64_t total = vocab * c + layers * block + norm;
   if (architecture.positions == PositionKind::kLearned) total += context * c;
+  // Borrowing layers have no key and value weights (nor biases).
+  total -= (layers - key_layers()) * (2 * c * c + (bias ? 2 * c : 0));
   return total;
 }
 
@@ -89,6 +96,16 @@ absl::Status ModelConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "rope needs an even head size; embed/heads = ", head_dim()));
   }
+  if (architecture.own_keys < 0 || architecture.own_keys > layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "own_keys ", architecture.own_keys, " must be between 0 (every layer owns its keys) "
+        "and layers ", layers));
+  }
+  if (architecture.passes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "passes must be at least 1 (got ", architecture.passes,
+        "; 1 = the layer stack traversed once)"));
+  }
   if (vocab > 65536) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab ", vocab, " exceeds 65536 (tokens are stored as uint16)"));
@@ -101,6 +118,9 @@ nlohmann::json ModelConfig::ToJson() const {
                          {"feed_forward", FeedForwardName(architecture.feed_forward)},
                          {"positions", PositionsName(architecture.positions)},
                          {"bias", architecture.bias}};
+  // Written only when set, so files of models without them stay as they were.
+  if (architecture.own_keys != 0) arch["own_keys"] = architecture.own_keys;
+  if (architecture.passes != 1) arch["passes"] = architecture.passes;
   return {{"vocab", vocab},   {"context", context}, {"layers", layers},
           {"heads", heads},   {"embed", embed},     {"architecture", arch}};
 }
@@ -141,6 +161,15 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
     if (a.contains("bias")) {
       if (!a["bias"].is_boolean()) return absl::InvalidArgumentError("model config: bias must be true or false");
       c.architecture.bias = a["bias"].get<bool>();
+    }
+    for (auto [key, field] : {std::pair{"own_keys", &c.architecture.own_keys},
+                              {"passes", &c.architecture.passes}}) {
+      if (!a.contains(key)) continue;
+      if (!a[key].is_number_integer()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model config: architecture \"", key, "\" must be an integer"));
+      }
+      *field = a[key].get<int64_t>();
     }
   }
   RETURN_IF_ERROR(c.Validate());

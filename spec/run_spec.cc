@@ -49,7 +49,7 @@ constexpr const char* kKeys[] = {
     "layers", "heads",     "embed",        "context",      "batch",     "steps",
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
-    "muon_lr", "checkpoint_minutes"};
+    "muon_lr", "checkpoint_minutes", "own_keys", "passes"};
 
 }  // namespace
 
@@ -87,6 +87,9 @@ json RunSpec::ToJson() const {
   if (checkpoint_minutes != kDefaultCheckpointMinutes) {
     j["checkpoint_minutes"] = checkpoint_minutes;
   }
+  // Only when set: specs written before these options keep their hashes.
+  if (architecture.own_keys != 0) j["own_keys"] = architecture.own_keys;
+  if (architecture.passes != 1) j["passes"] = architecture.passes;
   return j;
 }
 
@@ -150,6 +153,8 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "eval_batch_size") st = ReadInt(v, k, &s.eval_batch_size);
     else if (k == "seed") st = ReadInt(v, k, &s.seed);
     else if (k == "checkpoint_minutes") st = ReadDouble(v, k, &s.checkpoint_minutes);
+    else if (k == "own_keys") st = ReadInt(v, k, &s.architecture.own_keys);
+    else if (k == "passes") st = ReadInt(v, k, &s.architecture.passes);
   }
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(s.Validate());
@@ -176,6 +181,14 @@ absl::Status RunSpec::Validate() const {
   if (muon_lr && !(*muon_lr > 0)) return bad("\"muon_lr\": must be positive (got ", *muon_lr, ")");
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());
+  }
+  if (architecture.own_keys < 0 || architecture.own_keys > layers) {
+    return bad("\"own_keys\": layers that compute keys and values, 0 (all) to layers ", layers,
+               " (got ", architecture.own_keys, ")");
+  }
+  if (architecture.passes < 1) {
+    return bad("\"passes\": times the layer stack is traversed, at least 1 (got ",
+               architecture.passes, ")");
   }
   // vocab is the dataset's; any legal value checks the rest of the shape.
   return ModelFor(256).Validate();

@@ -62,10 +62,29 @@ Generator::Generator(const Model& model) : config_(model.config()) {
         .up_w = at(b + ".ff.up.weight"), .up_b = at(b + ".ff.up.bias"),
         .gate_w = at(b + ".ff.gate.weight"), .gate_b = at(b + ".ff.gate.bias"),
         .ff_proj_w = at(b + ".ff.proj.weight"), .ff_proj_b = at(b + ".ff.proj.bias"),
-        .keys = std::vector<float>(config_.context * config_.embed),
-        .values = std::vector<float>(config_.context * config_.embed)});
+        .owns_keys = config_.owns_keys(i)});
+  }
+  const CacheLayout layout = LayoutFor(config_);
+  for (int64_t s = 0; s < layout.stages; ++s) {
+    stages_.push_back(CacheStage{.keys = std::vector<float>(config_.context * layout.width),
+                                 .values = std::vector<float>(config_.context * layout.width)});
   }
   logits_.resize(config_.vocab);
+}
+
+Generator::CacheLayout Generator::LayoutFor(const ModelConfig& config) {
+  return CacheLayout{.stages = config.architecture.passes * config.key_layers(),
+                     .vectors_per_stage = 2,
+                     .width = config.embed,
+                     .element_bytes = sizeof(float)};
+}
+
+int64_t Generator::CacheBytesPerToken() const {
+  int64_t bytes = 0;
+  for (const CacheStage& s : stages_) {
+    bytes += static_cast<int64_t>((s.keys.size() + s.values.size()) * sizeof(float));
+  }
+  return bytes / config_.context;
 }
 
 void Generator::Reset() {
@@ -117,21 +136,27 @@ void Generator::Step(int32_t token, int64_t position) {
   }
   std::vector<float> h(C), qkv(3 * C), att(C), tmp(C), up(F), gate(F), scores(T);
   const int64_t row = (head_ + length_) % T;  // ring slot of this token
-  for (Layer& l : layers_) {
+  const int64_t L = config_.layers, K = config_.key_layers();
+  for (int64_t step = 0; step < L * config_.architecture.passes; ++step) {
+    const Layer& l = layers_[step % L];
+    // This layer's stage, or the last owner's of this pass (own_keys).
+    CacheStage& cache = stages_[(step / L) * K + std::min(step % L, K - 1)];
     Norm(x.data(), l.ln1_gain, l.ln1_bias, h.data());
-    MatVec(l.qkv_w, l.qkv_b, h.data(), 3 * C, C, qkv.data());
+    MatVec(l.qkv_w, l.qkv_b, h.data(), l.owns_keys ? 3 * C : C, C, qkv.data());
     if (config_.architecture.positions == PositionKind::kRope) {
-      RotateHeads(qkv.data(), 2 * C, D, position);
+      RotateHeads(qkv.data(), l.owns_keys ? 2 * C : C, D, position);
     }
-    std::copy(qkv.begin() + C, qkv.begin() + 2 * C, l.keys.begin() + row * C);
-    std::copy(qkv.begin() + 2 * C, qkv.end(), l.values.begin() + row * C);
+    if (l.owns_keys) {
+      std::copy(qkv.begin() + C, qkv.begin() + 2 * C, cache.keys.begin() + row * C);
+      std::copy(qkv.begin() + 2 * C, qkv.end(), cache.values.begin() + row * C);
+    }
     const int64_t n = length_ + 1;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     for (int64_t hd = 0; hd < H; ++hd) {
       const float* q = qkv.data() + hd * D;
       float max_score = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
-        const float* k = l.keys.data() + ((head_ + j) % T) * C + hd * D;
+        const float* k = cache.keys.data() + ((head_ + j) % T) * C + hd * D;
         float s = 0;
         for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
         scores[j] = s * scale;
@@ -143,7 +168,7 @@ void Generator::Step(int32_t token, int64_t position) {
       std::fill(o, o + D, 0.0f);
       for (int64_t j = 0; j < n; ++j) {
         const float p = static_cast<float>(scores[j] / total);
-        const float* v = l.values.data() + ((head_ + j) % T) * C + hd * D;
+        const float* v = cache.values.data() + ((head_ + j) % T) * C + hd * D;
         for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
       }
     }

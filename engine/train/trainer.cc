@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "engine/arena.h"
 #include "engine/data/dataset.h"
+#include "engine/model/generator.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
 #include "engine/optim/optimizer.h"
@@ -34,9 +35,13 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Model FLOPs per token: 6N for the weights plus 6·L·C·T for attention.
+// Model FLOPs per token: 6N for the weights plus 6·L·C·T for attention,
+// with passes counting the blocks' weights and L once per pass.
 double FlopsPerToken(const ModelConfig& c, int64_t params) {
-  return 6.0 * params + 6.0 * c.layers * c.embed * c.context;
+  const int64_t outside_blocks =
+      c.vocab * c.embed + (c.architecture.positions == PositionKind::kLearned ? c.context * c.embed : 0);
+  const double repeated = static_cast<double>(c.architecture.passes - 1) * (params - outside_blocks);
+  return 6.0 * (params + repeated) + 6.0 * c.effective_depth() * c.embed * c.context;
 }
 
 // SMALLEM_CUDA_GRAPHS=0 turns graphs off whatever the options say.
@@ -273,7 +278,8 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"mfu", mfu},
           {"params", params},
           {"peak_memory_bytes", backend.PeakMemoryBytes()},
-          {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
+          // The generator's cache, from its layout (engine/model/generator.h).
+          {"kv_cache_bytes_per_token", Generator::LayoutFor(config).BytesPerToken()},
           {"final_train_loss", done.last_loss},
           {"final_lr", final_lr},
           {"cuda_graphs", graphs_used},
