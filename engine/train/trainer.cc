@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "engine/arena.h"
 #include "engine/data/dataset.h"
+#include "engine/model/generation_speed.h"
 #include "engine/model/generator.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
@@ -32,6 +33,9 @@ namespace smallem {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Tokens a finished run generates to measure generation_tokens_per_s.
+constexpr int64_t kMeasuredGenerationTokens = 64;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -375,6 +379,10 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   nlohmann::json result = ResultJson(spec, inputs, done, final_lr, eval, *model, backend,
                                      batches.epochs(), runner->graphs_used());
   result["resumes"] = resume.resumes;
+  // Generation with the cache, greedy, batch 1, on the host (a second or so
+  // for the reference model): what the cache layout costs at inference.
+  result["generation_tokens_per_s"] =
+      MeasureGreedyGeneration(*model, kMeasuredGenerationTokens).tokens_per_s();
   if (!options.out_dir.empty()) {
     RETURN_IF_ERROR(WriteRunDirectory(options.out_dir, *model, result, spec.data));
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "engine/model/generation_speed.h"
 #include "engine/model/generator.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
@@ -320,6 +321,21 @@ TEST(DepthGeneratorTest, CacheBytesFollowTheLayout) {
   EXPECT_EQ(bytes(4, 1), bytes(0, 1));
   EXPECT_EQ(bytes(0, 2), 2 * bytes(0, 1));
   EXPECT_EQ(bytes(1, 2), 2 * 1 * 2 * 8 * 4);
+}
+
+TEST(DepthGeneratorTest, MeasuredGenerationReportsTheLayoutsBytes) {
+  CpuBackend be(1);
+  ModelConfig c = TinyConfig(Architecture::Modern());
+  c.architecture.own_keys = 1;
+  c.architecture.passes = 3;
+  auto model = Model::Create(c, be);
+  ASSERT_TRUE(model.ok());
+  (*model)->Initialize(1);
+  const GenerationSpeed s = MeasureGreedyGeneration(**model, 20);  // slides past 6
+  EXPECT_EQ(s.tokens, 20);
+  EXPECT_GT(s.tokens_per_s(), 0);
+  EXPECT_EQ(s.cache_bytes_per_token, Generator::LayoutFor(c).BytesPerToken());
+  EXPECT_EQ(s.cache_bytes_per_token, 3 * 1 * 2 * 8 * 4);  // passes × owners × (k, v) × C × f32
 }
 
 TEST(DepthConfigTest, BorrowingLayersHaveNoKeyOrValueWeights) {
