@@ -6,11 +6,12 @@
 // variant: tokens/s, the cache's bytes per token from its layout, and both
 // as ratios to multi-head attention measured in the same run. Weights are
 // the training initialization (speed does not depend on their values).
-// Best of --rounds, so a neighbour's load on a shared machine shows in the
-// spread, not the best.
+// Each round runs every variant once, the first variant moving by one each
+// round, and a variant's best round counts: a neighbour's load on a shared
+// machine then falls on every variant alike rather than on the last ones.
 //
 //   smallem_generation_bench [--layers 8 --heads 8 --embed 512 --context 512
-//                             --vocab 8192 --tokens 700 --rounds 1]
+//                             --vocab 8192 --tokens 700 --rounds 3]
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
                      .embed = Flag(argc, argv, "--embed", 512),
                      .architecture = Architecture::Modern()};
   const int64_t tokens = Flag(argc, argv, "--tokens", 700);
-  const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 1));
+  const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 3));
   const std::vector<Variant> variants = {
       {"mha", 0, 1},
       {"own_keys" + std::to_string(layers / 2), layers / 2, 1},
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
        std::max<int64_t>(1, layers / 4), 1},
       {"passes2", 0, 2}};
   CpuBackend backend(1);
-  double mha_tokens_per_s = 0, mha_bytes = 0;
+  std::vector<std::unique_ptr<Model>> models;
   for (const Variant& v : variants) {
     ModelConfig c = config;
     c.architecture.own_keys = v.own_keys;
@@ -62,27 +63,33 @@ int main(int argc, char** argv) {
       return 2;
     }
     (*model)->Initialize(1);
-    GenerationSpeed best;
-    for (int r = 0; r < rounds; ++r) {
+    models.push_back(*std::move(model));
+  }
+  const size_t n = variants.size();
+  std::vector<GenerationSpeed> best(n);
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % n;
       // The prompt token, then tokens − 1 fed back: a text of `tokens`.
-      const GenerationSpeed s = MeasureGreedyGeneration(**model, tokens - 1);
-      if (r == 0 || s.tokens_per_s() > best.tokens_per_s()) best = s;
+      const GenerationSpeed s = MeasureGreedyGeneration(*models[i], tokens - 1);
+      if (r == 0 || s.tokens_per_s() > best[i].tokens_per_s()) best[i] = s;
     }
-    if (v.name == "mha") {
-      mha_tokens_per_s = best.tokens_per_s();
-      mha_bytes = static_cast<double>(best.cache_bytes_per_token);
-    }
+  }
+  const double mha_tokens_per_s = best[0].tokens_per_s();
+  const double mha_bytes = static_cast<double>(best[0].cache_bytes_per_token);
+  for (size_t i = 0; i < n; ++i) {
+    const Variant& v = variants[i];
+    const ModelConfig& c = models[i]->config();
     std::printf("{\"variant\":\"%s\",\"own_keys\":%lld,\"passes\":%lld,\"params\":%lld,"
                 "\"tokens\":%lld,\"context\":%lld,\"tokens_per_s\":%.1f,"
                 "\"cache_bytes_per_token\":%lld,\"speed_vs_mha\":%.3f,\"cache_vs_mha\":%.3f}\n",
                 v.name.c_str(), static_cast<long long>(v.own_keys),
                 static_cast<long long>(v.passes),
-                static_cast<long long>((*model)->ParameterCount()),
+                static_cast<long long>(models[i]->ParameterCount()),
                 static_cast<long long>(tokens), static_cast<long long>(c.context),
-                best.tokens_per_s(), static_cast<long long>(best.cache_bytes_per_token),
-                best.tokens_per_s() / mha_tokens_per_s,
-                static_cast<double>(best.cache_bytes_per_token) / mha_bytes);
-    std::fflush(stdout);
+                best[i].tokens_per_s(), static_cast<long long>(best[i].cache_bytes_per_token),
+                best[i].tokens_per_s() / mha_tokens_per_s,
+                static_cast<double>(best[i].cache_bytes_per_token) / mha_bytes);
   }
   return 0;
 }
