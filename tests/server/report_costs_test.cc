@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "server/analysis/comparator.h"
 #include "server/report/experiment_report.h"
+#include "server/queue/result_schema.h"
 #include "server/report/report_format.h"
 #include "tests/server/compared_runs.h"
 
@@ -90,6 +91,17 @@ TEST(ReportCostsTest, ResultsWithoutThemLeaveThemUnset) {
   EXPECT_EQ(now->kv_cache_bytes_per_token, 512);
   EXPECT_EQ(now->tokens_per_s, 900.5);
   EXPECT_EQ(now->generation_tokens_per_s, 41.5);
+}
+
+TEST(ReportCostsTest, ACompletedResultMustCarryThemWithTheirTypes) {
+  nlohmann::json result = {{"val_nats_per_byte", 1.5}, {"kv_cache_bytes_per_token", 512},
+                           {"generation_tokens_per_s", 40.0}};
+  EXPECT_TRUE(CheckResultJson(result).ok());
+  result["kv_cache_bytes_per_token"] = 1.5;
+  EXPECT_THAT(CheckResultJson(result).message(), HasSubstr("kv_cache_bytes_per_token"));
+  result["kv_cache_bytes_per_token"] = 512;
+  result["generation_tokens_per_s"] = -1.0;
+  EXPECT_THAT(CheckResultJson(result).message(), HasSubstr("generation_tokens_per_s"));
 }
 
 }  // namespace
