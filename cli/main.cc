@@ -121,6 +121,11 @@ int main(int argc, char** argv) {
                       "Latent attention: width of the queries' latent, 0 = off (0)");
   SpecOption<int64_t>(tr, &apply, spec, "--layers", "layers", "Transformer blocks L (default 4)");
   SpecOption<int64_t>(tr, &apply, spec, "--heads", "heads", "Attention heads H (default 4)");
+  SpecOption<int64_t>(tr, &apply, spec, "--own-keys", "own_keys",
+                      "Layers that compute keys and values; later ones borrow layer\n"
+                      "own_keys-1's (default 0 = every layer)");
+  SpecOption<int64_t>(tr, &apply, spec, "--passes", "passes",
+                      "Times the layer stack is traversed, shared weights (default 1)");
   SpecOption<int64_t>(tr, &apply, spec, "--embed", "embed", "Channels C (default 128)");
   SpecOption<int64_t>(tr, &apply, spec, "--context", "context", "Sequence length T (default 128)");
   SpecOption<int64_t>(tr, &apply, spec, "--batch", "batch", "Sequences per step B (default 16)");

@@ -180,6 +180,23 @@ struct LatentQkvBackwardParams {
   int64_t heads = 0, head_dim = 0, rope_dim = 0;
 };
 
+// Keys and values borrowed from another layer (own_keys): out row n is
+// [q[n] | source[n, C:3C]], a packed qkv for the attention op whose keys and
+// values are those of source, the packed qkv of the layer that computed
+// them. q has C channels per row; out may alias neither input.
+struct ShareKvParams {
+  Tensor q;       // (N, C) [act]
+  Tensor source;  // (N, 3C) [act]
+  Tensor out;     // (N, 3C) [act]
+};
+struct ShareKvBackwardParams {
+  Tensor grad_out;     // (N, 3C) [act]
+  Tensor grad_q;       // (N, C) [act] += grad_out[:, 0:C]; may be empty
+  // (N, 3C) [act] += grad_out on channels C…3C (its queries get nothing);
+  // may be empty.
+  Tensor grad_source;
+};
+
 struct EmbeddingParams {
   Tensor ids;    // (N) i32, each in [0, V)
   Tensor table;  // (V, C)

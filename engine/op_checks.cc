@@ -258,6 +258,32 @@ void CheckAttentionBackward(const AttentionBackwardParams& p) {
                   "attention backward: grad_qkv (B, T, 3C)");
 }
 
+void CheckShareKv(const ShareKvParams& p) {
+  CHECK(p.q.data != nullptr) << "share_kv: q is empty";
+  const int64_t rows = p.q.shape.rows(), c = p.q.shape.cols();
+  CheckActivation(p.q, rows * c, "share_kv: q (N, C)");
+  CheckActivation(p.source, rows * 3 * c, "share_kv: source (N, 3C)");
+  CheckActivation(p.out, rows * 3 * c, "share_kv: out (N, 3C)");
+  CHECK(p.out.data != p.q.data && p.out.data != p.source.data)
+      << "share_kv: out must not alias q or source";
+}
+
+void CheckShareKvBackward(const ShareKvBackwardParams& p) {
+  CHECK(p.grad_out.data != nullptr) << "share_kv backward: grad_out is empty";
+  const int64_t rows = p.grad_out.shape.rows(), width = p.grad_out.shape.cols();
+  CHECK_EQ(width % 3, 0) << "share_kv backward: grad_out " << p.grad_out.shape.ToString()
+                         << " is not (N, 3C)";
+  CheckActivation(p.grad_out, rows * width, "share_kv backward: grad_out (N, 3C)");
+  if (!p.grad_q.empty()) {
+    CheckActivation(p.grad_q, rows * width / 3, "share_kv backward: grad_q (N, C)");
+  }
+  if (!p.grad_source.empty()) {
+    CheckActivation(p.grad_source, rows * width, "share_kv backward: grad_source (N, 3C)");
+    CHECK(p.grad_source.data != p.grad_out.data)
+        << "share_kv backward: grad_source must not alias grad_out (it accumulates)";
+  }
+}
+
 void CheckEmbedding(const EmbeddingParams& p) {
   const int64_t count = p.ids.numel();
   const int64_t vocab = p.table.shape.rows(), cols = p.table.shape.cols();

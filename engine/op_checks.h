@@ -69,6 +69,11 @@ void CheckAttention(const AttentionParams& p);
 // REQUIRES: p.grad_qkv is not empty.
 void CheckAttentionBackward(const AttentionBackwardParams& p);
 
+// q (N, C), source and out (N, 3C); out aliases neither input.
+void CheckShareKv(const ShareKvParams& p);
+// REQUIRES: p.grad_q or p.grad_source is not empty.
+void CheckShareKvBackward(const ShareKvBackwardParams& p);
+
 void CheckEmbedding(const EmbeddingParams& p);
 // REQUIRES: p.grad_table is not empty.
 void CheckEmbeddingBackward(const EmbeddingBackwardParams& p);

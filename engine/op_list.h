@@ -46,7 +46,8 @@
   X(kRowSumSquares, "row_sum_squares") /* per-row sum of squares (optimizer, no grad) */  \
   X(kRowScale, "row_scale")          /* rows scaled by √numer / √(denom + eps) */         \
   X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */ \
-  X(kLatentQkv, "latent_qkv")        /* latent attention's parts packed into qkv */
+  X(kLatentQkv, "latent_qkv")        /* latent attention's parts packed into qkv */    \
+  X(kShareKv, "share_kv")            /* packed qkv: own queries, borrowed keys/values */
 
 // The methods every backend implements.
 #define SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X)                       \
@@ -80,7 +81,9 @@
   X(AdamW, AdamWParams, kAdamW)                                     \
   X(GatherSequences, GatherSequencesParams, kGatherSequences)      \
   X(LatentQkvForward, LatentQkvParams, kLatentQkv)                  \
-  X(LatentQkvBackward, LatentQkvBackwardParams, kLatentQkv)
+  X(LatentQkvBackward, LatentQkvBackwardParams, kLatentQkv)         \
+  X(ShareKvForward, ShareKvParams, kShareKv)                        \
+  X(ShareKvBackward, ShareKvBackwardParams, kShareKv)
 
 // The methods Backend implements through host memory (engine/backend.cc),
 // for backends without kernels of their own.

@@ -374,4 +374,22 @@ void CudaBackend::LatentQkvBackward(const LatentQkvBackwardParams& p) {
             "latent_qkv backward");
 }
 
+// --------------------------------------------------------------- share_kv
+
+void CudaBackend::ShareKvForward(const ShareKvParams& p) {
+  CheckShareKv(p);
+  CheckCuda(cuda::LaunchShareKvForward(AsActIn(p.q), AsActIn(p.source), AsActOut(p.out),
+                                       p.q.shape.rows(), p.q.shape.cols(), stream_),
+            "share_kv");
+}
+
+void CudaBackend::ShareKvBackward(const ShareKvBackwardParams& p) {
+  if (p.grad_q.empty() && p.grad_source.empty()) return;
+  CheckShareKvBackward(p);
+  CheckCuda(cuda::LaunchShareKvBackward(AsActIn(p.grad_out), ActOutOrNull(p.grad_q),
+                                        ActOutOrNull(p.grad_source), p.grad_out.shape.rows(),
+                                        p.grad_out.shape.cols() / 3, stream_),
+            "share_kv backward");
+}
+
 }  // namespace smallem

@@ -191,6 +191,16 @@ cudaError_t LaunchAttentionBackwardBf16(ActIn qkv, ActIn out, const float* lse,
                                         const AttentionShape& shape,
                                         float* scratch, cudaStream_t stream);
 
+// share_kv.cu: a borrowing layer's packed qkv (own_keys). q (rows, C),
+// source and out (rows, 3C), activations each.
+// out = [q | source[:, C:3C]]; out aliases neither input.
+cudaError_t LaunchShareKvForward(ActIn q, ActIn source, ActOut out, int64_t rows,
+                                 int64_t channels, cudaStream_t stream);
+// grad_q += grad_out[:, 0:C]; grad_source[:, C:3C] += grad_out[:, C:3C]
+// (either may be null).
+cudaError_t LaunchShareKvBackward(ActIn grad_out, ActOut grad_q, ActOut grad_source,
+                                  int64_t rows, int64_t channels, cudaStream_t stream);
+
 // embedding.cu
 // out (count, cols) = table (vocab, cols)[ids (count) i32]. An id outside
 // [0, vocab) is a broken invariant: the kernel traps (a sticky CUDA error).

@@ -75,6 +75,11 @@ int64_t ModelConfig::latent_rope_dim() const {
   return architecture.rope_dim > 0 ? architecture.rope_dim : head_dim() / 2;
 }
 
+int64_t ModelConfig::key_layers() const {
+  return architecture.own_keys > 0 && architecture.own_keys < layers ? architecture.own_keys
+                                                                       : layers;
+}
+
 int64_t ModelConfig::ParameterCount() const {
   const int64_t c = embed, f = ff_hidden();
   const bool bias = architecture.bias;
@@ -98,6 +103,8 @@ int64_t ModelConfig::ParameterCount() const {
   // Each MTP depth: two input norms, two C×C merge matrices, one block, its
   // own final norm (engine/model/mtp.h).
   total += mtp * (3 * norm + 2 * c * c + block);
+  // Borrowing layers have no key and value weights (nor biases).
+  total -= (layers - key_layers()) * (2 * c * c + (bias ? 2 * c : 0));
   return total;
 }
 
@@ -126,6 +133,28 @@ absl::Status ModelConfig::Validate() const {
         "rope needs an even head size; embed/heads = ", head_dim()));
   }
   RETURN_IF_ERROR(ValidateLatentAttention());
+  if (architecture.own_keys < 0 || architecture.own_keys > layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "own_keys ", architecture.own_keys, " must be between 0 (every layer owns its keys) "
+        "and layers ", layers));
+  }
+  if (architecture.passes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "passes must be at least 1 (got ", architecture.passes,
+        "; 1 = the layer stack traversed once)"));
+  }
+  if (architecture.attention == AttentionKind::kLatent && architecture.passes != 1) {
+    return absl::InvalidArgumentError(
+        "passes cannot be combined with attention: latent yet (the latent generation cache "
+        "has one stage per layer, not per pass)");
+  }
+  if (architecture.attention == AttentionKind::kLatent && architecture.own_keys != 0) {
+    // A borrowing layer would need the owner's latent and its up-projections:
+    // not built (docs/architecture.md § Sharing keys and looping layers).
+    return absl::InvalidArgumentError(
+        "own_keys cannot be combined with attention: latent (the latent cache is already "
+        "per layer and small; share keys with attention: mha)");
+  }
   if (vocab > 65536) {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab ", vocab, " exceeds 65536 (tokens are stored as uint16)"));
@@ -191,6 +220,9 @@ nlohmann::json ModelConfig::ToJson() const {
     arch["rope_dim"] = architecture.rope_dim;
     arch["q_latent"] = architecture.q_latent;
   }
+  // Written only when set, so files of models without them stay as they were.
+  if (architecture.own_keys != 0) arch["own_keys"] = architecture.own_keys;
+  if (architecture.passes != 1) arch["passes"] = architecture.passes;
   nlohmann::json j = {{"vocab", vocab},   {"context", context}, {"layers", layers},
                       {"heads", heads},   {"embed", embed},     {"architecture", arch}};
   if (mtp > 0) {
@@ -246,7 +278,9 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
     }
     for (auto [key, field] : {std::pair{"kv_latent", &c.architecture.kv_latent},
                               {"rope_dim", &c.architecture.rope_dim},
-                              {"q_latent", &c.architecture.q_latent}}) {
+                              {"q_latent", &c.architecture.q_latent},
+                              {"own_keys", &c.architecture.own_keys},
+                              {"passes", &c.architecture.passes}}) {
       if (!a.contains(key)) continue;
       if (!a[key].is_number_integer()) {
         return absl::InvalidArgumentError(

@@ -36,6 +36,12 @@ struct Architecture {
   int64_t kv_latent = 0;
   int64_t rope_dim = 0;
   int64_t q_latent = 0;
+  // Layers 0…own_keys−1 compute keys and values; every later layer borrows
+  // those of layer own_keys−1 (same pass) and has no key/value weights.
+  // 0 = every layer owns its keys.
+  int64_t own_keys = 0;
+  // The layer stack traversed `passes` times with shared weights.
+  int64_t passes = 1;
 
   static Architecture Gpt2();    // layer, gelu, learned, bias
   static Architecture Modern();  // rms, swiglu, rope, no bias
@@ -69,6 +75,11 @@ struct ModelConfig {
   double mtp_weight = 0.3;  // training loss += mtp_weight × mean over depths
 
   int64_t head_dim() const { return embed / heads; }  // D
+  // Layers that compute their own keys and values (own_keys, 0 = layers).
+  int64_t key_layers() const;
+  bool owns_keys(int64_t layer) const { return layer < key_layers(); }
+  // Blocks a token goes through: layers × passes (the residual init's depth).
+  int64_t effective_depth() const { return layers * architecture.passes; }
   // F: 4C for gelu, 8C/3 rounded up to a multiple of 8 for swiglu.
   int64_t ff_hidden() const;
   // R: latent attention's decoupled RoPE width, rope_dim or D/2 when 0.

@@ -50,7 +50,7 @@ constexpr const char* kKeys[] = {
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
     "muon_lr", "checkpoint_minutes", "attention", "kv_latent", "rope_dim", "q_latent",
-    "mtp", "mtp_weight"};
+    "mtp", "mtp_weight", "own_keys", "passes"};
 
 }  // namespace
 
@@ -101,6 +101,9 @@ json RunSpec::ToJson() const {
     j["mtp"] = mtp;
     j["mtp_weight"] = mtp_weight;
   }
+  // Only when set: specs written before these options keep their hashes.
+  if (architecture.own_keys != 0) j["own_keys"] = architecture.own_keys;
+  if (architecture.passes != 1) j["passes"] = architecture.passes;
   return j;
 }
 
@@ -170,6 +173,8 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "q_latent") st = ReadInt(v, k, &s.architecture.q_latent);
     else if (k == "mtp") st = ReadInt(v, k, &s.mtp);
     else if (k == "mtp_weight") st = ReadDouble(v, k, &s.mtp_weight);
+    else if (k == "own_keys") st = ReadInt(v, k, &s.architecture.own_keys);
+    else if (k == "passes") st = ReadInt(v, k, &s.architecture.passes);
   }
   RETURN_IF_ERROR(st);
   RETURN_IF_ERROR(s.Validate());
@@ -204,6 +209,14 @@ absl::Status RunSpec::Validate() const {
   }
   if (absl::StatusOr<OptimizerSpec> o = ParseOptimizerSpec(optimizer); !o.ok()) {
     return bad("\"optimizer\": ", o.status().message());
+  }
+  if (architecture.own_keys < 0 || architecture.own_keys > layers) {
+    return bad("\"own_keys\": layers that compute keys and values, 0 (all) to layers ", layers,
+               " (got ", architecture.own_keys, ")");
+  }
+  if (architecture.passes < 1) {
+    return bad("\"passes\": times the layer stack is traversed, at least 1 (got ",
+               architecture.passes, ")");
   }
   // vocab is the dataset's; any legal value checks the rest of the shape.
   return ModelFor(256).Validate();

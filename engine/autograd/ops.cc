@@ -336,4 +336,22 @@ Var Mean(Tape& tape, Var x) {
   });
 }
 
+Var ShareKv(Tape& tape, Var q, Var source) {
+  const Tensor vq = tape.value(q), vs = tape.value(source);
+  const int64_t rows = vq.shape.rows(), c = vq.shape.cols();
+  CHECK_EQ(vs.numel(), rows * 3 * c) << "share_kv source " << vs.shape.ToString() << " for q "
+                                     << vq.shape.ToString();
+  Tensor out = tape.NewTensor({rows, 3 * c}, vq.dtype);
+  tape.backend().ShareKvForward(
+      ShareKvParams{.q = vq.Reshaped({rows, c}), .source = vs.Reshaped({rows, 3 * c}),
+                    .out = out});
+  return tape.Record(Op::kShareKv, out, {q, source}, [=](Tape& t, Var y) {
+    Tensor grad_q = GradIfNeeded(t, q), grad_source = GradIfNeeded(t, source);
+    t.backend().ShareKvBackward(ShareKvBackwardParams{
+        .grad_out = t.Grad(y),
+        .grad_q = grad_q.empty() ? grad_q : grad_q.Reshaped({rows, c}),
+        .grad_source = grad_source.empty() ? grad_source : grad_source.Reshaped({rows, 3 * c})});
+  });
+}
+
 }  // namespace smallem

@@ -73,6 +73,11 @@ Var CrossEntropy(Tape& tape, Var logits, Var targets);
 // Mean of every element → scalar (1).
 Var Mean(Tape& tape, Var x);
 
+// q (N, C), source (N, 3C) → (N, 3C) = [q | keys and values of source]: the
+// packed qkv of a layer that borrows the keys and values of another
+// (own_keys). The output takes q's dtype.
+Var ShareKv(Tape& tape, Var q, Var source);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_ENGINE_AUTOGRAD_OPS_H_

@@ -114,6 +114,18 @@ void ForEachActivation(LatentQkvBackwardParams& p, ActivationVisitor visit) {
   visit(p.grad_k_rope, Access::kUpdate);
 }
 
+void ForEachActivation(ShareKvParams& p, ActivationVisitor visit) {
+  visit(p.q, Access::kRead);
+  visit(p.source, Access::kRead);
+  visit(p.out, Access::kWrite);
+}
+
+void ForEachActivation(ShareKvBackwardParams& p, ActivationVisitor visit) {
+  visit(p.grad_out, Access::kRead);
+  visit(p.grad_q, Access::kUpdate);
+  visit(p.grad_source, Access::kUpdate);
+}
+
 // No [act] operands.
 void ForEachActivation(EmbeddingParams& p, ActivationVisitor visit) {}
 void ForEachActivation(EmbeddingBackwardParams& p, ActivationVisitor visit) {}

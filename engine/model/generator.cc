@@ -63,11 +63,41 @@ Generator::Generator(const Model& model) : config_(model.config()) {
         .up_w = at(b + ".ff.up.weight"), .up_b = at(b + ".ff.up.bias"),
         .gate_w = at(b + ".ff.gate.weight"), .gate_b = at(b + ".ff.gate.bias"),
         .ff_proj_w = at(b + ".ff.proj.weight"), .ff_proj_b = at(b + ".ff.proj.bias"),
-        .keys = std::vector<float>(latent ? 0 : config_.context * config_.embed),
-        .values = std::vector<float>(latent ? 0 : config_.context * config_.embed)});
+        .owns_keys = config_.owns_keys(i)});
   }
-  if (latent) latent_ = std::make_unique<LatentCache>(config_, at);
+  if (latent) {
+    latent_ = std::make_unique<LatentCache>(config_, at);
+  } else {
+    const CacheLayout layout = LayoutFor(config_);
+    for (int64_t s = 0; s < layout.stages; ++s) {
+      stages_.push_back(CacheStage{.keys = std::vector<float>(config_.context * layout.width),
+                                   .values = std::vector<float>(config_.context * layout.width)});
+    }
+  }
   logits_.resize(config_.vocab);
+}
+
+Generator::CacheLayout Generator::LayoutFor(const ModelConfig& config) {
+  if (config.architecture.attention == AttentionKind::kLatent) {
+    // One latent and one rotary key per layer (engine/model/latent_cache.h).
+    return CacheLayout{.stages = config.layers,
+                       .vectors_per_stage = 1,
+                       .width = config.architecture.kv_latent + config.latent_rope_dim(),
+                       .element_bytes = sizeof(float)};
+  }
+  return CacheLayout{.stages = config.architecture.passes * config.key_layers(),
+                     .vectors_per_stage = 2,
+                     .width = config.embed,
+                     .element_bytes = sizeof(float)};
+}
+
+int64_t Generator::CacheBytesPerToken() const {
+  if (latent_) return latent_->bytes_per_token();
+  int64_t bytes = 0;
+  for (const CacheStage& s : stages_) {
+    bytes += static_cast<int64_t>((s.keys.size() + s.values.size()) * sizeof(float));
+  }
+  return bytes / config_.context;
 }
 
 void Generator::Reset() {
@@ -119,25 +149,30 @@ void Generator::Step(int32_t token, int64_t position) {
   }
   std::vector<float> h(C), qkv(3 * C), att(C), tmp(C), up(F), gate(F), scores(T);
   const int64_t row = (head_ + length_) % T;  // ring slot of this token
-  for (Layer& l : layers_) {
+  const int64_t L = config_.layers, K = config_.key_layers();
+  for (int64_t step = 0; step < L * config_.architecture.passes; ++step) {
+    const Layer& l = layers_[step % L];
     Norm(x.data(), l.ln1_gain, l.ln1_bias, h.data());
     if (latent_) {
-      latent_->Attend(&l - layers_.data(), h.data(), position, row, head_, length_ + 1,
-                      att.data());
+      latent_->Attend(step % L, h.data(), position, row, head_, length_ + 1, att.data());
     } else {
-      MatVec(l.qkv_w, l.qkv_b, h.data(), 3 * C, C, qkv.data());
+      // This layer's stage, or the last owner's of this pass (own_keys).
+      CacheStage& cache = stages_[(step / L) * K + std::min(step % L, K - 1)];
+      MatVec(l.qkv_w, l.qkv_b, h.data(), l.owns_keys ? 3 * C : C, C, qkv.data());
       if (config_.architecture.positions == PositionKind::kRope) {
-        RotateHeads(qkv.data(), 2 * C, D, position);
+        RotateHeads(qkv.data(), l.owns_keys ? 2 * C : C, D, position);
       }
-      std::copy(qkv.begin() + C, qkv.begin() + 2 * C, l.keys.begin() + row * C);
-      std::copy(qkv.begin() + 2 * C, qkv.end(), l.values.begin() + row * C);
+      if (l.owns_keys) {
+        std::copy(qkv.begin() + C, qkv.begin() + 2 * C, cache.keys.begin() + row * C);
+        std::copy(qkv.begin() + 2 * C, qkv.end(), cache.values.begin() + row * C);
+      }
       const int64_t n = length_ + 1;
       const float scale = 1.0f / std::sqrt(static_cast<float>(D));
       for (int64_t hd = 0; hd < H; ++hd) {
         const float* q = qkv.data() + hd * D;
         float max_score = -INFINITY;
         for (int64_t j = 0; j < n; ++j) {
-          const float* k = l.keys.data() + ((head_ + j) % T) * C + hd * D;
+          const float* k = cache.keys.data() + ((head_ + j) % T) * C + hd * D;
           float s = 0;
           for (int64_t d = 0; d < D; ++d) s += q[d] * k[d];
           scores[j] = s * scale;
@@ -149,7 +184,7 @@ void Generator::Step(int32_t token, int64_t position) {
         std::fill(o, o + D, 0.0f);
         for (int64_t j = 0; j < n; ++j) {
           const float p = static_cast<float>(scores[j] / total);
-          const float* v = l.values.data() + ((head_ + j) % T) * C + hd * D;
+          const float* v = cache.values.data() + ((head_ + j) % T) * C + hd * D;
           for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
         }
       }

@@ -7,8 +7,13 @@
 // the oldest row is dropped and positions keep counting, since rotary scores
 // depend only on the distance between positions. With learned positions the
 // table ends at the context, so the window is re-encoded from its last
-// context − 1 tokens instead. With latent attention the cache holds each
-// layer's latent and rotary key instead (engine/model/latent_cache.h).
+// context − 1 tokens instead.
+//
+// The cache has one stage per layer that owns its keys (own_keys) per pass
+// (passes): a borrowing layer reads the stage of the last owner of its pass,
+// and each pass keeps its own states, since its inputs differ. With latent
+// attention each layer's stage holds its latent and rotary key instead
+// (engine/model/latent_cache.h).
 #ifndef SMALLEM_ENGINE_MODEL_GENERATOR_H_
 #define SMALLEM_ENGINE_MODEL_GENERATOR_H_
 
@@ -31,6 +36,18 @@ struct SampleOptions {
 
 class Generator {
  public:
+  // What the cache holds for a config: `stages` (layers that own keys ×
+  // passes) of `vectors_per_stage` rows (keys, values) of `width` elements
+  // of `element_bytes` each, per cached position.
+  struct CacheLayout {
+    int64_t stages = 0;
+    int64_t vectors_per_stage = 2;
+    int64_t width = 0;
+    int64_t element_bytes = sizeof(float);
+    int64_t BytesPerToken() const { return stages * vectors_per_stage * width * element_bytes; }
+  };
+  static CacheLayout LayoutFor(const ModelConfig& config);
+
   explicit Generator(const Model& model);
 
   // Feeds one token at the next position; returns the logits (V) that
@@ -43,11 +60,17 @@ class Generator {
   void Reset();
 
   int64_t cached_positions() const { return length_; }
+  // Bytes the cache holds per cached token, from its actual layout: every
+  // stage's keys and values, in the dtype they are stored in.
+  int64_t CacheBytesPerToken() const;
 
  private:
   struct Layer {
     const float *ln1_gain, *ln1_bias, *qkv_w, *qkv_b, *proj_w, *proj_b;
     const float *ln2_gain, *ln2_bias, *up_w, *up_b, *gate_w, *gate_b, *ff_proj_w, *ff_proj_b;
+    bool owns_keys;  // false: qkv_w, qkv_b are the query's alone (own_keys)
+  };
+  struct CacheStage {
     std::vector<float> keys, values;  // (context, C) ring buffers
   };
 
@@ -60,6 +83,8 @@ class Generator {
   const float *embed_ = nullptr, *positions_ = nullptr, *final_gain_ = nullptr,
               *final_bias_ = nullptr;
   std::vector<Layer> layers_;
+  // Stage of (pass p, owning layer i): p · key_layers + i.
+  std::vector<CacheStage> stages_;
   std::vector<int32_t> window_;  // tokens currently cached, oldest first
   int64_t length_ = 0;           // rows in the cache
   int64_t next_position_ = 0;    // absolute position of the next token

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "engine/model/mtp.h"
+#include "engine/model/shared_keys.h"
 #include "engine/random.h"
 
 namespace smallem {
@@ -51,6 +52,11 @@ absl::Status Model::Allocate() {
   const bool bias = c.architecture.bias;
   const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;
   const bool latent = c.architecture.attention == AttentionKind::kLatent;
+  // Main block i owns its keys unless own_keys says otherwise; an MTP
+  // depth's block ("mtp.d.block") always does.
+  auto owns_keys = [&](const std::string& prefix) {
+    return !prefix.starts_with("blocks.") || c.owns_keys(std::stoll(prefix.substr(7)));
+  };
 
   std::vector<Slot> slots;
   auto add = [&](std::string name, Shape shape, Init init, bool decay) {
@@ -72,14 +78,17 @@ absl::Status Model::Allocate() {
         add(s.name, s.shape, Init::kNormal, s.decay);
       }
     } else {
-      // query, key, value adjacent: one (3C, C) matrix, one (3C) bias.
-      for (const char* p : {"query", "key", "value"}) {
+      // query, key, value adjacent: one (3C, C) matrix, one (3C) bias. A
+      // layer that borrows keys (own_keys) has the query's alone.
+      const std::vector<const char*> projections =
+          owns_keys(b) ? std::vector<const char*>{"query", "key", "value"}
+                       : std::vector<const char*>{"query"};
+      for (const char* p : projections) {
         add(absl::StrCat(b, ".attn.", p, ".weight"), {C, C}, Init::kNormal, true);
       }
       if (bias) {
-        for (const char* p : {"query", "key", "value"}) {
+        for (const char* p : projections) {
           add(absl::StrCat(b, ".attn.", p, ".bias"), {C}, Init::kZero, false);
-        }
       }
     }
     add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
@@ -142,16 +151,18 @@ absl::Status Model::Allocate() {
     // The main blocks, then the MTP depths'.
     std::vector<Block>& stack =
         static_cast<int64_t>(blocks_.size()) < c.layers ? blocks_ : mtp_blocks_;
+    const int64_t packed = owns_keys(b) ? 3 : 1;
     stack.push_back(Block{
         .ln1_gain = view(b + ".ln1.gain"), .ln1_bias = view(b + ".ln1.bias"),
-        .qkv_weight = view(b + ".attn.query.weight", 3),
-        .qkv_bias = view(b + ".attn.query.bias", 3),
+        .qkv_weight = view(b + ".attn.query.weight", packed),
+        .qkv_bias = view(b + ".attn.query.bias", packed),
         .proj_weight = view(b + ".attn.proj.weight"), .proj_bias = view(b + ".attn.proj.bias"),
         .ln2_gain = view(b + ".ln2.gain"), .ln2_bias = view(b + ".ln2.bias"),
         .up_weight = view(b + ".ff.up.weight"), .up_bias = view(b + ".ff.up.bias"),
         .gate_weight = view(b + ".ff.gate.weight"), .gate_bias = view(b + ".ff.gate.bias"),
         .ff_proj_weight = view(b + ".ff.proj.weight"),
-        .ff_proj_bias = view(b + ".ff.proj.bias")});
+        .ff_proj_bias = view(b + ".ff.proj.bias"),
+        .borrows_keys = !owns_keys(b)});
     if (latent) {
       stack.back().latent =
           LatentAttentionViews([&](const std::string& name) { return view(name); }, b);
@@ -193,7 +204,7 @@ const Model::Parameter* Model::Find(const std::string& name) const {
 void Model::Initialize(uint64_t seed) {
   Rng rng(seed);
   std::vector<float> host(values_.numel());
-  const double residual = 0.02 / std::sqrt(2.0 * config_.layers);
+  const double residual = 0.02 / std::sqrt(2.0 * config_.effective_depth());
   for (const Parameter& p : parameters_) {
     float* dst = host.data() + (p.value.f32() - values_.f32());
     const bool is_bias = p.name.ends_with(".bias");
@@ -233,7 +244,8 @@ NormedSum Model::AddNorm(Tape& tape, Var x, Var residual, const Tensor& gain,
 }
 
 NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Tensor& next_gain,
-                              const Tensor& next_bias, int64_t batch, int64_t time) const {
+                              const Tensor& next_bias, int64_t batch, int64_t time,
+                              Var* keys) const {
   const ModelConfig& c = config_;
   Var attn;
   if (c.architecture.attention == AttentionKind::kLatent) {
@@ -241,10 +253,18 @@ NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Te
         tape, [&](const Tensor& t) { return Param(tape, t); }, c, b.latent, rope_, in.normed,
         batch, time);
   } else {
-    Var qkv = Linear(tape, in.normed, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
-    if (c.architecture.positions == PositionKind::kRope) {
-      // Rotate queries and keys (the first 2C channels); values pass through.
-      qkv = Rope(tape, qkv, rope_, time, c.head_dim(), 2 * c.embed);
+    const bool rope = c.architecture.positions == PositionKind::kRope;
+    Var qkv;
+    if (b.borrows_keys) {
+      qkv = BorrowedQkv(tape, in.normed, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias),
+                        *keys, rope ? &rope_ : nullptr, time, c.head_dim());
+    } else {
+      qkv = Linear(tape, in.normed, Param(tape, b.qkv_weight), Param(tape, b.qkv_bias));
+      if (rope) {
+        // Rotate queries and keys (the first 2C channels); values pass through.
+        qkv = Rope(tape, qkv, rope_, time, c.head_dim(), 2 * c.embed);
+      }
+      *keys = qkv;
     }
     attn = Attention(tape, qkv, batch, time, c.heads);
   }
@@ -291,11 +311,15 @@ NormedSum Model::Stream(Tape& tape, Tensor tokens, int64_t batch, int64_t time) 
   // Each residual add is fused with the norm after it: the stream enters a
   // block already normalized by the block's first norm and leaves it
   // normalized by the next one (the final norm after the last block).
+  // With passes the blocks repeat: step i of the unrolled stack is block
+  // i mod L.
+  const size_t L = blocks_.size();
+  const size_t steps = L * static_cast<size_t>(c.architecture.passes);
   auto norm_gain = [&](size_t i) -> const Tensor& {
-    return i < blocks_.size() ? blocks_[i].ln1_gain : final_gain_;
+    return i < steps ? blocks_[i % L].ln1_gain : final_gain_;
   };
   auto norm_bias = [&](size_t i) -> const Tensor& {
-    return i < blocks_.size() ? blocks_[i].ln1_bias : final_bias_;
+    return i < steps ? blocks_[i % L].ln1_bias : final_bias_;
   };
   Var x = Embedding(tape, tape.Input(tokens), Param(tape, embed_));
   NormedSum stream;
@@ -306,9 +330,10 @@ NormedSum Model::Stream(Tape& tape, Tensor tokens, int64_t batch, int64_t time) 
   } else {
     stream = {.sum = x, .normed = Norm(tape, x, norm_gain(0), norm_bias(0))};
   }
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    stream = BlockForward(tape, blocks_[i], stream, norm_gain(i + 1), norm_bias(i + 1), batch,
-                          time);
+  Var keys;  // the last owning block's packed qkv, within the current pass
+  for (size_t i = 0; i < steps; ++i) {
+    stream = BlockForward(tape, blocks_[i % L], stream, norm_gain(i + 1), norm_bias(i + 1), batch,
+                          time, &keys);
   }
   return stream;
 }

@@ -15,6 +15,9 @@
 // checkpoints are single calls. Query, key and value weights of a block are
 // adjacent — a (3C, C) matrix — so one GEMM produces the packed qkv the
 // attention op reads; the weights file still names them separately.
+// With own_keys, a layer past the owners has a query matrix (C, C) alone and
+// borrows the keys and values of the last owner (engine/model/shared_keys.h);
+// with passes, the blocks run `passes` times over the stream, same weights.
 // A Model is used by one thread at a time.
 #ifndef SMALLEM_ENGINE_MODEL_MODEL_H_
 #define SMALLEM_ENGINE_MODEL_MODEL_H_
@@ -61,7 +64,8 @@ class Model {
   int64_t ParameterCount() const { return values_.numel(); }
 
   // GPT-2 initialization from `seed`: matrices N(0, 0.02), residual output
-  // projections N(0, 0.02/√(2L)), learned positions N(0, 0.01), gains 1,
+  // projections N(0, 0.02/√(2L)) with L the effective depth, layers ×
+  // passes (every pass adds to the stream), learned positions N(0, 0.01), gains 1,
   // biases 0. Drawn on the host, so every backend starts identical.
   void Initialize(uint64_t seed);
   void ZeroGrad();
@@ -103,6 +107,8 @@ class Model {
     Tensor ln2_gain, ln2_bias, up_weight, up_bias, gate_weight, gate_bias;
     Tensor ff_proj_weight, ff_proj_bias;
     LatentAttentionWeights latent;  // attention: latent (qkv_weight, qkv_bias empty)
+    // own_keys: qkv_weight/qkv_bias are the query's alone, (C, C) and (C).
+    bool borrows_keys = false;
   };
 
   Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
@@ -116,8 +122,11 @@ class Model {
   // caller made. Returns the stream after the block and its norm by
   // next_gain and next_bias (the next block's first norm or the final norm),
   // made together with the block's last residual add.
+  // keys: the packed qkv of the last owning block of this pass, which an
+  // owning block sets and a borrowing block reads.
   NormedSum BlockForward(Tape& tape, const Block& b, NormedSum in, const Tensor& next_gain,
-                         const Tensor& next_bias, int64_t batch, int64_t time) const;
+                         const Tensor& next_bias, int64_t batch, int64_t time,
+                         Var* keys) const;
   // The learned-position ids of a (B, T) forward, created on first use.
   const Tensor& PositionIds(int64_t batch, int64_t time) const;
   // The main model's stream after its last block: the residual sum and its

@@ -100,8 +100,9 @@ Model::DepthLosses Model::AllLosses(Tape& tape, Tensor tokens, Tensor targets, i
     const Block& block = mtp_blocks_[d];
     const NormedSum in{.sum = merged,
                        .normed = Norm(tape, merged, block.ln1_gain, block.ln1_bias)};
+    Var keys;  // a depth's block owns its keys
     const NormedSum after =
-        BlockForward(tape, block, in, m.final_gain, m.final_bias, batch, time);
+        BlockForward(tape, block, in, m.final_gain, m.final_bias, batch, time, &keys);
     out.depths.push_back(head(after.normed));
     hidden = after.sum;
   }

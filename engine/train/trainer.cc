@@ -15,6 +15,8 @@
 #include "base/status_macros.h"
 #include "engine/arena.h"
 #include "engine/data/dataset.h"
+#include "engine/model/generation_speed.h"
+#include "engine/model/generator.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
 #include "engine/optim/optimizer.h"
@@ -32,14 +34,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Tokens a finished run generates to measure generation_tokens_per_s.
+constexpr int64_t kMeasuredGenerationTokens = 64;
+
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Model FLOPs per token: 6N for the weights plus 6·L·C·T for attention.
-// With MTP, N counts the depths' modules and their use of the tied head
-// (D·V·C), and each depth's block adds its attention.
+// Model FLOPs per token: 6N for the weights (N = every parameter, MTP's
+// included) plus 6·L·C·T for attention. With passes the blocks' weights and
+// L count once per pass; each MTP depth also uses the tied head (V·C) and
+// adds one block's attention.
 double FlopsPerToken(const ModelConfig& c, int64_t params) {
-  return 6.0 * (params + c.mtp * c.vocab * c.embed) +
-         6.0 * (c.layers + c.mtp) * c.embed * c.context;
+  const int64_t outside_blocks =
+      c.vocab * c.embed +
+      (c.architecture.positions == PositionKind::kLearned ? c.context * c.embed : 0) +
+      c.MtpParameterCount();
+  const double repeated =
+      static_cast<double>(c.architecture.passes - 1) * (params - outside_blocks);
+  return 6.0 * (params + repeated + c.mtp * c.vocab * c.embed) +
+         6.0 * (c.effective_depth() + c.mtp) * c.embed * c.context;
 }
 
 // SMALLEM_CUDA_GRAPHS=0 turns graphs off whatever the options say.
@@ -287,11 +299,8 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"mfu", mfu},
           {"params", params},
           {"peak_memory_bytes", backend.PeakMemoryBytes()},
-          // Latent attention caches latents and rotary keys (engine/model/latent_cache.h).
-          {"kv_cache_bytes_per_token",
-           config.architecture.attention == AttentionKind::kLatent
-               ? LatentCacheBytesPerToken(config)
-               : static_cast<int64_t>(2 * config.layers * config.embed * sizeof(float))},
+          // The generator's cache, from its layout (engine/model/generator.h).
+          {"kv_cache_bytes_per_token", Generator::LayoutFor(config).BytesPerToken()},
           {"final_train_loss", done.last_loss},
           {"final_lr", final_lr},
           {"cuda_graphs", graphs_used},
@@ -394,6 +403,10 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   nlohmann::json result = ResultJson(spec, inputs, done, final_lr, eval, *model, backend,
                                      batches.epochs(), runner->graphs_used());
   result["resumes"] = resume.resumes;
+  // Generation with the cache, greedy, batch 1, on the host (a second or so
+  // for the reference model): what the cache layout costs at inference.
+  result["generation_tokens_per_s"] =
+      MeasureGreedyGeneration(*model, kMeasuredGenerationTokens).tokens_per_s();
   if (!options.out_dir.empty()) {
     RETURN_IF_ERROR(WriteRunDirectory(options.out_dir, *model, result, spec.data));
   }

@@ -26,7 +26,16 @@ struct Arm {
   int cancelled = 0;
   int elsewhere = 0;            // finished on another class
   std::vector<std::string> diverged;  // "seed 2 at step 40", in plan seed order
+  std::optional<int64_t> kv_cache_bytes_per_token;
+  std::vector<double> tokens_per_s, generation_tokens_per_s;  // those measured
 };
+
+std::optional<double> MeanOrNone(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double total = 0;
+  for (double x : v) total += x;
+  return total / static_cast<double>(v.size());
+}
 
 absl::Status CheckPlan(const ComparisonPlan& plan) {
   if (std::find(plan.variants.begin(), plan.variants.end(), plan.baseline) ==
@@ -175,6 +184,13 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       arm.losses.push_back(r->val_nats_per_byte);
       arm.seconds.push_back(r->train_seconds);
       if (!arm.params) arm.params = r->params;
+      if (!arm.kv_cache_bytes_per_token) {
+        arm.kv_cache_bytes_per_token = r->kv_cache_bytes_per_token;
+      }
+      if (r->tokens_per_s) arm.tokens_per_s.push_back(*r->tokens_per_s);
+      if (r->generation_tokens_per_s) {
+        arm.generation_tokens_per_s.push_back(*r->generation_tokens_per_s);
+      }
       if (!r->eval_fingerprint.empty()) arm.fingerprints.insert(r->eval_fingerprint);
     }
   }
@@ -215,6 +231,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
     row.seeds_finished = static_cast<int>(arm.losses.size());
     row.losses = arm.losses;
     row.params = arm.params;
+    row.kv_cache_bytes_per_token = arm.kv_cache_bytes_per_token;
+    row.mean_tokens_per_s = MeanOrNone(arm.tokens_per_s);
+    row.mean_generation_tokens_per_s = MeanOrNone(arm.generation_tokens_per_s);
     if (arm.params && base.params && *base.params > 0 && name != plan.baseline) {
       row.params_change = static_cast<double>(*arm.params - *base.params) /
                           static_cast<double>(*base.params);

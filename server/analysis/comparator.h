@@ -79,6 +79,11 @@ struct ComparedRun {
   // The result's "eval_fingerprint": which validation targets were scored
   // (dataset content hash + positions). "" = not recorded (older results).
   std::string eval_fingerprint;
+  // What the run cost, from its result; unset when the result predates the
+  // field or did not measure it (generation).
+  std::optional<int64_t> kv_cache_bytes_per_token;
+  std::optional<double> tokens_per_s;             // training throughput
+  std::optional<double> generation_tokens_per_s;  // greedy, batch 1, with the cache
 };
 
 // The equal-time reference curve a plan compares against (Grid::reference;
@@ -138,6 +143,11 @@ struct ReportRow {
   // Set on pending rows ("1 of 2 seeds finished"), refused ones (why) and
   // diverged ones ("1 of 2 seeds diverged (seed 2 at step 40)").
   std::string pending_reason;
+  // The cache of the first finished run; the throughputs averaged over the
+  // finished runs that measured them.
+  std::optional<int64_t> kv_cache_bytes_per_token;
+  std::optional<double> mean_tokens_per_s;
+  std::optional<double> mean_generation_tokens_per_s;
 
   // "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
   // "pending: 1 of 2 seeds finished", "not compared: …".

@@ -36,6 +36,8 @@ const std::map<std::string, ValueType>& SpecKeys() {
     defaults.budget.steps = 1;
     defaults.muon_lr = 0.01;  // optional keys appear in the JSON only when set
     defaults.mtp = 1;         // mtp and mtp_weight: only when mtp > 0
+    defaults.architecture.own_keys = 1;
+    defaults.architecture.passes = 2;
     const json spec = defaults.ToJson();
     for (const auto& [key, value] : spec.items()) {
       if (key == "data" || key == "seed" || key == "steps" || key == "minutes") continue;

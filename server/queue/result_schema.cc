@@ -23,14 +23,16 @@ absl::Status CheckResultJson(const nlohmann::json& result) {
     return absl::InvalidArgumentError("result_json: \"val_nats_per_byte\" is required");
   }
   for (const char* field : {"val_nats_per_byte", "train_seconds", "val_nats_per_token",
-                            "val_bits_per_byte", "tokens_per_s", "epochs"}) {
+                            "val_bits_per_byte", "tokens_per_s", "epochs",
+                            "generation_tokens_per_s"}) {
     if (!result.contains(field)) continue;
     const nlohmann::json& v = result[field];
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
       return Expected(field, "a finite number ≥ 0");
     }
   }
-  for (const char* field : {"steps", "tokens", "params", "seed", "eval_batches"}) {
+  for (const char* field : {"steps", "tokens", "params", "seed", "eval_batches",
+                            "kv_cache_bytes_per_token"}) {
     if (!result.contains(field)) continue;
     const nlohmann::json& v = result[field];
     if (!v.is_number_integer() || v.get<int64_t>() < 0) return Expected(field, "an integer ≥ 0");

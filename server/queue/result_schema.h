@@ -13,8 +13,9 @@ namespace smallem {
 // OK when `result` is an object with a finite, non-negative number
 // `val_nats_per_byte`, and every one of these that is present has its type:
 // `train_seconds`, `val_nats_per_token`, `val_bits_per_byte`, `tokens_per_s`,
-// `epochs` (finite numbers ≥ 0); `steps`, `tokens`, `params`, `seed`,
-// `eval_batches` (integers ≥ 0); `device`, `device_class`,
+// `epochs`, `generation_tokens_per_s` (finite numbers ≥ 0); `steps`,
+// `tokens`, `params`, `seed`, `eval_batches`, `kv_cache_bytes_per_token`
+// (integers ≥ 0); `device`, `device_class`,
 // `eval_fingerprint` (strings of at most 256 bytes). InvalidArgument naming
 // the first field that is not, and what was expected.
 absl::Status CheckResultJson(const nlohmann::json& result);

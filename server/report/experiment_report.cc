@@ -42,6 +42,15 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
   if (j.contains("params") && j["params"].is_number_integer()) {
     c.params = j["params"].get<int64_t>();
   }
+  if (j.contains("kv_cache_bytes_per_token") && j["kv_cache_bytes_per_token"].is_number_integer()) {
+    c.kv_cache_bytes_per_token = j["kv_cache_bytes_per_token"].get<int64_t>();
+  }
+  if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) {
+    c.tokens_per_s = j["tokens_per_s"].get<double>();
+  }
+  if (j.contains("generation_tokens_per_s") && j["generation_tokens_per_s"].is_number()) {
+    c.generation_tokens_per_s = j["generation_tokens_per_s"].get<double>();
+  }
   // (Complete checks the result's types; a result stored before it did may
   // still hold anything, and a report never throws on stored data.)
   c.device_class = j.contains("device_class") && j["device_class"].is_string()

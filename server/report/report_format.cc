@@ -18,6 +18,8 @@ using report_internal::Fixed;
 using report_internal::AppendComparisonCells;
 using report_internal::ParamsCell;
 using report_internal::ParamsChangeCell;
+using report_internal::CostCells;
+using report_internal::CostHeaders;
 using report_internal::NoiseLine;
 using report_internal::Summary;
 using report_internal::AlignedTable;
@@ -35,13 +37,18 @@ std::vector<std::string> Cells(const ReportRow& row) {
   AppendComparisonCells(row, cells);
   cells.insert(cells.end(),
                {ParamsCell(row), ParamsChangeCell(row), Fixed(row.mean_train_seconds, "%.1f")});
+  for (std::string& cell : CostCells(row)) cells.push_back(std::move(cell));
   return cells;
 }
 
 const std::vector<std::string>& Headers() {
-  static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "val nats/byte", "Δ",       "95 % CI",
-      "τ",       "verdict", "params",       "Δ params", "train s"};
+  static const auto* h = [] {
+    auto* headers = new std::vector<std::string>{
+        "variant", "seeds", "val nats/byte", "Δ",       "95 % CI",
+        "τ",       "verdict", "params",       "Δ params", "train s"};
+    headers->insert(headers->end(), CostHeaders().begin(), CostHeaders().end());
+    return headers;
+  }();
   return *h;
 }
 // Columns holding numbers are right-aligned.
@@ -102,7 +109,8 @@ std::string FormatReportCsv(const Report& report) {
   std::string out =
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
       "mean_val_nats_per_byte,delta,se_method,se,df,t_quantile,ci_low,ci_high,tau,params,"
-      "params_change,params_warning,mean_train_seconds,device_class,pending_reason\n";
+      "params_change,params_warning,mean_train_seconds,device_class,pending_reason," +
+      std::string(report_internal::kCostCsvHeader) + "\n";
   for (const ReportRow& row : report.rows) {
     std::vector<std::string> fields = {
         CsvField(report.experiment),
@@ -126,6 +134,7 @@ std::string FormatReportCsv(const Report& report) {
         CsvOptional(row.mean_train_seconds, "%.3f"),
         CsvField(report.device_class),
         CsvField(row.pending_reason)};
+    for (std::string& field : report_internal::CostCsvFields(row)) fields.push_back(field);
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;
@@ -150,7 +159,7 @@ json NoiseModelJson(const NoiseModel& noise) {
 json ReportToJson(const Report& report) {
   json rows = json::array();
   for (const ReportRow& row : report.rows) {
-    rows.push_back({{"variant", row.variant},
+    json r = {{"variant", row.variant},
                     {"verdict", VerdictName(row.verdict)},
                     {"verdict_text", row.VerdictText()},
                     {"seeds_finished", row.seeds_finished},
@@ -173,7 +182,9 @@ json ReportToJson(const Report& report) {
                     {"params_warning", row.params_warning},
                     {"mean_train_seconds", JsonOptional(row.mean_train_seconds)},
                     {"pending_reason", row.pending_reason.empty() ? json(nullptr)
-                                                                  : json(row.pending_reason)}});
+                                                                  : json(row.pending_reason)}};
+    report_internal::AddCostJson(row, r);
+    rows.push_back(std::move(r));
   }
   json left_out = json::array();
   for (const LeftOutRun& r : report.left_out) {

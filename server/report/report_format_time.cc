@@ -22,6 +22,8 @@ using report_internal::Fixed;
 using report_internal::AppendComparisonCells;
 using report_internal::ParamsCell;
 using report_internal::ParamsChangeCell;
+using report_internal::CostCells;
+using report_internal::CostHeaders;
 using report_internal::NoiseLine;
 using report_internal::Summary;
 using report_internal::AlignedTable;
@@ -123,9 +125,13 @@ std::vector<std::string> AllNotes(const TimeReport& r) {
 }
 
 const std::vector<std::string>& TimeHeaders() {
-  static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "val nats/byte", "train s", "R(t)", "Δ time", "95 % CI", "τ time",
-      "verdict", "params", "Δ params"};
+  static const auto* h = [] {
+    auto* headers = new std::vector<std::string>{
+        "variant", "seeds", "val nats/byte", "train s", "R(t)", "Δ time", "95 % CI", "τ time",
+        "verdict", "params", "Δ params"};
+    headers->insert(headers->end(), CostHeaders().begin(), CostHeaders().end());
+    return headers;
+  }();
   return *h;
 }
 bool TimeRightAligned(size_t c) { return c != 0 && c != 4 && c != 8; }
@@ -137,13 +143,19 @@ std::vector<std::string> TimeCells(const ReportRow& s, const TimeRow& t) {
                                     Fixed(s.mean_train_seconds, "%.1f"), ReferenceCell(t)};
   AppendComparisonCells(t, cells);
   cells.insert(cells.end(), {ParamsCell(s), ParamsChangeCell(s)});
+  for (std::string& cell : CostCells(s)) cells.push_back(std::move(cell));
   return cells;
 }
 
 const std::vector<std::string>& CombinedHeaders() {
-  static const auto* h = new std::vector<std::string>{
-      "variant", "seeds", "val nats/byte", "Δ steps", "95 % CI", "τ", "at equal steps",
-      "train s", "R(t)", "Δ time", "95 % CI", "τ time", "at equal time", "params", "Δ params"};
+  static const auto* h = [] {
+    auto* headers = new std::vector<std::string>{
+        "variant", "seeds", "val nats/byte", "Δ steps", "95 % CI", "τ", "at equal steps",
+        "train s", "R(t)", "Δ time", "95 % CI", "τ time", "at equal time", "params",
+        "Δ params"};
+    headers->insert(headers->end(), CostHeaders().begin(), CostHeaders().end());
+    return headers;
+  }();
   return *h;
 }
 bool CombinedRightAligned(size_t c) { return c != 0 && c != 6 && c != 8 && c != 12; }
@@ -156,6 +168,7 @@ std::vector<std::string> CombinedCells(const ReportRow& s, const TimeRow& t) {
   cells.insert(cells.end(), {Fixed(s.mean_train_seconds, "%.1f"), ReferenceCell(t)});
   AppendComparisonCells(t, cells);
   cells.insert(cells.end(), {ParamsCell(s), ParamsChangeCell(s)});
+  for (std::string& cell : CostCells(s)) cells.push_back(std::move(cell));
   return cells;
 }
 
@@ -195,7 +208,8 @@ std::string TimeCsv(const TimeReport& r) {
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
       "mean_val_nats_per_byte,mean_train_seconds,reference_loss,delta,slope,se_variant,"
       "se_reference,se_seconds,se_model,se,df,t_quantile,ci_low,ci_high,tau,extrapolated,"
-      "span_ratio,params,device_class,pending_reason\n";
+      "span_ratio,params,device_class,pending_reason," +
+      std::string(report_internal::kCostCsvHeader) + "\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const ReportRow& s = r.steps.rows[i];
     const TimeRow& t = r.rows[i];
@@ -226,6 +240,7 @@ std::string TimeCsv(const TimeReport& r) {
         CsvOptional(s.params, "%d"),
         CsvField(r.device_class),
         CsvField(t.pending_reason)};
+    for (std::string& field : report_internal::CostCsvFields(s)) fields.push_back(field);
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
   return out;

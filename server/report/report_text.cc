@@ -42,6 +42,28 @@ std::string ParamsChangeCell(const ReportRow& row) {
   return cell;
 }
 
+const std::vector<std::string>& CostHeaders() {
+  static const auto* h = new std::vector<std::string>{"KV B/token", "train tok/s", "gen tok/s"};
+  return *h;
+}
+
+std::vector<std::string> CostCells(const ReportRow& row) {
+  return {row.kv_cache_bytes_per_token ? Grouped(*row.kv_cache_bytes_per_token) : kNone,
+          Fixed(row.mean_tokens_per_s, "%.0f"), Fixed(row.mean_generation_tokens_per_s, "%.1f")};
+}
+
+std::vector<std::string> CostCsvFields(const ReportRow& row) {
+  return {CsvOptional(row.kv_cache_bytes_per_token, "%d"),
+          CsvOptional(row.mean_tokens_per_s, "%.1f"),
+          CsvOptional(row.mean_generation_tokens_per_s, "%.2f")};
+}
+
+void AddCostJson(const ReportRow& row, nlohmann::json& out) {
+  out["kv_cache_bytes_per_token"] = JsonOptional(row.kv_cache_bytes_per_token);
+  out["mean_tokens_per_s"] = JsonOptional(row.mean_tokens_per_s);
+  out["mean_generation_tokens_per_s"] = JsonOptional(row.mean_generation_tokens_per_s);
+}
+
 std::string NoiseLine(const Report& r) {
   if (!r.noise.sigma) {
     return absl::StrFormat(

@@ -27,6 +27,15 @@ std::string Fixed(const std::optional<double>& v, const char* format);
 // ("+2.5 %", with " !" past the warning fraction); kNone when unknown.
 std::string ParamsCell(const ReportRow& row);
 std::string ParamsChangeCell(const ReportRow& row);
+// What a row's runs cost: the cache bytes per token, training and generation
+// tokens/s — headers, cells (kNone when unknown), CSV header and fields, and
+// JSON members, the same three in every report, after its other columns.
+const std::vector<std::string>& CostHeaders();
+std::vector<std::string> CostCells(const ReportRow& row);
+inline constexpr char kCostCsvHeader[] =
+    "kv_cache_bytes_per_token,mean_tokens_per_s,mean_generation_tokens_per_s";
+std::vector<std::string> CostCsvFields(const ReportRow& row);
+void AddCostJson(const ReportRow& row, nlohmann::json& out);
 
 // The equal-steps report's noise line ("noise: σ = … pooled over … arms
 // (df …); each row's τ = …") and summary sentence (no final period); the

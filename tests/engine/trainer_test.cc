@@ -39,9 +39,11 @@ TEST(TrainerTest, ResultHasEveryDocumentedKey) {
   for (const char* key :
        {"val_nats_per_byte", "val_nats_per_token", "val_bits_per_byte", "eval_batches",
         "eval_spans", "eval_tokens", "eval_fingerprint", "steps", "tokens", "epochs", "train_seconds", "tokens_per_s", "mfu", "params", "peak_memory_bytes",
-        "kv_cache_bytes_per_token", "device", "device_class", "config", "seed", "activations"}) {
+        "kv_cache_bytes_per_token", "device", "device_class", "config", "seed", "activations",
+        "generation_tokens_per_s"}) {
     EXPECT_TRUE(result->contains(key)) << key;
   }
+  EXPECT_GT((*result)["generation_tokens_per_s"].get<double>(), 0);
   EXPECT_EQ((*result)["steps"], 30);
   EXPECT_EQ((*result)["tokens"], 30 * 4 * 32);
   // The tiny split holds fewer than the 8·16 spans asked for.

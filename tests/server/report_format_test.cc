@@ -117,8 +117,9 @@ TEST(ReportFormatTest, CsvHasOneLinePerVariantAndQuotesCommas) {
   EXPECT_EQ(lines[0],
             "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
             "mean_val_nats_per_byte,delta,se_method,se,df,t_quantile,ci_low,ci_high,tau,params,"
-            "params_change,params_warning,mean_train_seconds,device_class,pending_reason");
-  EXPECT_EQ(lines[1], "demo,baseline,baseline,,2,2,1.500500,,,,,,,,,120000,,false,12.500,cpu,");
+            "params_change,params_warning,mean_train_seconds,device_class,pending_reason,"
+            "kv_cache_bytes_per_token,mean_tokens_per_s,mean_generation_tokens_per_s");
+  EXPECT_EQ(lines[1], "demo,baseline,baseline,,2,2,1.500500,,,,,,,,,120000,,false,12.500,cpu,,,,");
   EXPECT_THAT(lines[2], HasSubstr("demo,rope,better,4.444,2,2,1.490500,-0.010000,pooled,0.000707,"
                                   "3.000,3.18245,-0.012250,-0.007750,0.002250,115904,-0.03413,"
                                   "true,"));

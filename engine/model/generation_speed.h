@@ -1,0 +1,26 @@
+// Generation throughput: greedy decoding with the cache (engine/model/
+// generator.h), batch 1, timed on the wall clock. What a run's result
+// reports as generation_tokens_per_s and what bench/generation_bench runs.
+#ifndef SMALLEM_ENGINE_MODEL_GENERATION_SPEED_H_
+#define SMALLEM_ENGINE_MODEL_GENERATION_SPEED_H_
+
+#include <cstdint>
+
+#include "engine/model/model.h"
+
+namespace smallem {
+
+struct GenerationSpeed {
+  int64_t tokens = 0;            // tokens generated (each one fed back)
+  double seconds = 0;            // wall time of the generation, prompt excluded
+  int64_t cache_bytes_per_token = 0;
+  double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
+};
+
+// Feeds a one-token prompt (id 0), then generates `tokens` greedily,
+// sliding past the context when `tokens` exceeds it.
+GenerationSpeed MeasureGreedyGeneration(const Model& model, int64_t tokens);
+
+}  // namespace smallem
+
+#endif  // SMALLEM_ENGINE_MODEL_GENERATION_SPEED_H_
