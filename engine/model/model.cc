@@ -89,6 +89,7 @@ absl::Status Model::Allocate() {
       if (bias) {
         for (const char* p : projections) {
           add(absl::StrCat(b, ".attn.", p, ".bias"), {C}, Init::kZero, false);
+        }
       }
     }
     add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
