@@ -45,7 +45,8 @@
   X(kAdamW, "adamw")                 /* fused AdamW update with global-norm clipping */   \
   X(kRowSumSquares, "row_sum_squares") /* per-row sum of squares (optimizer, no grad) */  \
   X(kRowScale, "row_scale")          /* rows scaled by √numer / √(denom + eps) */         \
-  X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */
+  X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */ \
+  X(kBiasGelu, "bias_gelu")          /* gelu(x + bias), one pass */
 
 // The methods every backend implements.
 #define SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X)                       \
@@ -77,7 +78,9 @@
   X(Sum, ReduceParams, kSum)                                        \
   X(SumSquares, ReduceParams, kSumSquares)                          \
   X(AdamW, AdamWParams, kAdamW)                                     \
-  X(GatherSequences, GatherSequencesParams, kGatherSequences)
+  X(GatherSequences, GatherSequencesParams, kGatherSequences)     \
+  X(BiasGeluForward, BiasGeluParams, kBiasGelu)                     \
+  X(BiasGeluBackward, BiasGeluBackwardParams, kBiasGelu)
 
 // The methods Backend implements through host memory (engine/backend.cc),
 // for backends without kernels of their own.

@@ -212,6 +212,24 @@ Var Gelu(Tape& tape, Var x) {
   });
 }
 
+Var BiasGelu(Tape& tape, Var x, Var bias) {
+  const Tensor vx = tape.value(x);
+  const int64_t rows = vx.shape.rows(), cols = vx.shape.cols();
+  const Tensor vb = bias.valid() ? tape.value(bias) : Tensor{};
+  Tensor out = tape.NewTensor(vx.shape, vx.dtype);
+  tape.backend().BiasGeluForward(BiasGeluParams{
+      .x = vx.Reshaped({rows, cols}), .bias = vb, .out = out.Reshaped({rows, cols})});
+  return tape.Record(Op::kBiasGelu, out, {x, bias}, [=](Tape& t, Var y) {
+    bool fresh = false;
+    const Tensor gx = t.requires_grad(x) ? t.GradToWrite(x, &fresh) : Tensor{};
+    t.backend().BiasGeluBackward(BiasGeluBackwardParams{
+        .x = vx.Reshaped({rows, cols}), .bias = vb,
+        .grad_out = t.Grad(y).Reshaped({rows, cols}),
+        .grad_x = gx.empty() ? Tensor{} : gx.Reshaped({rows, cols}),
+        .grad_bias = GradIfNeeded(t, bias), .overwrite = fresh});
+  });
+}
+
 Var SwiGlu(Tape& tape, Var gate, Var up) {
   const Tensor vg = tape.value(gate), vu = tape.value(up);
   CHECK(vg.shape == vu.shape) << "swiglu gate " << vg.shape.ToString() << " up " << vu.shape.ToString();
