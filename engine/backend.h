@@ -89,6 +89,25 @@ struct BiasBackwardParams {
   Tensor grad_bias;  // (C) += Σ_n grad_out[n, :]
 };
 
+// The feed-forward's bias and GELU in one pass over the (N, C) buffer:
+// out = gelu(x + bias), x being the product without its bias and x + bias
+// an f32 sum never stored (with f32 x: the bits of BiasAdd then GELU). The
+// backward computes d = gelu'(x + bias) · grad_out once per element and
+// adds it to grad_x (or writes it, with overwrite: no zeroed buffer, no
+// read) and, summed over rows in order, to grad_bias.
+struct BiasGeluParams {
+  Tensor x;     // (N, C) [act]
+  Tensor bias;  // (C), or empty: plain GELU
+  Tensor out;   // (N, C) [act]; may alias x (same dtype)
+};
+struct BiasGeluBackwardParams {
+  Tensor x, bias;      // as in the forward
+  Tensor grad_out;     // (N, C) [act]
+  Tensor grad_x;       // (N, C) [act] += d (= d with overwrite), or empty
+  Tensor grad_bias;    // (C) += Σ_n d[n, :], or empty
+  bool overwrite = false;
+};
+
 // LayerNorm: out = (x − mean) · rstd · gain + bias.
 // RMSNorm:   out = x · rstd · gain, rstd = 1/√(mean(x²) + eps); mean and bias
 // are empty.

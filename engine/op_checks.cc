@@ -189,6 +189,30 @@ void CheckBiasBackward(const BiasBackwardParams& p) {
   CheckActivation(p.grad_out, p.grad_out.numel(), "bias backward: grad_out");
 }
 
+void CheckBiasGelu(const BiasGeluParams& p) {
+  const int64_t n = p.x.numel(), cols = p.x.shape.cols();
+  if (!p.bias.empty()) CheckF32(p.bias, cols, "bias_gelu: bias");
+  CheckActivation(p.x, n, "bias_gelu: x");
+  CheckActivation(p.out, n, "bias_gelu: out");
+  CheckAliasSameDType(p.out, p.x, "bias_gelu");
+}
+
+void CheckBiasGeluBackward(const BiasGeluBackwardParams& p) {
+  const int64_t n = p.x.numel(), cols = p.x.shape.cols();
+  if (!p.bias.empty()) CheckF32(p.bias, cols, "bias_gelu backward: bias");
+  CheckActivation(p.x, n, "bias_gelu backward: x");
+  CheckActivation(p.grad_out, n, "bias_gelu backward: grad_out");
+  if (!p.grad_x.empty()) {
+    CheckActivation(p.grad_x, n, "bias_gelu backward: grad_x");
+    CHECK(p.grad_x.data != p.x.data && p.grad_x.data != p.grad_out.data)
+        << "bias_gelu backward: grad_x must not alias x or grad_out";
+  }
+  if (!p.grad_bias.empty()) {
+    CheckF32(p.grad_bias, cols, "bias_gelu backward: grad_bias");
+    CHECK(!p.bias.empty()) << "bias_gelu backward: grad_bias without a bias";
+  }
+}
+
 void CheckNorm(const NormParams& p, NormKind kind) {
   const bool layer = kind == NormKind::kLayer;
   const char* op = layer ? "layer_norm" : "rms_norm";

@@ -53,6 +53,8 @@ void CheckSwiGluBackward(const SwiGluBackwardParams& p);
 void CheckBiasAdd(const BiasAddParams& p);
 // REQUIRES: p.grad_bias is not empty.
 void CheckBiasBackward(const BiasBackwardParams& p);
+void CheckBiasGelu(const BiasGeluParams& p);
+void CheckBiasGeluBackward(const BiasGeluBackwardParams& p);
 
 // LayerNorm centers each row on its mean and may have a bias; RMSNorm does
 // neither (its mean, bias and grad_bias are not read).

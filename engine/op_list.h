@@ -47,7 +47,8 @@
   X(kRowScale, "row_scale")          /* rows scaled by √numer / √(denom + eps) */         \
   X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */ \
   X(kLatentQkv, "latent_qkv")        /* latent attention's parts packed into qkv */    \
-  X(kShareKv, "share_kv")            /* packed qkv: own queries, borrowed keys/values */
+  X(kShareKv, "share_kv")            /* packed qkv: own queries, borrowed keys/values */ \
+  X(kBiasGelu, "bias_gelu")          /* gelu(x + bias), one pass */
 
 // The methods every backend implements.
 #define SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X)                       \
@@ -83,7 +84,9 @@
   X(LatentQkvForward, LatentQkvParams, kLatentQkv)                  \
   X(LatentQkvBackward, LatentQkvBackwardParams, kLatentQkv)         \
   X(ShareKvForward, ShareKvParams, kShareKv)                        \
-  X(ShareKvBackward, ShareKvBackwardParams, kShareKv)
+  X(ShareKvBackward, ShareKvBackwardParams, kShareKv)               \
+  X(BiasGeluForward, BiasGeluParams, kBiasGelu)                     \
+  X(BiasGeluBackward, BiasGeluBackwardParams, kBiasGelu)
 
 // The methods Backend implements through host memory (engine/backend.cc),
 // for backends without kernels of their own.

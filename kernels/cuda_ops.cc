@@ -159,6 +159,25 @@ void CudaBackend::BiasBackward(const BiasBackwardParams& p) {
             "bias backward");
 }
 
+void CudaBackend::BiasGeluForward(const BiasGeluParams& p) {
+  CheckBiasGelu(p);
+  CheckCuda(cuda::LaunchBiasGeluForward(AsActIn(p.x), F32OrNull(p.bias), AsActOut(p.out),
+                                        p.x.shape.rows(), p.x.shape.cols(), stream_),
+            "bias_gelu");
+}
+
+void CudaBackend::BiasGeluBackward(const BiasGeluBackwardParams& p) {
+  if (p.grad_x.empty() && p.grad_bias.empty()) return;
+  CheckBiasGeluBackward(p);
+  const int64_t rows = p.x.shape.rows(), cols = p.x.shape.cols();
+  float* scratch =
+      p.grad_bias.empty() ? nullptr : Scratch(cuda::BiasGeluBackwardScratchFloats(rows, cols));
+  CheckCuda(cuda::LaunchBiasGeluBackward(AsActIn(p.x), F32OrNull(p.bias), AsActIn(p.grad_out),
+                                         ActOutOrNull(p.grad_x), p.overwrite,
+                                         F32OrNull(p.grad_bias), rows, cols, scratch, stream_),
+            "bias_gelu backward");
+}
+
 // ---------------------------------------------------------------- norms
 
 void CudaBackend::LayerNormForward(const NormParams& p) {

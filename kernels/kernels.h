@@ -97,6 +97,18 @@ cudaError_t LaunchBiasAddBackward(ActIn grad_out, float* grad_bias,
                                   int64_t rows, int64_t cols, float* scratch,
                                   cudaStream_t stream);
 
+// bias_gelu.cu: out (rows, cols) = gelu(x + bias), bias (cols) f32 or null;
+// out may alias x.
+cudaError_t LaunchBiasGeluForward(ActIn x, const float* bias, ActOut out, int64_t rows,
+                                  int64_t cols, cudaStream_t stream);
+// d = gelu'(x + bias)·grad_out: grad_x += d (= d when overwrite; null: not
+// needed), grad_bias (cols) f32 += Σ_rows d (null: not needed; then scratch
+// may be null too), deterministic.
+size_t BiasGeluBackwardScratchFloats(int64_t rows, int64_t cols);
+cudaError_t LaunchBiasGeluBackward(ActIn x, const float* bias, ActIn grad_out, ActOut grad_x,
+                                   bool overwrite, float* grad_bias, int64_t rows,
+                                   int64_t cols, float* scratch, cudaStream_t stream);
+
 // layer_norm.cu: out = (x − mean)·rstd·gain + bias over rows of cols.
 // Activations: x, residual, sum, out (rows, cols); f32: gain, bias (cols),
 // mean, rstd (rows). bias, mean and rstd may be null. With residual

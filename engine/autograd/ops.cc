@@ -43,11 +43,34 @@ void Gemm(Backend& be, Tensor a, bool ta, Tensor b, bool tb, Tensor out, int64_t
                          .beta = beta});
 }
 
-// Records out = a + b, computed by the caller.
+// The gradient of v for a rule that adds dy into it: an empty tensor when v
+// needs none; when v has no gradient yet, a copy of dy (no zero fill, no
+// add) and an empty tensor, or, where the dtypes differ, zeros to add to.
+Tensor GradOrCopyOf(Tape& t, Var v, const Tensor& gy) {
+  if (!v.valid() || !t.requires_grad(v)) return Tensor{};
+  bool fresh = false;
+  Tensor g = t.GradToWrite(v, &fresh);
+  if (!fresh) return g;
+  if (g.dtype == gy.dtype) {
+    t.backend().CopyOnDevice(g.data, gy.data, gy.bytes());
+    return Tensor{};
+  }
+  t.backend().Fill(g, 0.0f);
+  return g;
+}
+
+// Records out = a + b, computed by the caller. The gradient of each input
+// is dy: the first input with no gradient yet takes dy's memory
+// (Tape::ShareGrad), the other a copy, so a residual add zeroes no buffer.
 Var RecordAdd(Tape& tape, Var a, Var b, Tensor out) {
   return tape.Record(Op::kAdd, out, {a, b}, [=](Tape& t, Var y) {
-    t.backend().AddBackward(BinaryBackwardParams{
-        .grad_out = t.Grad(y), .grad_a = GradIfNeeded(t, a), .grad_b = GradIfNeeded(t, b)});
+    const Tensor gy = t.Grad(y);
+    const bool a_shares = a.valid() && t.ShareGrad(y, a);
+    const bool b_shares = !a_shares && b.valid() && t.ShareGrad(y, b);
+    const Tensor ga = a_shares ? Tensor{} : GradOrCopyOf(t, a, gy);
+    const Tensor gb = b_shares ? Tensor{} : GradOrCopyOf(t, b, gy);
+    if (ga.empty() && gb.empty()) return;
+    t.backend().AddBackward(BinaryBackwardParams{.grad_out = gy, .grad_a = ga, .grad_b = gb});
   });
 }
 
@@ -186,6 +209,24 @@ Var Gelu(Tape& tape, Var x) {
   tape.backend().GeluForward(UnaryParams{.in = vx, .out = out});
   return tape.Record(Op::kGelu, out, {x}, [=](Tape& t, Var y) {
     t.backend().GeluBackward(UnaryBackwardParams{.in = vx, .grad_out = t.Grad(y), .grad_in = t.Grad(x)});
+  });
+}
+
+Var BiasGelu(Tape& tape, Var x, Var bias) {
+  const Tensor vx = tape.value(x);
+  const int64_t rows = vx.shape.rows(), cols = vx.shape.cols();
+  const Tensor vb = bias.valid() ? tape.value(bias) : Tensor{};
+  Tensor out = tape.NewTensor(vx.shape, vx.dtype);
+  tape.backend().BiasGeluForward(BiasGeluParams{
+      .x = vx.Reshaped({rows, cols}), .bias = vb, .out = out.Reshaped({rows, cols})});
+  return tape.Record(Op::kBiasGelu, out, {x, bias}, [=](Tape& t, Var y) {
+    bool fresh = false;
+    const Tensor gx = t.requires_grad(x) ? t.GradToWrite(x, &fresh) : Tensor{};
+    t.backend().BiasGeluBackward(BiasGeluBackwardParams{
+        .x = vx.Reshaped({rows, cols}), .bias = vb,
+        .grad_out = t.Grad(y).Reshaped({rows, cols}),
+        .grad_x = gx.empty() ? Tensor{} : gx.Reshaped({rows, cols}),
+        .grad_bias = GradIfNeeded(t, bias), .overwrite = fresh});
   });
 }
 

@@ -30,6 +30,11 @@ Var Linear(Tape& tape, Var x, Var w, Var bias = {}, Output output = Output::kAct
 Var Add(Tape& tape, Var a, Var b);
 Var Mul(Tape& tape, Var a, Var b);
 Var Gelu(Tape& tape, Var x);
+// gelu(x + bias) in one backend call: x (N, C) a product without its bias,
+// bias (C) or invalid. Equals Gelu(x + bias), with the bias's gradient
+// summed in the same pass; x's gradient is written, not added, when this
+// op is the first to reach it.
+Var BiasGelu(Tape& tape, Var x, Var bias);
 Var SwiGlu(Tape& tape, Var gate, Var up);  // silu(gate) · up
 // x (N, C); gain, bias (C). bias is invalid for RmsNorm.
 Var LayerNorm(Tape& tape, Var x, Var gain, Var bias);

@@ -67,6 +67,16 @@ Tensor Tape::GradToOverwrite(Var v, DType dtype) {
   return n.grad;
 }
 
+bool Tape::ShareGrad(Var y, Var v) {
+  Node& n = nodes_[v.id];
+  if (!n.requires_grad || n.grad_ready || v.id == y.id) return false;
+  const Tensor gy = Grad(y);
+  if (gy.numel() != n.value.numel() || gy.dtype != n.value.dtype) return false;
+  n.grad = gy.Reshaped(n.value.shape);
+  n.grad_ready = true;
+  return true;
+}
+
 void Tape::Backward(Var loss) {
   CHECK_EQ(value(loss).numel(), 1) << "Backward needs a scalar loss";
   CHECK(requires_grad(loss)) << "the loss depends on no parameter";

@@ -76,6 +76,15 @@ class Tape {
   // that read Grad(v) later get it in that dtype.
   Tensor GradToOverwrite(Var v, DType dtype);
 
+  // For a rule whose gradient of input v equals the gradient of its output
+  // y (an add): makes v's gradient y's gradient buffer itself, reshaped to
+  // v's shape, instead of zeroing a new one and adding y's into it. Only when
+  // v needs a gradient, none exists yet, and v has y's element count and
+  // dtype; returns whether it did (if not, the rule uses Grad(v)). Safe
+  // because y's gradient is complete when y's rule runs and nothing reads it
+  // after that rule; v's later contributions then accumulate into it.
+  bool ShareGrad(Var y, Var v);
+
   // Seeds d(loss)/d(loss) = 1 (loss must be a scalar) and runs every rule in
   // reverse order of recording.
   void Backward(Var loss);

@@ -136,6 +136,17 @@ void ForEachActivation(RowReduceParams& p, ActivationVisitor visit) {}
 void ForEachActivation(RowScaleParams& p, ActivationVisitor visit) {}
 void ForEachActivation(GatherSequencesParams& p, ActivationVisitor visit) {}
 
+void ForEachActivation(BiasGeluParams& p, ActivationVisitor visit) {
+  visit(p.x, Access::kRead);
+  visit(p.out, Access::kWrite);
+}
+
+void ForEachActivation(BiasGeluBackwardParams& p, ActivationVisitor visit) {
+  visit(p.x, Access::kRead);
+  visit(p.grad_out, Access::kRead);
+  visit(p.grad_x, p.overwrite ? Access::kWrite : Access::kUpdate);
+}
+
 void Bf16Widening::Widen(Tensor& t, Access access) {
   if (t.empty() || t.dtype != DType::kBF16) return;
   const bool reads = access != Access::kWrite;

@@ -3,9 +3,10 @@
 // compiled for (AVX-512 or AVX2 with SMALLEM_NATIVE, SSE otherwise).
 //
 // The elementwise functions walk full vectors, then the tail one lane at a
-// time with the same lane code (CappedTag<float, 1>), so an element's value
-// does not depend on where its chunk started; the softmax rows pad their
-// tail to one full vector.
+// time with the same lane code (CappedTag<float, 1>); the softmax rows and
+// GELU's backward pad their tail to one full vector instead, GELU's because
+// its one-lane code rounds some elements differently (bias_gelu.cc needs
+// an element's value not to depend on where its slice of a row starts).
 #ifdef SMALLEM_HAVE_HWY
 
 #include "engine/cpu/vector_math.h"
@@ -70,8 +71,11 @@ void GeluForward(const float* in, float* out, int64_t n) {
   });
 }
 
-void GeluBackward(const float* in, const float* grad_out, float* grad_in,
-                  int64_t n) {
+namespace {
+
+// GeluBackward on n elements, n a multiple of the vector's lanes.
+void GeluBackwardVectors(const float* in, const float* grad_out, float* grad_in,
+                         int64_t n) {
   // d/dx x·σ(2u) = σ + x·σ(1 − σ)·2u', 2u' = 2√(2/π)(1 + 3·0.044715x²).
   Map(n, [&](auto d, int64_t i) {
     const auto x = hn::LoadU(d, in + i);
@@ -84,6 +88,28 @@ void GeluBackward(const float* in, const float* grad_out, float* grad_in,
     hn::StoreU(hn::MulAdd(g, hn::Add(s, slope), hn::LoadU(d, grad_in + i)), d,
                grad_in + i);
   });
+}
+
+}  // namespace
+
+void GeluBackward(const float* in, const float* grad_out, float* grad_in,
+                  int64_t n) {
+  // The tail goes through one zero-padded vector rather than one lane at a
+  // time: the one-lane code rounds some elements differently (the compiler
+  // fuses its products otherwise), and the fused bias + GELU runs this on
+  // row slices whose tails fall anywhere (engine/cpu/bias_gelu.cc).
+  constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(Full()));
+  const int64_t full = n - n % lanes;
+  GeluBackwardVectors(in, grad_out, grad_in, full);
+  if (full == n) return;
+  float x[kMaxLanes] = {}, g[kMaxLanes] = {}, acc[kMaxLanes] = {};
+  const int64_t rest = n - full;
+  std::memcpy(x, in + full, rest * sizeof(float));
+  std::memcpy(g, grad_out + full, rest * sizeof(float));
+  std::memcpy(acc, grad_in + full, rest * sizeof(float));
+  GeluBackwardVectors(x, g, acc, lanes);
+  std::memcpy(grad_in + full, acc, rest * sizeof(float));
 }
 
 void SiluForward(const float* in, float* out, int64_t n) {

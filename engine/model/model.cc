@@ -271,13 +271,15 @@ NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Te
   }
   Var proj = Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias));
   const NormedSum mid = AddNorm(tape, in.sum, proj, b.ln2_gain, b.ln2_bias);
-  Var up = Linear(tape, mid.normed, Param(tape, b.up_weight), Param(tape, b.up_bias));
+  const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;  // GELU: BiasGelu
+  Var up = Linear(tape, mid.normed, Param(tape, b.up_weight),
+                  swiglu ? Param(tape, b.up_bias) : Var{});
   Var act;
   if (c.architecture.feed_forward == FeedForwardKind::kSwiGlu) {
     Var gate = Linear(tape, mid.normed, Param(tape, b.gate_weight), Param(tape, b.gate_bias));
     act = SwiGlu(tape, gate, up);
   } else {
-    act = Gelu(tape, up);
+    act = BiasGelu(tape, up, Param(tape, b.up_bias));
   }
   return AddNorm(tape, mid.sum,
                  Linear(tape, act, Param(tape, b.ff_proj_weight), Param(tape, b.ff_proj_bias)),
