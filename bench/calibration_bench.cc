@@ -7,10 +7,15 @@
 //   build/bench/smallem_calibration_bench [--experiments N] [--seed S]
 //       [--filter TEXT] [--seeds S] [--budgets B]
 //
-// N null experiments per equal-steps row (default 10000); the equal-time
-// rows run N/10 each (each refits its curve 200 times for the bootstrap).
-// --filter runs only the rows whose label contains TEXT; --seeds S and
-// --budgets B only those rows (equal-steps rows have budgets 4 in the config).
+// N experiments per row (default 10000, the count). An equal-time
+// experiment refits its curve ~220 times (200 bootstrap resamples, the
+// leave-one-out checks), each refit of a resample started from the curve's
+// own fit (curve_forms.h, RefitFormNear): ~1–20 ms per experiment, the most
+// with five budgets of the plateau curve (docs/equal-time.md § Calibration
+// has the run times). --filter runs only the rows whose label contains TEXT;
+// --seeds S and --budgets B only those rows (equal-steps rows have budgets 4
+// in the config). Every row seeds its own generator, so a subset gives the
+// same numbers as the whole table.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,7 +38,7 @@ void Row(const char* label, const SimulationConfig& c) {
   const SimulationResult r = Simulate(c);
   const double p = r.VerdictRate();
   const double se = std::sqrt(p * (1 - p) / std::max(1, r.experiments));
-  std::printf("| %s | %d | %d | %d | %.4f | %.1f %% ± %.1f |\n", label, c.seeds,
+  std::printf("| %s | %d | %d | %d | %.4f | %.2f %% ± %.2f |\n", label, c.seeds,
               c.equal_time ? c.budgets : 0, r.experiments, c.true_delta, 100 * p, 100 * se);
   std::fflush(stdout);
 }
@@ -64,7 +69,6 @@ int Main(int argc, char** argv) {
       for (int budgets : {3, 5}) {
         for (int seeds : {2, 3, 5}) {
           SimulationConfig c = base;
-          c.experiments = experiments / 10;
           c.equal_time = true;
           c.curve = curve;
           c.where = where;
@@ -88,7 +92,6 @@ int Main(int argc, char** argv) {
     }
     for (int seeds : {2, 3, 5}) {
       SimulationConfig c = base;
-      c.experiments = experiments / 10;
       c.equal_time = true;
       c.budgets = 4;
       c.seeds = seeds;

@@ -31,7 +31,7 @@ void PoolNoise(const std::vector<CurvePoint>& points, std::optional<double> arms
   double sum = 0;
   int df = 0;
   for (const CurvePoint& p : points) {
-    if (p.seed_losses.size() < 2) continue;
+    if (p.seed_losses.size() < 2 || p.in_arms_noise) continue;
     sum += SampleVariance(p.seed_losses) * static_cast<double>(p.seed_losses.size() - 1);
     df += static_cast<int>(p.seed_losses.size() - 1);
   }
@@ -43,13 +43,16 @@ void PoolNoise(const std::vector<CurvePoint>& points, std::optional<double> arms
   if (df > 0) c.sigma = std::sqrt(sum / df);
 }
 
-// R(t) of `curve`'s model refitted to `points`, or of their chord.
-double Predict(const TimeCurve& curve, bool same_model, const std::vector<CurvePoint>& points,
-               double seconds) {
-  absl::StatusOr<TimeCurve> refit = same_model ? curve.Refit(points) : TimeCurve::Create(points);
+// `curve`'s model refitted to `points` (the chord when `same_model` is
+// false or the refit fails); with `near`, started from that curve's fit.
+TimeCurve RefitOrChord(const TimeCurve& curve, bool same_model,
+                       const std::vector<CurvePoint>& points, bool near = false) {
+  absl::StatusOr<TimeCurve> refit = !same_model ? TimeCurve::Create(points)
+                                    : near      ? curve.RefitNear(points)
+                                                : curve.Refit(points);
   if (!refit.ok()) refit = TimeCurve::Create(points);
   CHECK(refit.ok()) << refit.status();
-  return refit->Interpolate(seconds).value;
+  return *std::move(refit);
 }
 
 double RmsMiss(const std::vector<LeftOut>& misses) {
@@ -80,6 +83,37 @@ bool WithinNoise(const TimeCurve& curve, const CurveChoice& c, std::optional<dou
   return worst <= kExactFitTolerance;
 }
 
+// `rows` vectors of `columns` standard normals (mt19937_64 seeded with
+// `seed`, drawn column by column), moment-matched: each row centred, made
+// orthogonal to the rows before it (Gram–Schmidt) and scaled to sample
+// variance 1 (n − 1 in the denominator), so that their sample covariance is
+// exactly the identity. With columns ≤ rows that cannot be: plain normals.
+std::vector<std::vector<double>> MomentMatchedNormals(size_t rows, size_t columns,
+                                                      uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<double>> z(rows, std::vector<double>(columns));
+  for (size_t b = 0; b < columns; ++b) {
+    for (size_t i = 0; i < rows; ++i) z[i][b] = StandardNormal(rng);
+  }
+  if (columns <= rows) return z;
+  auto dot = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    double sum = 0;
+    for (size_t b = 0; b < columns; ++b) sum += x[b] * y[b];
+    return sum;
+  };
+  for (size_t i = 0; i < rows; ++i) {
+    const double mean = Mean(z[i]);
+    for (double& v : z[i]) v -= mean;
+    for (size_t j = 0; j < i; ++j) {
+      const double c = dot(z[i], z[j]) / dot(z[j], z[j]);
+      for (size_t b = 0; b < columns; ++b) z[i][b] -= c * z[j][b];
+    }
+    const double scale = std::sqrt(static_cast<double>(columns - 1) / dot(z[i], z[i]));
+    for (double& v : z[i]) v *= scale;
+  }
+  return z;
+}
+
 // The chord's worst bias between two points, for its note.
 std::string ChordNote(const TimeCurve& curve) {
   const double l1 = curve.points()[0].loss, l2 = curve.points()[1].loss;
@@ -101,15 +135,20 @@ std::vector<LeftOut> LeaveOneOut(const TimeCurve& curve, std::optional<double> s
     std::vector<CurvePoint> others = pts;
     others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
     LeftOut m{.budget = pts[i].budget, .seconds = pts[i].seconds, .measured = pts[i].loss};
-    m.same_model = curve.Refit(others).ok();
-    m.predicted = Predict(curve, m.same_model, others, pts[i].seconds);
+    absl::StatusOr<TimeCurve> refit = curve.Refit(others);
+    m.same_model = refit.ok();
+    const TimeCurve predictor = refit.ok() ? *std::move(refit) : RefitOrChord(curve, false, others);
+    m.predicted = predictor.Interpolate(pts[i].seconds).value;
     m.miss = pts[i].loss - m.predicted;
     if (sigma) {
       double variance = *sigma * *sigma / SeedCount(pts[i]);
       for (size_t j = 0; j < others.size(); ++j) {
         std::vector<CurvePoint> moved = others;
         moved[j].loss += *sigma / std::sqrt(SeedCount(others[j]));
-        const double delta = Predict(curve, m.same_model, moved, pts[i].seconds) - m.predicted;
+        // A small move: refitted from the others' fit.
+        const double delta =
+            RefitOrChord(predictor, true, moved, /*near=*/true).Interpolate(pts[i].seconds).value -
+            m.predicted;
         variance += delta * delta;
       }
       m.noise_variance = variance;
@@ -151,6 +190,7 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
     return c;
   }
   std::vector<std::string> rejected;
+  std::vector<TimeCurve> fitted;  // the forms that fit, rejected for their residuals
   for (Form form : kForms) {
     if (FormParameters(form) >= 4 && k < 5) break;
     absl::StatusOr<TimeCurve> fit = TimeCurve::Build(points, CurveModel::kFit, form);
@@ -158,6 +198,7 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
       rejected.push_back(absl::StrCat(FormName(form), ": ", fit.status().message()));
       continue;
     }
+    fitted.push_back(*fit);
     std::optional<double> misfit;
     if (WithinNoise(*fit, c, &misfit)) {
       c.curve = *std::move(fit);
@@ -179,17 +220,15 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
   std::vector<TimeCurve> candidates;
   candidates.push_back(*TimeCurve::Build(points, CurveModel::kPchip));
   if (k >= 4) {
-    for (Form form : kForms) {
-      if (FormParameters(form) >= 4 && k < 5) break;
-      absl::StatusOr<TimeCurve> through = TimeCurve::Build(points, CurveModel::kFitThroughPoints, form);
-      if (through.ok()) candidates.push_back(*std::move(through));
-    }
+    for (const TimeCurve& fit : fitted) candidates.push_back(fit.ThroughPoints());
   }
   size_t best = 0;
   double best_rms = INFINITY;
   std::vector<std::string> scores;
+  std::vector<std::vector<LeftOut>> misses;  // per candidate, with their noise
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const double rms = RmsMiss(LeaveOneOut(candidates[i]));
+    misses.push_back(LeaveOneOut(candidates[i], c.sigma));
+    const double rms = RmsMiss(misses.back());
     scores.push_back(absl::StrFormat("%s %.4f", candidates[i].model() == CurveModel::kPchip
                                                     ? "PCHIP"
                                                     : FormName(candidates[i].form()),
@@ -197,7 +236,7 @@ absl::StatusOr<CurveChoice> ChooseReferenceCurve(std::vector<CurvePoint> points,
     if (rms < best_rms) best_rms = rms, best = i;
   }
   c.curve = candidates[best];
-  c.left_out = LeaveOneOut(c.curve, c.sigma);
+  c.left_out = std::move(misses[best]);
   c.notes.push_back(absl::StrCat(
       "No form fits the reference points within their noise (", absl::StrJoin(rejected, "; "),
       "), so R(t) is ", c.curve.Describe(),
@@ -213,11 +252,14 @@ CurveBootstrap CurveBootstrap::Run(const TimeCurve& curve, std::optional<double>
                                    double time_cv, int time_df, int resamples, uint64_t seed) {
   CurveBootstrap out;
   if (!sigma || !(*sigma > 0)) return out;
-  std::mt19937_64 rng(seed);
+  const std::vector<std::vector<double>> draws =
+      MomentMatchedNormals(curve.points().size(), static_cast<size_t>(resamples), seed);
   for (int b = 0; b < resamples; ++b) {
     std::vector<CurvePoint> points = curve.points();
-    for (CurvePoint& p : points) p.loss += *sigma / std::sqrt(SeedCount(p)) * StandardNormal(rng);
-    absl::StatusOr<TimeCurve> refit = curve.Refit(points);
+    for (size_t i = 0; i < points.size(); ++i) {
+      points[i].loss += *sigma / std::sqrt(SeedCount(points[i])) * draws[i][b];
+    }
+    absl::StatusOr<TimeCurve> refit = curve.RefitNear(points);
     if (refit.ok()) out.curves_.push_back(*std::move(refit));
   }
   // The points' times: each moved by its standard error in turn.
@@ -227,7 +269,7 @@ CurveBootstrap CurveBootstrap::Run(const TimeCurve& curve, std::optional<double>
   for (size_t i = 0; i < curve.points().size(); ++i) {
     std::vector<CurvePoint> points = curve.points();
     points[i].seconds *= 1 + time_cv / std::sqrt(SeedCount(points[i]));
-    absl::StatusOr<TimeCurve> refit = curve.Refit(points);
+    absl::StatusOr<TimeCurve> refit = curve.RefitNear(points);
     if (refit.ok()) out.time_curves_.push_back(*std::move(refit));
   }
   return out;

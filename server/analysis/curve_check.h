@@ -3,7 +3,8 @@
 // § The reference curve):
 //
 //  * Noise: σ pooled over the reference seeds and the compared arms (every
-//    arm with ≥ 2 seeds on the class), df Σ(nᵢ − 1).
+//    arm with ≥ 2 seeds on the class), df Σ(nᵢ − 1); a point flagged
+//    in_arms_noise is already in the arms' σ and not pooled again.
 //  * Choice (ChooseReferenceCurve), with k complete budgets:
 //      k = 2: the chord in log time, with a note giving its bias bound;
 //      k ≥ 3: the first form, in order log-linear, power law, plateau power
@@ -32,12 +33,17 @@
 //    because their degrees of freedom differ:
 //    SE_loss: kBootstrapResamples parametric bootstrap resamples
 //    (mt19937_64 seeded with kBootstrapSeed, so a report is reproducible):
-//    point i's mean loss drawn from N(Lᵢ, σ²/nᵢ) with the pooled σ (a 2-seed
+//    point i's mean loss Lᵢ + σ/√nᵢ·zᵢ with the pooled σ (a 2-seed
 //    nonparametric resample would know its budget's spread from one degree
-//    of freedom), the model refitted to each, their standard deviation at
-//    t; df of σ. Zero without σ.
+//    of freedom), the model refitted to each (TimeCurve::RefitNear: from
+//    the curve's own fit), their standard deviation at t; df of σ. Zero
+//    without σ. The draws are moment-matched: each point's centred, made
+//    orthogonal to the earlier points' and scaled to sample variance 1, so
+//    that the bootstrap is exact wherever R is linear in the points' means
+//    (plain draws of a fixed seed bias it the same way in every report).
 //    SE_time: the points' mean times are measured too: Σᵢ δᵢ(t)², δᵢ the
-//    change of R(t) when point i's time tᵢ moves by its standard error
+//    change of R(t) (refitted from the curve's fit) when point i's time tᵢ
+//    moves by its standard error
 //    tᵢ·cv/√nᵢ (cv the relative sd of training time pooled over every arm
 //    and budget, time_comparator.h); df that of cv. None without cv.
 //

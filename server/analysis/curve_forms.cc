@@ -1,8 +1,10 @@
 #include "server/analysis/curve_forms.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
+#include "server/analysis/nelder_mead.h"
 
 namespace smallem {
 namespace {
@@ -127,6 +129,62 @@ double FormFit::Slope(double t) const {
     return -alpha * a * FormX(form, t, alpha, t0, beta, t_ref) * knee / (t * (1 + knee));
   }
   return -alpha * a / t_ref * std::pow((t + t0) / t_ref, -alpha - 1);
+}
+
+namespace {
+
+// t_ref and the time bounds of a fit to `ts`.
+struct TimeSpan {
+  double t_ref = 1, t_min = INFINITY, t_max = 0;
+};
+TimeSpan SpanOf(const std::vector<double>& ts) {
+  TimeSpan s;
+  double log_sum = 0;
+  for (double t : ts) {
+    CHECK(t > 0);
+    log_sum += std::log(t), s.t_min = std::min(s.t_min, t), s.t_max = std::max(s.t_max, t);
+  }
+  s.t_ref = std::exp(log_sum / static_cast<double>(ts.size()));
+  return s;
+}
+
+}  // namespace
+
+std::optional<FormFit> RefitFormNear(const FormFit& start, const std::vector<double>& ts,
+                                     const std::vector<double>& ls,
+                                     const std::vector<double>& ws) {
+  CHECK(ts.size() == ls.size() && ts.size() == ws.size());
+  const Form form = start.form;
+  if (form == Form::kLogLinear || static_cast<int>(ts.size()) < FormParameters(form)) {
+    return FitForm(form, ts, ls, ws);  // linear: exact, and cheap
+  }
+  const TimeSpan span = SpanOf(ts);
+  const bool free_t0 = form == Form::kBrokenPowerLaw || (form == Form::kPlateau && start.t0 > 0);
+  const double t0_lo = std::log(0.05 * span.t_min), t0_hi = std::log(20 * span.t_max);
+  // x = (ln α[, ln t₀[, ln β]]), clamped to the global search's bounds.
+  struct Params {
+    double alpha, t0, beta;
+  };
+  auto params = [&](const std::vector<double>& x) {
+    Params p{std::exp(std::clamp(x[0], std::log(kMinAlpha), std::log(kMaxAlpha))), 0, 1};
+    if (free_t0) p.t0 = std::exp(std::clamp(x[1], t0_lo, t0_hi));
+    if (form == Form::kBrokenPowerLaw) {
+      p.beta = std::exp(std::clamp(x[2], std::log(kMinBeta), std::log(kMaxBeta)));
+    }
+    return p;
+  };
+  std::vector<double> x0 = {std::log(std::clamp(start.alpha, kMinAlpha, kMaxAlpha))};
+  if (free_t0) x0.push_back(std::clamp(std::log(start.t0), t0_lo, t0_hi));
+  if (form == Form::kBrokenPowerLaw) x0.push_back(std::log(std::clamp(start.beta, kMinBeta, kMaxBeta)));
+  auto sse = [&](const std::vector<double>& x) {
+    const Params p = params(x);
+    return SolveForm(form, ts, ls, ws, p.alpha, p.t0, p.beta, span.t_ref).sse;
+  };
+  const Params p = params(MinimizeNelderMead(sse, x0).x);
+  const Linear lin = SolveForm(form, ts, ls, ws, p.alpha, p.t0, p.beta, span.t_ref);
+  if (!(lin.a > 0) || !std::isfinite(lin.sse)) return std::nullopt;
+  return FormFit{.form = form, .l_inf = lin.l_inf, .a = lin.a, .alpha = p.alpha, .t0 = p.t0,
+                 .beta = p.beta, .t_ref = span.t_ref, .weighted_sse = lin.sse};
 }
 
 std::optional<FormFit> FitForm(Form form, const std::vector<double>& ts,

@@ -26,6 +26,13 @@
 // 0.05·t_min to 20·t_max), and the broken power law's β likewise (log grid
 // on [0.5, 30]) for each t₀. Deterministic.
 //
+// A refit to nearby data (RefitFormNear: the bootstrap's resamples, a point
+// moved by its standard error) starts from the fit it perturbs instead:
+// (ln α, ln t₀, ln β) by Nelder–Mead (server/analysis/nelder_mead.h) from
+// the start's values, within the same bounds, (L∞, A) exactly as above. The
+// global search costs ~100 (power law), ~7,000 (plateau) and ~80,000
+// (broken power law) linear solves; the local one ~50–300.
+//
 // Thread-safety: pure functions on values.
 #ifndef SMALLEM_SERVER_ANALYSIS_CURVE_FORMS_H_
 #define SMALLEM_SERVER_ANALYSIS_CURVE_FORMS_H_
@@ -63,6 +70,14 @@ struct FormFit {
 // REQUIRES: equal sizes, times > 0.
 std::optional<FormFit> FitForm(Form form, const std::vector<double>& ts,
                                const std::vector<double>& ls, const std::vector<double>& ws);
+
+// The fit of `start.form` to (ts, ls, ws) nearest `start` (a fit of the
+// same form to data close to these): a local minimum from start's
+// nonlinear parameters, not a global search. A plateau fit with t₀ = 0
+// stays a power law in t. nullopt as FitForm.
+std::optional<FormFit> RefitFormNear(const FormFit& start, const std::vector<double>& ts,
+                                     const std::vector<double>& ls,
+                                     const std::vector<double>& ws);
 
 }  // namespace smallem
 

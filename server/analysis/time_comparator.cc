@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,25 +33,71 @@ void GatherSeeds(const ComparisonPlan& plan, const std::vector<ComparedRun>& run
   }
 }
 
-// TimeSpread over the plan's arms and the curve's points.
-TimeSpread PoolTimeSpread(const ComparisonPlan& plan, const std::vector<ComparedRun>& runs,
-                          const std::string& device_class, const std::vector<CurvePoint>& points) {
-  double sum = 0;
-  int df = 0;
-  auto add = [&](const std::vector<double>& seconds) {
-    if (seconds.size() < 2 || !(Mean(seconds) > 0)) return;
-    const double m = Mean(seconds);
-    sum += SampleVariance(seconds) / (m * m) * static_cast<double>(seconds.size() - 1);
-    df += static_cast<int>(seconds.size()) - 1;
-  };
-  for (const std::string& variant : plan.variants) {
-    TimeRow arm;
-    arm.variant = variant;
-    GatherSeeds(plan, runs, device_class, arm);
-    add(arm.seconds);
+// The seed-to-seed spreads behind the equal-time comparison, pooled over
+// distinct runs: the loss variance of the compared arms (passed to
+// ChooseReferenceCurve, which adds the reference points not flagged
+// in_arms_noise) and the relative training-time variance of the arms and
+// every point.
+struct DistinctSpread {
+  std::optional<double> arms_sigma;
+  int arms_df = 0;
+  TimeSpread time;
+};
+
+// One group of identically specified runs, by seed.
+using SeedGroup = std::map<int64_t, std::pair<double, double>>;  // seed → (loss, seconds)
+
+// The compared arms' finished runs at the plan's budget on `device_class`
+// and the curve's points, each run counted once: the reference's shared
+// variant's arm and a point at the compared budget are runs of the same
+// cells (Grid::Cells lists them once), so that point joins the arm (their
+// union by seed) and is flagged in_arms_noise. Without this the baseline's
+// seeds would enter σ_all and cv twice.
+DistinctSpread PoolDistinct(const ComparisonPlan& plan, const std::vector<ComparedRun>& runs,
+                            const std::string& device_class, std::vector<CurvePoint>& points) {
+  std::vector<SeedGroup> arms;
+  size_t shared = plan.variants.size();
+  for (size_t v = 0; v < plan.variants.size(); ++v) {
+    SeedGroup group;
+    for (const ComparedRun& r : runs) {
+      if (r.variant == plan.variants[v] && r.budget == plan.budget &&
+          r.state == RunState::kSucceeded && r.device_class == device_class &&
+          std::find(plan.seeds.begin(), plan.seeds.end(), r.seed) != plan.seeds.end()) {
+        group.emplace(r.seed, std::pair(r.val_nats_per_byte, r.train_seconds));
+      }
+    }
+    if (plan.reference && plan.variants[v] == plan.reference->shared_variant) shared = v;
+    arms.push_back(std::move(group));
   }
-  for (const CurvePoint& p : points) add(p.seed_seconds);
-  return df == 0 ? TimeSpread{} : TimeSpread{.cv = std::sqrt(sum / df), .df = df};
+  std::vector<SeedGroup> others;  // the points not merged into an arm
+  for (CurvePoint& p : points) {
+    SeedGroup group;
+    for (size_t i = 0; i < p.seed_losses.size() && i < plan.reference->seeds.size(); ++i) {
+      group.emplace(plan.reference->seeds[i], std::pair(p.seed_losses[i], p.seed_seconds[i]));
+    }
+    if (shared < arms.size() && p.budget == plan.budget) {
+      p.in_arms_noise = true;
+      arms[shared].merge(group);  // keeps the arm's entry for a seed in both
+    } else {
+      others.push_back(std::move(group));
+    }
+  }
+  DistinctSpread out;
+  double loss_sum = 0, cv_sum = 0;
+  int cv_df = 0;
+  auto add = [&](const SeedGroup& g, bool loss) {
+    if (g.size() < 2) return;
+    std::vector<double> losses, seconds;
+    for (const auto& [seed, value] : g) losses.push_back(value.first), seconds.push_back(value.second);
+    const double df = static_cast<double>(g.size() - 1), m = Mean(seconds);
+    if (loss) loss_sum += SampleVariance(losses) * df, out.arms_df += static_cast<int>(df);
+    if (m > 0) cv_sum += SampleVariance(seconds) / (m * m) * df, cv_df += static_cast<int>(df);
+  };
+  for (const SeedGroup& g : arms) add(g, true);
+  for (const SeedGroup& g : others) add(g, false);
+  if (out.arms_df > 0) out.arms_sigma = std::sqrt(loss_sum / out.arms_df);
+  if (cv_df > 0) out.time = TimeSpread{.cv = std::sqrt(cv_sum / cv_df), .df = cv_df};
+  return out;
 }
 
 std::string ExtrapolationNote(const TimeRow& row, const TimeCurve& curve) {
@@ -146,12 +194,15 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
 
   report.curve = ref.points;
   report.curve_budgets = ref.budgets_expected;
-  const NoiseModel& noise = report.steps.noise;
   if (ref.points.size() >= 2) {
-    absl::StatusOr<CurveChoice> choice = ChooseReferenceCurve(ref.points, noise.sigma, noise.df);
+    std::vector<CurvePoint> points = ref.points;
+    const DistinctSpread spread = PoolDistinct(plan, runs, report.steps.device_class, points);
+    absl::StatusOr<CurveChoice> choice =
+        ChooseReferenceCurve(points, spread.arms_sigma, spread.arms_df);
     if (!choice.ok()) return choice.status();
     report.choice = *std::move(choice);
-    report.time_spread = PoolTimeSpread(plan, runs, report.steps.device_class, ref.points);
+    report.time_spread = spread.time;
+    report.curve = points;  // with the point that is an arm's runs flagged
     report.bootstrap = CurveBootstrap::Run(report.choice->curve, report.choice->sigma,
                                            report.time_spread.cv, report.time_spread.df);
     if (!ref.pending.empty()) {

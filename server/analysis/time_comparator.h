@@ -13,13 +13,15 @@
 //  * The curve's model, its leave-one-out check, its model error ME(t) and
 //    its parametric bootstrap SE_R(t) come from server/analysis/curve_check.h,
 //    with σ pooled over the reference seeds and the compared arms (σ_all,
-//    df_all).
+//    df_all), each run once: the reference point at the compared budget of
+//    the reference's shared variant is that variant's runs, so it joins
+//    that arm (their union by seed) rather than being pooled twice.
 //  * Per variant: t = mean training seconds of its seeds; R(t) from the
 //    curve; Δt = mean loss − R(t) in nats per byte, lower is better;
 //      SE_V = σ_all/√n_V (df_all);
 //      SE_t = t·cv/√n_V, cv the seed-to-seed sd of training time relative
 //           to its mean, pooled over every arm and reference budget with ≥ 2
-//           seeds (df_cv = Σ(nᵢ − 1); 0 without any);
+//           seeds, each run once as σ_all (df_cv = Σ(nᵢ − 1); 0 without any);
 //      SE = √(SE_V² + SE_R(t)² + (R′(t)·SE_t)² + ME(t)²), df ν the smaller
 //           of df_all (σ_all: SE_V, SE_R's loss part) and df_cv (cv: SE_R's
 //           time part, SE_t) among those whose terms are > 0 — conservative:

@@ -58,6 +58,29 @@ absl::StatusOr<TimeCurve> TimeCurve::Create(std::vector<CurvePoint> points) {
 
 absl::StatusOr<TimeCurve> TimeCurve::Build(std::vector<CurvePoint> points, CurveModel model,
                                            Form form) {
+  return BuildFrom(std::move(points), model, form, nullptr);
+}
+
+TimeCurve TimeCurve::ThroughPoints() const {
+  CHECK(model_ == CurveModel::kFit && fit_) << "ThroughPoints of a " << CurveModelName(model_);
+  TimeCurve out = *this;
+  out.model_ = CurveModel::kFitThroughPoints;
+  std::vector<double> log_ts;
+  for (const CurvePoint& p : points_) log_ts.push_back(std::log(p.seconds));
+  out.pchip_.emplace(log_ts, Residuals());
+  return out;
+}
+
+absl::StatusOr<TimeCurve> TimeCurve::RefitNear(std::vector<CurvePoint> points) const {
+  if (fit_) {
+    absl::StatusOr<TimeCurve> near = BuildFrom(points, model_, form_, &*fit_);
+    if (near.ok() || absl::IsInvalidArgument(near.status())) return near;
+  }
+  return Build(std::move(points), model_, form_);
+}
+
+absl::StatusOr<TimeCurve> TimeCurve::BuildFrom(std::vector<CurvePoint> points, CurveModel model,
+                                               Form form, const FormFit* near) {
   if (absl::Status st = CheckPoints(points); !st.ok()) return st;
   TimeCurve curve(std::move(points), model, form);
   std::vector<double> log_ts, ls, ts, ws;
@@ -70,7 +93,7 @@ absl::StatusOr<TimeCurve> TimeCurve::Build(std::vector<CurvePoint> points, Curve
   }
   if (model == CurveModel::kPchip) curve.pchip_.emplace(log_ts, ls);
   if (model == CurveModel::kFit || model == CurveModel::kFitThroughPoints) {
-    curve.fit_ = FitForm(form, ts, ls, ws);
+    curve.fit_ = near != nullptr ? RefitFormNear(*near, ts, ls, ws) : FitForm(form, ts, ls, ws);
     if (!curve.fit_) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "no decreasing %s fits %d reference points (it needs %d and a falling loss)",

@@ -45,6 +45,10 @@ struct CurvePoint {
   std::vector<double> seed_seconds;
   std::vector<double> seed_losses;
   std::vector<int64_t> seed_steps;  // ComparedRun::steps, else the budget's steps, else 0
+  // Its runs are (some of) a compared arm's, whose spread the arms' σ given
+  // to ChooseReferenceCurve already holds: not pooled again
+  // (time_comparator.h).
+  bool in_arms_noise = false;
 };
 
 enum class CurveModel { kChord, kPchip, kFit, kFitThroughPoints };
@@ -75,6 +79,14 @@ class TimeCurve {
   absl::StatusOr<TimeCurve> Refit(std::vector<CurvePoint> points) const {
     return Build(std::move(points), model_, form_);
   }
+  // This fit (kFit) made exact at its points: kFitThroughPoints with the
+  // same parameters, without fitting again. REQUIRES: model() == kFit.
+  TimeCurve ThroughPoints() const;
+  // As Refit, for points close to these (a bootstrap resample, a point moved
+  // by its standard error): a fit starts from this curve's parameters
+  // (RefitFormNear, a local search) instead of searching globally; the
+  // global search stands in where the local one finds no decreasing fit.
+  absl::StatusOr<TimeCurve> RefitNear(std::vector<CurvePoint> points) const;
 
   // By increasing time.
   const std::vector<CurvePoint>& points() const { return points_; }
@@ -98,6 +110,9 @@ class TimeCurve {
   TimeCurve(std::vector<CurvePoint> points, CurveModel model, Form form)
       : points_(std::move(points)), model_(model), form_(form) {}
   double Inner(double seconds, double* slope) const;
+  // Build, the fit started from `near` when given.
+  static absl::StatusOr<TimeCurve> BuildFrom(std::vector<CurvePoint> points, CurveModel model,
+                                             Form form, const FormFit* near);
 
   std::vector<CurvePoint> points_;
   CurveModel model_;

@@ -24,13 +24,16 @@ TEST(CalibrationTest, NullFalseVerdictRateAtEqualTimeIsUnderFivePercent) {
   }
 }
 
-// Two of the shapes whose rates exceeded 5 % before the log-linear form and
-// the curve's model error entered (docs/equal-time.md § Calibration):
-// between three budgets of the plateau curve with 5 seeds (was 9.2 %) and
-// the log-linear curve with five budgets and 2 seeds (was 8.8 % at a
-// point). The third, the plateau with five budgets, refits the four-parameter
-// form ~220 times per experiment: too slow for a bounded test; the bench
-// measures it.
+// The shapes whose rates exceeded 5 % in earlier versions
+// (docs/equal-time.md § Calibration): between three budgets of the plateau
+// curve with 5 seeds (9.2 % before the curve's model error entered τ), the
+// log-linear curve with five budgets and 2 seeds (8.8 % at a point before the
+// log-linear form) and the plateau with five budgets and 5 seeds
+// (5.5–6.2 %). The five-budget plateau refits its four-parameter form ~220
+// times per experiment, from the curve's own fit (RefitFormNear). Rows whose
+// rate is the nominal 5 % (the power law with 5 seeds, where the model is
+// right and τ exceeds the floor) need the bench's 10,000 experiments: a few
+// hundred cannot tell 5 % from 6 %.
 TEST(CalibrationTest, NullFalseVerdictRateOnOtherShapesIsUnderFivePercent) {
   struct Shape {
     TrueCurve curve;
@@ -38,7 +41,8 @@ TEST(CalibrationTest, NullFalseVerdictRateOnOtherShapesIsUnderFivePercent) {
     VariantTime where;
   };
   for (const Shape& s : {Shape{TrueCurve::kPlateau, 3, 5, VariantTime::kBetween},
-                         Shape{TrueCurve::kLogLinear, 5, 2, VariantTime::kAtPoint}}) {
+                         Shape{TrueCurve::kLogLinear, 5, 2, VariantTime::kAtPoint},
+                         Shape{TrueCurve::kPlateau, 5, 5, VariantTime::kBetween}}) {
     const SimulationResult r =
         Simulate({.experiments = 300, .seeds = s.seeds, .budgets = s.budgets, .curve = s.curve,
                   .where = s.where, .equal_time = true, .seed = 14});

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/analysis/stats.h"
 #include "tests/server/compared_runs.h"
 #include "tests/server/reference_fixture.h"
 
@@ -52,18 +53,19 @@ std::vector<ComparedRun> ReferenceRuns(const std::string& device_class = "cpu") 
 // The fixture. Curve points (mean seconds, mean loss):
 // (101, 1.051), (201, 1.001), (402, 0.9505: the baseline's runs), (804, 0.901):
 // 0.05 lower per doubling of time, a straight line in log time. σ pooled over
-// the reference budgets' seed pairs (s² = 2e-6, 2e-6, 5e-7, 2e-6) and the
-// compared arms' (4 × 5e-7): σ² = 8.5e-6/8, df 8. The log-linear form fits
-// within that noise (χ²/dof = 0.23): weighted least squares on
+// the compared arms' seed pairs (4 × s² = 5e-7) and the other reference
+// budgets' (s² = 2e-6, 2e-6, 2e-6; the 6000-step point is the baseline's own
+// runs, counted once): σ² = 8e-6/7, df 7. The log-linear form fits within
+// that noise (χ²/dof = 0.22): weighted least squares on
 // x = −ln(t/t_ref), t_ref = (101·201·402·804)^¼ = 284.61 s, gives
 // L(t_ref) = 0.975875, A = 0.0723620 per unit of ln t. Its left-out misses
 // (−0.0001, −0.0006) are within the noise: no model error. Each row's
 // τ_time = max(floor, t₀.₉₇₅(ν)·√(SE_V² + SE_R² + (R′·SE_t)² + ME²)); the
 // test recomputes it from the row's terms.
 //   base  t = 402: R = 0.950886, Δt = −0.00039                      within noise
-//   muon  t = 565: R = 0.926256, Δt = +0.00424                        worse (1.69τ)
+//   muon  t = 565: R = 0.926256, Δt = +0.00424                        worse (1.57τ)
 //         (at equal steps Δ = −0.0200: better (10.0τ) — wins per step, loses per minute)
-//   fast  t = 302: R = 0.971583, Δt = −0.01608                        better (6.83τ)
+//   fast  t = 302: R = 0.971583, Δt = −0.01608                        better (6.39τ)
 //   tiny  t = 81 < 101: extrapolated ×0.802, R = 1.066810              worse
 //   late  one seed of two: pending.
 std::vector<ComparedRun> Fixture() {
@@ -109,47 +111,50 @@ TEST(TimeComparatorTest, HandComputedFixture) {
   ASSERT_TRUE(report->choice.has_value());
   EXPECT_EQ(report->choice->curve.model(), CurveModel::kFit);
   EXPECT_EQ(report->choice->curve.form(), Form::kLogLinear);
-  EXPECT_EQ(report->choice->sigma_df, 8);
-  EXPECT_NEAR(*report->choice->sigma, std::sqrt(8.5e-6 / 8), 1e-12);
-  EXPECT_NEAR(*report->choice->misfit, 0.2349, 1e-3);
+  // The baseline's pair is also the curve's 6000-step point: counted once.
+  EXPECT_TRUE(report->curve[2].in_arms_noise);
+  EXPECT_EQ(report->choice->sigma_df, 7);
+  EXPECT_NEAR(*report->choice->sigma, std::sqrt(8e-6 / 7), 1e-12);
+  EXPECT_NEAR(*report->choice->misfit, 0.2349 * (8.5e-6 / 8) / (8e-6 / 7), 1e-3);
 
   const TimeRow& muon = Row(*report, "muon");
   EXPECT_DOUBLE_EQ(*muon.mean_seconds, 565);
   EXPECT_NEAR(*muon.reference_loss, line(565), 1e-6);
   EXPECT_NEAR(*muon.slope, -0.0723620 / 565, 1e-9);
   EXPECT_NEAR(*muon.delta, 0.9305 - *muon.reference_loss, 1e-12);
-  // τ from its terms: SE_V = σ/√2 (two seeds, σ pooled over all arms, df 8),
+  // τ from its terms: SE_V = σ/√2 (two seeds, σ pooled over all runs, df 7),
   // SE_t = 565·cv/√2 with cv² the mean of (sd/mean)² over the seed pairs of
-  // the arms (base, muon, fast, tiny) and the curve's points (the baseline's
-  // pair again at 6000 steps), df 8; SE_R from the bootstrap; no model error.
+  // the arms (base, muon, fast, tiny) and the curve's other points (the
+  // baseline's pair is the 6000-step point: once), df 7; SE_R from the
+  // bootstrap; no model error.
   const double pairs[][2] = {{400, 404}, {560, 570}, {300, 304}, {80, 82},
-                             {100, 102}, {200, 202}, {400, 404}, {800, 808}};
+                             {100, 102}, {200, 202}, {800, 808}};
   double cv2 = 0;
   for (const auto& p : pairs) {
     const double m = (p[0] + p[1]) / 2, var = (p[0] - p[1]) * (p[0] - p[1]) / 2;
-    cv2 += var / (m * m) / 8;
+    cv2 += var / (m * m) / 7;
   }
-  EXPECT_EQ(report->time_spread.df, 8);
+  EXPECT_EQ(report->time_spread.df, 7);
   EXPECT_NEAR(report->time_spread.cv, std::sqrt(cv2), 1e-12);
-  EXPECT_NEAR(*muon.se_variant, std::sqrt(8.5e-6 / 8 / 2), 1e-12);
+  EXPECT_NEAR(*muon.se_variant, std::sqrt(8e-6 / 7 / 2), 1e-12);
   EXPECT_NEAR(*muon.se_seconds, 565 * std::sqrt(cv2 / 2), 1e-9);
   EXPECT_EQ(*muon.se_model, 0);
   const double se = std::sqrt(*muon.se_variant * *muon.se_variant +
                               *muon.se_reference * *muon.se_reference +
                               std::pow(*muon.slope * *muon.se_seconds, 2));
   EXPECT_NEAR(*muon.se, se, 1e-12);
-  // ν = min(df_σ, df_cv) = 8: t₀.₉₇₅(8) = 2.306.
-  EXPECT_EQ(*muon.df, 8);
-  EXPECT_NEAR(*muon.t_quantile, 2.306004, 1e-6);
+  // ν = min(df_σ, df_cv) = 7: t₀.₉₇₅(7) = 2.365.
+  EXPECT_EQ(*muon.df, 7);
+  EXPECT_NEAR(*muon.t_quantile, 2.364624, 1e-6);
   EXPECT_NEAR(*muon.tau, std::max(0.002, *muon.t_quantile * se), 1e-12);
   EXPECT_NEAR(*muon.ci_low, *muon.delta - *muon.t_quantile * se, 1e-12);
   EXPECT_EQ(muon.verdict, Verdict::kWorse);
-  EXPECT_EQ(muon.VerdictText(), "worse (1.69τ)");
+  EXPECT_EQ(muon.VerdictText(), "worse (1.57τ)");
   EXPECT_EQ(report->steps.rows[1].VerdictText(), "better (10.0τ)");
 
   const TimeRow& fast = Row(*report, "fast");
   EXPECT_NEAR(*fast.reference_loss, line(302), 1e-6);
-  EXPECT_EQ(fast.VerdictText(), "better (6.83τ)");
+  EXPECT_EQ(fast.VerdictText(), "better (6.39τ)");
 
   const TimeRow& tiny = Row(*report, "tiny");
   EXPECT_TRUE(tiny.extrapolated);
@@ -270,11 +275,53 @@ TEST(TimeComparatorTest, RowsWaitForTheBaselinesNoise) {
   EXPECT_EQ(Row(*report, "muon").pending_reason, "waiting for the baseline");
 }
 
+// The reference seeds {1, 2, 3} and the compared seeds {1, 2}: the
+// 6000-step point is the baseline's two runs plus a reference run of seed 3.
+// The pooled σ and time spread count those three runs as one group (df 2),
+// not the baseline's pair twice (once as an arm, once inside the point).
+TEST(TimeComparatorTest, SharedBaselineSeedsArePooledOnce) {
+  ComparisonPlan plan = Plan();
+  plan.reference->seeds = {1, 2, 3};
+  std::vector<ComparedRun> runs = Fixture();
+  for (const ComparedRun& r :
+       {Finished("reference", 3, 1500, 1.055, 101), Finished("reference", 3, 3000, 1.004, 199),
+        Finished("reference", 3, 6000, 0.953, 406), Finished("reference", 3, 12000, 0.899, 806)}) {
+    runs.push_back(r);
+  }
+  absl::StatusOr<TimeReport> report = CompareAtEqualTime(plan, runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->choice.has_value());
+  ASSERT_EQ(report->curve.size(), 4u);
+  EXPECT_TRUE(report->curve[2].in_arms_noise);
+  EXPECT_FALSE(report->curve[1].in_arms_noise);
+  // Groups: base ∪ 6000-step point {0.950, 0.951, 0.953}; muon, fast, tiny
+  // (pairs 0.001 apart); 1500, 3000, 12000 steps (three seeds each).
+  const std::vector<std::vector<double>> losses = {
+      {0.950, 0.951, 0.953}, {0.930, 0.931}, {0.955, 0.956}, {1.134, 1.135},
+      {1.050, 1.052, 1.055}, {1.000, 1.002, 1.004}, {0.900, 0.902, 0.899}};
+  const std::vector<std::vector<double>> seconds = {
+      {400, 404, 406}, {560, 570}, {300, 304}, {80, 82},
+      {100, 102, 101}, {200, 202, 199}, {800, 808, 806}};
+  double loss_sum = 0, cv_sum = 0;
+  int df = 0;
+  for (size_t g = 0; g < losses.size(); ++g) {
+    const double n1 = static_cast<double>(losses[g].size() - 1), m = Mean(seconds[g]);
+    loss_sum += SampleVariance(losses[g]) * n1;
+    cv_sum += SampleVariance(seconds[g]) / (m * m) * n1;
+    df += static_cast<int>(n1);
+  }
+  EXPECT_EQ(df, 11);  // counting the pair twice would give 12
+  EXPECT_EQ(report->choice->sigma_df, df);
+  EXPECT_NEAR(*report->choice->sigma, std::sqrt(loss_sum / df), 1e-12);
+  EXPECT_EQ(report->time_spread.df, df);
+  EXPECT_NEAR(report->time_spread.cv, std::sqrt(cv_sum / df), 1e-12);
+}
+
 // The five budgets (tests/server/reference_fixture.h) as reference
 // runs, the baseline their 1000-step runs: the chosen model's left-out
 // misses (≈ +0.061, −0.025, +0.007 at 250, 500 and 1000 steps) all exceed
-// the τ of a variant measured there (σ pooled over 10 + 2 df ≈ 0.003, three
-// seeds: τ ≈ 2.18·√(σ²/3 + SE_R²) ≈ 0.005), so the note names all three; and
+// the τ of a variant measured there (σ pooled over 12 df ≈ 0.003 — the
+// 1000-step point is the baseline's runs, counted once — three seeds: τ ≈ 2.18·√(σ²/3 + SE_R²) ≈ 0.005), so the note names all three; and
 // the model error ME(t) they measure widens τ_time between those budgets.
 TEST(TimeComparatorTest, FixtureLeaveOneOutNoteFiresWhereAMissExceedsTau) {
   ComparisonPlan plan;
