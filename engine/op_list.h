@@ -45,7 +45,10 @@
   X(kAdamW, "adamw")                 /* fused AdamW update with global-norm clipping */   \
   X(kRowSumSquares, "row_sum_squares") /* per-row sum of squares (optimizer, no grad) */  \
   X(kRowScale, "row_scale")          /* rows scaled by √numer / √(denom + eps) */         \
-  X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */
+  X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */ \
+  X(kMoeRoute, "moe_route")          /* top-k experts, gates, sort by expert, balance */  \
+  X(kMoePermute, "moe_permute")      /* rows to expert order and back, with gates */      \
+  X(kGroupedMatmul, "grouped_matmul") /* one product per group of contiguous rows */
 
 // The methods every backend implements.
 #define SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X)                       \
@@ -77,7 +80,16 @@
   X(Sum, ReduceParams, kSum)                                        \
   X(SumSquares, ReduceParams, kSumSquares)                          \
   X(AdamW, AdamWParams, kAdamW)                                     \
-  X(GatherSequences, GatherSequencesParams, kGatherSequences)
+  X(GatherSequences, GatherSequencesParams, kGatherSequences)        \
+  X(MoeRouteForward, MoeRouteParams, kMoeRoute)                     \
+  X(MoeRouteBackward, MoeRouteBackwardParams, kMoeRoute)            \
+  X(MoeBalance, MoeBalanceParams, kMoeRoute)                        \
+  X(MoeDispatchForward, MoeDispatchParams, kMoePermute)             \
+  X(MoeDispatchBackward, MoeDispatchBackwardParams, kMoePermute)    \
+  X(MoeCombineForward, MoeCombineParams, kMoePermute)               \
+  X(MoeCombineBackward, MoeCombineBackwardParams, kMoePermute)      \
+  X(GroupedMatmulForward, GroupedMatmulParams, kGroupedMatmul)      \
+  X(GroupedMatmulBackward, GroupedMatmulBackwardParams, kGroupedMatmul)
 
 // The methods Backend implements through host memory (engine/backend.cc),
 // for backends without kernels of their own.

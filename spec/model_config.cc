@@ -58,15 +58,56 @@ int64_t ModelConfig::ff_hidden() const {
   return (f + 7) / 8 * 8;
 }
 
+namespace {
+
+// The parameters of one block's feed-forward: what a token uses (`active`),
+// everything trained (`total`) and the non-trained selection biases.
+struct FeedForwardCount {
+  int64_t active = 0, total = 0, buffers = 0;
+};
+
+FeedForwardCount CountFeedForward(const ModelConfig& m, int64_t layer) {
+  const int64_t c = m.embed, f = m.ff_hidden();
+  const bool bias = m.architecture.bias;
+  const int64_t ff_in = m.architecture.feed_forward == FeedForwardKind::kSwiGlu ? 2 : 1;
+  if (!m.moe.IsMoeLayer(layer)) {
+    const int64_t n = ff_in * f * c + f * c + (bias ? ff_in * f + c : 0);
+    return {n, n, 0};
+  }
+  // Experts carry no biases (spec/moe_config.h); the router is E × C.
+  const int64_t e = m.moe.experts, w = m.moe.Width(f);
+  const int64_t expert = (ff_in + 1) * w * c;
+  const int64_t router = e * c;
+  return {.active = router + (m.moe.top_k + m.moe.shared) * expert,
+          .total = router + (e + m.moe.shared) * expert,
+          .buffers = e};
+}
+
+}  // namespace
+
 int64_t ModelConfig::ParameterCount() const {
-  const int64_t c = embed, f = ff_hidden();
+  int64_t buffers = 0;
+  for (int64_t i = 0; i < layers; ++i) buffers += CountFeedForward(*this, i).buffers;
+  return TotalParameterCount() + buffers;
+}
+
+int64_t ModelConfig::TotalParameterCount() const {
+  int64_t total = ActiveParameterCount();
+  for (int64_t i = 0; i < layers; ++i) {
+    const FeedForwardCount ff = CountFeedForward(*this, i);
+    total += ff.total - ff.active;
+  }
+  return total;
+}
+
+int64_t ModelConfig::ActiveParameterCount() const {
+  const int64_t c = embed;
   const bool bias = architecture.bias;
   const bool layer = architecture.norm == NormKind::kLayer;
   const int64_t norm = layer ? 2 * c : c;
-  int64_t block = 2 * norm + 4 * c * c + (bias ? 4 * c : 0);
-  const int64_t ff_in = architecture.feed_forward == FeedForwardKind::kSwiGlu ? 2 : 1;
-  block += ff_in * f * c + f * c + (bias ? ff_in * f + c : 0);
-  int64_t total = vocab * c + layers * block + norm;
+  const int64_t attention = 2 * norm + 4 * c * c + (bias ? 4 * c : 0);
+  int64_t total = vocab * c + layers * attention + norm;
+  for (int64_t i = 0; i < layers; ++i) total += CountFeedForward(*this, i).active;
   if (architecture.positions == PositionKind::kLearned) total += context * c;
   return total;
 }
@@ -93,7 +134,7 @@ absl::Status ModelConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("vocab ", vocab, " exceeds 65536 (tokens are stored as uint16)"));
   }
-  return absl::OkStatus();
+  return moe.Validate();
 }
 
 nlohmann::json ModelConfig::ToJson() const {
@@ -101,8 +142,10 @@ nlohmann::json ModelConfig::ToJson() const {
                          {"feed_forward", FeedForwardName(architecture.feed_forward)},
                          {"positions", PositionsName(architecture.positions)},
                          {"bias", architecture.bias}};
-  return {{"vocab", vocab},   {"context", context}, {"layers", layers},
-          {"heads", heads},   {"embed", embed},     {"architecture", arch}};
+  nlohmann::json j = {{"vocab", vocab},   {"context", context}, {"layers", layers},
+                      {"heads", heads},   {"embed", embed},     {"architecture", arch}};
+  if (moe.enabled()) j["moe"] = moe.ToJson();  // absent = dense: older readers see no change
+  return j;
 }
 
 absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
@@ -142,6 +185,9 @@ absl::StatusOr<ModelConfig> ModelConfig::FromJson(const nlohmann::json& j) {
       if (!a["bias"].is_boolean()) return absl::InvalidArgumentError("model config: bias must be true or false");
       c.architecture.bias = a["bias"].get<bool>();
     }
+  }
+  if (auto it = j.find("moe"); it != j.end()) {
+    ASSIGN_OR_RETURN(c.moe, MoeConfig::FromJson(*it));
   }
   RETURN_IF_ERROR(c.Validate());
   return c;

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json_fwd.hpp"
+#include "spec/moe_config.h"
 
 namespace smallem {
 
@@ -47,12 +48,20 @@ struct ModelConfig {
   int64_t heads = 4;      // H
   int64_t embed = 128;    // C
   Architecture architecture;
+  MoeConfig moe;  // experts = 0: dense feed-forward everywhere (spec/moe_config.h)
 
   int64_t head_dim() const { return embed / heads; }  // D
   // F: 4C for gelu, 8C/3 rounded up to a multiple of 8 for swiglu.
   int64_t ff_hidden() const;
-  // Total number of parameters (tied head counted once).
+  // Total number of parameters (tied head counted once): the size of the
+  // parameter buffer, which includes the MoE routers' selection biases.
   int64_t ParameterCount() const;
+  // The trained parameters: ParameterCount() less the selection biases
+  // (non-trained buffers, E per MoE layer).
+  int64_t TotalParameterCount() const;
+  // The trained parameters one token uses: the routed experts count top_k
+  // of E. Equals TotalParameterCount() for a dense model.
+  int64_t ActiveParameterCount() const;
 
   // Checks every constraint (embed divisible by heads, even head size for
   // rope, positive sizes) with a message naming the offending value.

@@ -30,6 +30,12 @@ struct RunSpec {
   // Model shape; vocab comes from the dataset.
   int64_t layers = 4, heads = 4, embed = 128, context = 128;
   Architecture architecture = Architecture::Gpt2();
+  // Mixture of experts (spec/moe_config.h); keys experts, top_k,
+  // shared_experts, expert_width, moe_every, first_dense, balance,
+  // bias_rate, aux_coefficient, in the JSON only when experts > 0.
+  // `feed_forward: moe` means experts = 8 unless given, the experts keeping
+  // the preset's (or feed_forward's) activation.
+  MoeConfig moe;
   int64_t batch = 16;  // B: sequences per step
   Budget budget{.steps = 200, .minutes = std::nullopt};
   // "adamw" or "muon[:short][,period=K][,norm][,boost=G][,stack=off]"

@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
 }
 
 Model::~Model() {
-  for (void* p : {value_buffer_, grad_buffer_, table_buffer_}) {
+  for (void* p : {value_buffer_, grad_buffer_, table_buffer_, moe_buffer_}) {
     if (p) backend_.Free(p);
   }
   for (const auto& [shape, ids] : position_ids_) {
@@ -74,6 +74,20 @@ absl::Status Model::Allocate() {
     add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
     if (bias) add(b + ".attn.proj.bias", {C}, Init::kZero, false);
     norm(b + ".ln2");
+    if (c.moe.IsMoeLayer(i)) {  // engine/model/moe.h; experts carry no biases
+      const int64_t E = c.moe.experts, W = c.moe.Width(F), S = c.moe.shared;
+      add(b + ".ff.router.weight", {E, C}, Init::kNormal, true);
+      add(b + ".ff.router.bias", {E}, Init::kZero, false);  // selection only, not trained
+      add(b + ".ff.experts.up.weight", {E, W, C}, Init::kNormal, true);
+      if (swiglu) add(b + ".ff.experts.gate.weight", {E, W, C}, Init::kNormal, true);
+      add(b + ".ff.experts.proj.weight", {E, C, W}, Init::kResidual, true);
+      if (S > 0) {
+        add(b + ".ff.shared.up.weight", {S * W, C}, Init::kNormal, true);
+        if (swiglu) add(b + ".ff.shared.gate.weight", {S * W, C}, Init::kNormal, true);
+        add(b + ".ff.shared.proj.weight", {C, S * W}, Init::kResidual, true);
+      }
+      continue;
+    }
     add(b + ".ff.up.weight", {F, C}, Init::kNormal, true);
     if (bias) add(b + ".ff.up.bias", {F}, Init::kZero, false);
     if (swiglu) {
@@ -131,6 +145,28 @@ absl::Status Model::Allocate() {
         .gate_weight = view(b + ".ff.gate.weight"), .gate_bias = view(b + ".ff.gate.bias"),
         .ff_proj_weight = view(b + ".ff.proj.weight"),
         .ff_proj_bias = view(b + ".ff.proj.bias")});
+    if (c.moe.IsMoeLayer(i)) {
+      blocks_.back().moe = static_cast<int>(moe_.size());
+      moe_.push_back(MoeWeights{
+          .router = view(b + ".ff.router.weight"), .bias = view(b + ".ff.router.bias"),
+          .up = view(b + ".ff.experts.up.weight"), .gate = view(b + ".ff.experts.gate.weight"),
+          .proj = view(b + ".ff.experts.proj.weight"),
+          .shared_up = view(b + ".ff.shared.up.weight"),
+          .shared_gate = view(b + ".ff.shared.gate.weight"),
+          .shared_proj = view(b + ".ff.shared.proj.weight")});
+    }
+  }
+  if (!moe_.empty()) {
+    // Each layer's load and last_load counters, (E) f32 each, zeroed.
+    const int64_t E = c.moe.experts;
+    const int64_t count = 2 * E * static_cast<int64_t>(moe_.size());
+    ASSIGN_OR_RETURN(moe_buffer_, backend_.Allocate(count * sizeof(float)));
+    float* counters = static_cast<float*>(moe_buffer_);
+    for (MoeWeights& w : moe_) {
+      w.load = Tensor{.data = counters, .shape = {E}};
+      w.last_load = Tensor{.data = counters + E, .shape = {E}};
+      counters += 2 * E;
+    }
   }
 
   if (c.architecture.positions == PositionKind::kRope) {
@@ -214,6 +250,11 @@ NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Te
   Var attn = Attention(tape, qkv, batch, time, c.heads);
   Var proj = Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias));
   const NormedSum mid = AddNorm(tape, in.sum, proj, b.ln2_gain, b.ln2_bias);
+  if (b.moe >= 0) {
+    const Var ff = MoeFeedForward(
+        tape, [&](const Tensor& t) { return Param(tape, t); }, c, moe_[b.moe], mid.normed);
+    return AddNorm(tape, mid.sum, ff, next_gain, next_bias);
+  }
   Var up = Linear(tape, mid.normed, Param(tape, b.up_weight), Param(tape, b.up_bias));
   Var act;
   if (c.architecture.feed_forward == FeedForwardKind::kSwiGlu) {
@@ -271,6 +312,12 @@ Var Model::Logits(Tape& tape, Tensor tokens, int64_t batch, int64_t time) const 
   // 2⁻⁸ of its size.
   return Linear(tape, stream.normed, Param(tape, embed_), Var{}, Output::kF32);
 }
+
+void Model::BalanceExperts() {
+  for (const MoeWeights& w : moe_) MoeBalance(backend_, config_, w);
+}
+
+MoeStats Model::RoutingStats() const { return ReadMoeStats(backend_, moe_); }
 
 Var Model::Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const {
   return CrossEntropy(tape, Logits(tape, tokens, batch, time), tape.Input(targets));

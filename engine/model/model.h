@@ -26,6 +26,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/backend.h"
+#include "engine/model/moe.h"
 #include "spec/model_config.h"
 
 namespace smallem {
@@ -70,11 +71,18 @@ class Model {
   // Per-token cross-entropy (B·T), nats.
   Var Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const;
 
+  // Mixture of experts (engine/model/moe.h); no-ops for a dense model.
+  // After each optimizer step: the routers' bias balancing, on the device.
+  void BalanceExperts();
+  // The routing statistics of the last balanced step (reads the device).
+  MoeStats RoutingStats() const;
+
  private:
   struct Block {
     Tensor ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias;
     Tensor ln2_gain, ln2_bias, up_weight, up_bias, gate_weight, gate_bias;
     Tensor ff_proj_weight, ff_proj_bias;
+    int moe = -1;  // index into moe_, or -1: the dense feed-forward
   };
 
   Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
@@ -109,6 +117,8 @@ class Model {
   // keeps reading the same memory. One per shape the model has run
   // (training, evaluation): a few kilobytes each.
   mutable std::map<std::pair<int64_t, int64_t>, Tensor> position_ids_;
+  std::vector<MoeWeights> moe_;  // one per MoE layer
+  void* moe_buffer_ = nullptr;   // their load and last_load counters
 };
 
 }  // namespace smallem

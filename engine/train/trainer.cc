@@ -171,7 +171,8 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
           .step = step, .total_steps = total, .loss = done.last_loss,
           .tokens_per_s = tokens_per_s, .elapsed_s = train_s,
           .eta_s = budget.steps ? train_s / step * (budget.steps - step)
-                                : budget.seconds - train_s});
+                                : budget.seconds - train_s,
+          .max_over_mean_load = runner.model().RoutingStats().max_over_mean});
     }
     // Between steps, outside the timed region; none after the last step.
     if (checkpointer.Due(step, train_s) && budget.Fraction(step, train_s) < 1.0) {
@@ -248,7 +249,9 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
                           double final_lr, const EvalResult& eval, const Model& model,
                           const Backend& backend, double epochs, bool graphs_used) {
   const ModelConfig& config = inputs.config;
-  const int64_t params = model.ParameterCount();
+  // A MoE token uses only its experts: FLOPs and the comparison's
+  // parameter check follow the active parameters (spec/model_config.h).
+  const int64_t params = config.ActiveParameterCount();
   const int64_t tokens = done.steps * spec.batch * spec.context;
   const double tokens_per_s = done.train_s > 0 ? tokens / done.train_s : 0;
   nlohmann::json mfu = nullptr;
@@ -271,7 +274,8 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"train_seconds", done.train_s},
           {"tokens_per_s", tokens_per_s},
           {"mfu", mfu},
-          {"params", params},
+          {"params", config.TotalParameterCount()},
+          {"active_params", params},
           {"peak_memory_bytes", backend.PeakMemoryBytes()},
           {"kv_cache_bytes_per_token", 2 * config.layers * config.embed * sizeof(float)},
           {"final_train_loss", done.last_loss},
@@ -284,7 +288,9 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"config", spec_json},
           {"model", config.ToJson()},
           {"dataset", inputs.data.meta.value("content_hash", "")},
-          {"seed", spec.seed}};
+          {"seed", spec.seed},
+          // MoE: the last training step's routing statistics; null if dense.
+          {"routing", config.moe.enabled() ? model.RoutingStats().ToJson() : nlohmann::json()}};
 }
 
 // Writes the run's directory: weights, result.json and the dataset's

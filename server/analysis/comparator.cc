@@ -20,6 +20,7 @@ struct Arm {
   std::vector<double> losses;   // finished on the class, in plan seed order
   std::vector<double> seconds;
   std::optional<int64_t> params;
+  std::optional<int64_t> total_params;
   std::set<std::string> fingerprints;  // the non-empty eval_fingerprints of its results
   int running = 0;
   int failed = 0;
@@ -175,6 +176,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       arm.losses.push_back(r->val_nats_per_byte);
       arm.seconds.push_back(r->train_seconds);
       if (!arm.params) arm.params = r->params;
+      if (!arm.total_params && r->total_params > 0 && r->total_params != r->params) {
+        arm.total_params = r->total_params;
+      }
       if (!r->eval_fingerprint.empty()) arm.fingerprints.insert(r->eval_fingerprint);
     }
   }
@@ -215,6 +219,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
     row.seeds_finished = static_cast<int>(arm.losses.size());
     row.losses = arm.losses;
     row.params = arm.params;
+    row.total_params = arm.total_params;
     if (arm.params && base.params && *base.params > 0 && name != plan.baseline) {
       row.params_change = static_cast<double>(*arm.params - *base.params) /
                           static_cast<double>(*base.params);

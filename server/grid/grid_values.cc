@@ -32,6 +32,7 @@ const std::map<std::string, ValueType>& SpecKeys() {
     RunSpec defaults;
     defaults.budget.steps = 1;
     defaults.muon_lr = 0.01;  // optional keys appear in the JSON only when set
+    defaults.moe.experts = 8;  // the mixture-of-experts keys, likewise
     const json spec = defaults.ToJson();
     for (const auto& [key, value] : spec.items()) {
       if (key == "data" || key == "seed" || key == "steps" || key == "minutes") continue;
@@ -274,7 +275,8 @@ absl::StatusOr<Setting> GridParser::SpecValue(const std::string& key, const YAML
       absl::Status st;
       if (key == "arch") st = Architecture::FromPreset(v).status();
       else if (key == "norm") st = ParseNorm(v).status();
-      else if (key == "feed_forward") st = ParseFeedForward(v).status();
+      else if (key == "feed_forward" && v != "moe") st = ParseFeedForward(v).status();
+      else if (key == "balance") st = ParseBalance(v).status();
       else if (key == "positions") st = ParsePositions(v).status();
       if (!st.ok()) return Error(line, st.message());
       s.value = v;
