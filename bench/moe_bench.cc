@@ -7,7 +7,7 @@
 //
 //   smallem_moe_bench --threads 2 [--arch modern|gpt2 --experts 8 --top-k 2 --layers 4
 //                      --embed 128 --heads 4 --context 128 --batch 16 --steps 20
-//                      --warmup 3 --repeats 3]
+//                      --warmup 3 --repeats 3 --tables 0]
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -18,13 +18,15 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "engine/optim/adamw.h"
+#include "engine/profiler.h"
 
 namespace smallem {
 namespace {
 
-// Seconds per step of `config`, fresh model and optimizer.
-double SecondsPerStep(const ModelConfig& config, CpuBackend& be, int64_t batch, int64_t warmup,
-                      int64_t steps) {
+// Seconds per step of `config`, fresh model and optimizer. With a profiler
+// (`--tables 1`), each update closes a profiled step.
+double SecondsPerStep(const ModelConfig& config, Backend& be, int64_t batch, int64_t warmup,
+                      int64_t steps, ProfilingBackend* profiler = nullptr) {
   auto model = Model::Create(config, be);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
@@ -32,9 +34,12 @@ double SecondsPerStep(const ModelConfig& config, CpuBackend& be, int64_t batch, 
   }
   (*model)->Initialize(1);
   auto opt = AdamWOptimizer::Create(**model, AdamWOptions{});
+  if (profiler != nullptr) profiler->BeginSteps();
   const bench::StepTiming timing = bench::TimeTrainingSteps(**model, batch, warmup, steps, [&] {
+    if (profiler != nullptr) profiler->BeginOptimizer();
     (*opt)->Step(1e-3f);
     (*model)->BalanceExperts();
+    if (profiler != nullptr) profiler->EndOptimizer();
   });
   return timing.seconds / static_cast<double>(steps);
 }
@@ -80,6 +85,15 @@ int main(int argc, char** argv) {
     std::snprintf(buf, sizeof(buf), "%s{\"dense_ms\":%.2f,\"moe_ms\":%.2f,\"ratio\":%.3f}",
                   r == 0 ? "" : ",", 1000 * dense_s, 1000 * moe_s, moe_s / dense_s);
     rounds += buf;
+  }
+  if (Flag(argc, argv, "--tables", 0)) {
+    // Where each step's time goes, per op family, on stderr.
+    for (const ModelConfig* c : {&dense, &moe}) {
+      ProfilingBackend profiler(be);
+      SecondsPerStep(*c, profiler, batch, 1, std::max<int64_t>(3, steps / 2), &profiler);
+      std::fprintf(stderr, "%s\n%s\n", c == &dense ? "dense" : "moe",
+                   profiler.FormatTable().c_str());
+    }
   }
   std::vector<double> sorted = ratios;
   std::sort(sorted.begin(), sorted.end());
