@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   }
   if (Flag(argc, argv, "--tables", 0)) {
     // Where each step's time goes, per op family, on stderr.
-    for (const ModelConfig* c : {&dense, &moe}) {
+    const ModelConfig* configs[] = {&dense, &moe};
+    for (const ModelConfig* c : configs) {
       ProfilingBackend profiler(be);
       SecondsPerStep(*c, profiler, batch, 1, std::max<int64_t>(3, steps / 2), &profiler);
       std::fprintf(stderr, "%s\n%s\n", c == &dense ? "dense" : "moe",

@@ -326,6 +326,8 @@ struct MoeCombineBackwardParams {
   Tensor grad_out;               // (N, C) [act]
   Tensor grad_rows;              // (R, C) [act] += gates[n, j] · grad_out[n], or empty
   Tensor grad_gates;             // (N, k) f32 += rows[…] · grad_out[n], or empty
+  // grad_rows = instead of += (every row is some slot's): saves zeroing it.
+  bool overwrite_rows = false;
 };
 // Grouped product: rows [offsets[g], offsets[g + 1]) of x times weight[g]ᵀ,
 // one product per group over its contiguous rows; offsets live in device
@@ -341,6 +343,8 @@ struct GroupedMatmulBackwardParams {
   Tensor grad_out;            // (R, M) [act]
   Tensor grad_x;              // (R, K) [act] += grad_out_g · weight[g], or empty
   Tensor grad_weight;         // (G, M, K) f32 += grad_out_gᵀ · x_g, or empty
+  // grad_x = instead of += (offsets cover every row): saves zeroing it.
+  bool overwrite_x = false;
 };
 
 class Backend {

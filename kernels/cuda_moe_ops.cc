@@ -75,7 +75,8 @@ void CudaBackend::MoeCombineBackward(const MoeCombineBackwardParams& p) {
   CheckCuda(cuda::LaunchMoeCombineBackward(In(p.rows), p.gates.f32(), p.position.i32(),
                                            In(p.grad_out), Out(p.grad_rows),
                                            F32OrNull(p.grad_gates), p.grad_out.shape[0],
-                                           p.grad_out.shape[1], p.gates.shape[1], stream()),
+                                           p.grad_out.shape[1], p.gates.shape[1], p.overwrite_rows,
+                                           stream()),
             "moe_combine backward");
 }
 
@@ -94,7 +95,7 @@ void CudaBackend::GroupedMatmulBackward(const GroupedMatmulBackwardParams& p) {
                                               In(p.grad_out), Out(p.grad_x),
                                               F32OrNull(p.grad_weight), p.x.shape[0],
                                               p.weight.shape[0], p.weight.shape[1],
-                                              p.weight.shape[2], stream()),
+                                              p.weight.shape[2], p.overwrite_x, stream()),
             "grouped_matmul backward");
 }
 

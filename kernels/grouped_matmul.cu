@@ -38,14 +38,15 @@ __global__ void ForwardKernel(ActIn x, const float* weight, const int32_t* offse
 
 __global__ void BackwardXKernel(ActIn grad_out, const float* weight, const int32_t* offsets,
                                 ActOut grad_x, int64_t rows, int64_t groups, int64_t m,
-                                int64_t k) {
+                                int64_t k, bool overwrite) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * k;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / k, col = i % k;
     const float* w = weight + GroupOf(offsets, groups, r) * m * k + col;
     float sum = 0;
     for (int64_t q = 0; q < m; ++q) sum += Load(grad_out, r * m + q) * w[q * k];
-    Accumulate(grad_x, i, sum);
+    if (overwrite) Store(grad_x, i, sum);
+    else Accumulate(grad_x, i, sum);
   }
 }
 
@@ -76,10 +77,10 @@ cudaError_t LaunchGroupedMatmulForward(ActIn x, const float* weight, const int32
 cudaError_t LaunchGroupedMatmulBackward(ActIn x, const float* weight, const int32_t* offsets,
                                         ActIn grad_out, ActOut grad_x, float* grad_weight,
                                         int64_t rows, int64_t groups, int64_t m, int64_t k,
-                                        cudaStream_t stream) {
+                                        bool overwrite_x, cudaStream_t stream) {
   if (grad_x.data != nullptr && rows * k > 0) {
     BackwardXKernel<<<GridStrideBlocks(rows * k, kThreads), kThreads, 0, stream>>>(
-        grad_out, weight, offsets, grad_x, rows, groups, m, k);
+        grad_out, weight, offsets, grad_x, rows, groups, m, k, overwrite_x);
   }
   if (grad_weight != nullptr && groups * m * k > 0) {
     BackwardWeightKernel<<<GridStrideBlocks(groups * m * k, kThreads), kThreads, 0, stream>>>(

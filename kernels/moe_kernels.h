@@ -36,7 +36,8 @@ cudaError_t LaunchMoeCombineForward(ActIn rows, const float* gates, const int32_
 // grad_rows (null data) or grad_gates (null) may be absent.
 cudaError_t LaunchMoeCombineBackward(ActIn rows, const float* gates, const int32_t* position,
                                      ActIn grad_out, ActOut grad_rows, float* grad_gates,
-                                     int64_t n, int64_t c, int64_t k, cudaStream_t stream);
+                                     int64_t n, int64_t c, int64_t k, bool overwrite_rows,
+                                     cudaStream_t stream);
 // grouped_matmul.cu: x (rows, k), weight (groups, m, k), offsets (groups + 1).
 cudaError_t LaunchGroupedMatmulForward(ActIn x, const float* weight, const int32_t* offsets,
                                        ActOut out, int64_t rows, int64_t groups, int64_t m,
@@ -44,7 +45,7 @@ cudaError_t LaunchGroupedMatmulForward(ActIn x, const float* weight, const int32
 cudaError_t LaunchGroupedMatmulBackward(ActIn x, const float* weight, const int32_t* offsets,
                                         ActIn grad_out, ActOut grad_x, float* grad_weight,
                                         int64_t rows, int64_t groups, int64_t m, int64_t k,
-                                        cudaStream_t stream);
+                                        bool overwrite_x, cudaStream_t stream);
 
 }  // namespace smallem::cuda
 

@@ -47,11 +47,14 @@ __global__ void CombineKernel(ActIn rows, const float* gates, const int32_t* pos
 // exactly one slot).
 __global__ void CombineBackwardRowsKernel(const float* gates, const int32_t* position,
                                           ActIn grad_out, ActOut grad_rows, int64_t n,
-                                          int64_t c, int64_t k) {
+                                          int64_t c, int64_t k, bool overwrite) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * k * c;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t slot = i / c, col = i % c, t = slot / k;
-    Accumulate(grad_rows, int64_t{position[slot]} * c + col, gates[slot] * Load(grad_out, t * c + col));
+    const int64_t at = int64_t{position[slot]} * c + col;
+    const float v = gates[slot] * Load(grad_out, t * c + col);
+    if (overwrite) Store(grad_rows, at, v);
+    else Accumulate(grad_rows, at, v);
   }
 }
 
@@ -98,11 +101,12 @@ cudaError_t LaunchMoeCombineForward(ActIn rows, const float* gates, const int32_
 
 cudaError_t LaunchMoeCombineBackward(ActIn rows, const float* gates, const int32_t* position,
                                      ActIn grad_out, ActOut grad_rows, float* grad_gates,
-                                     int64_t n, int64_t c, int64_t k, cudaStream_t stream) {
+                                     int64_t n, int64_t c, int64_t k, bool overwrite_rows,
+                                     cudaStream_t stream) {
   if (n * c <= 0) return cudaSuccess;
   if (grad_rows.data != nullptr) {
     CombineBackwardRowsKernel<<<GridStrideBlocks(n * k * c, kThreads), kThreads, 0, stream>>>(
-        gates, position, grad_out, grad_rows, n, c, k);
+        gates, position, grad_out, grad_rows, n, c, k, overwrite_rows);
   }
   if (grad_gates != nullptr) {
     CombineBackwardGatesKernel<<<(n * k + kThreads - 1) / kThreads, kThreads, 0, stream>>>(

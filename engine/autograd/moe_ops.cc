@@ -62,9 +62,12 @@ Var GroupedMatmul(Tape& tape, Var x, Var weight, const Tensor& offsets) {
   tape.backend().GroupedMatmulForward(
       GroupedMatmulParams{.x = vx, .weight = vw, .offsets = offsets, .out = out});
   return tape.Record(Op::kGroupedMatmul, out, {x, weight}, [=](Tape& t, Var y) {
+    // The first gradient of x is written, not added (no zero fill).
+    bool fresh = false;
+    const Tensor grad_x = t.requires_grad(x) ? t.GradToWrite(x, &fresh) : Tensor{};
     t.backend().GroupedMatmulBackward(GroupedMatmulBackwardParams{
         .x = vx, .weight = vw, .offsets = offsets, .grad_out = t.Grad(y),
-        .grad_x = GradIfNeeded(t, x), .grad_weight = GradIfNeeded(t, weight)});
+        .grad_x = grad_x, .grad_weight = GradIfNeeded(t, weight), .overwrite_x = fresh});
   });
 }
 
@@ -78,12 +81,13 @@ Var MoeCombine(Tape& tape, Var rows, const MoeRouting& routing) {
       MoeCombineParams{.rows = vr, .gates = vg, .position = position, .out = out});
   const Var gates = routing.gates;
   return tape.Record(Op::kMoePermute, out, {rows, gates}, [=](Tape& t, Var y) {
-    Tensor grad_rows = GradIfNeeded(t, rows);
-    Tensor grad_gates = GradIfNeeded(t, gates);
+    bool fresh = false;
+    const Tensor grad_rows = t.requires_grad(rows) ? t.GradToWrite(rows, &fresh) : Tensor{};
+    const Tensor grad_gates = GradIfNeeded(t, gates);
     if (grad_rows.empty() && grad_gates.empty()) return;
     t.backend().MoeCombineBackward(MoeCombineBackwardParams{
         .rows = vr, .gates = vg, .position = position, .grad_out = t.Grad(y),
-        .grad_rows = grad_rows, .grad_gates = grad_gates});
+        .grad_rows = grad_rows, .grad_gates = grad_gates, .overwrite_rows = fresh});
   });
 }
 

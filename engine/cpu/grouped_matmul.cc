@@ -22,7 +22,7 @@ void ForEachActivation(GroupedMatmulParams& p, ActivationVisitor visit) {
 void ForEachActivation(GroupedMatmulBackwardParams& p, ActivationVisitor visit) {
   visit(p.x, Access::kRead);
   visit(p.grad_out, Access::kRead);
-  visit(p.grad_x, Access::kUpdate);
+  visit(p.grad_x, p.overwrite_x ? Access::kWrite : Access::kUpdate);
 }
 
 }  // namespace cpu
@@ -100,8 +100,8 @@ void CpuBackend::GroupedMatmulBackward(const GroupedMatmulBackwardParams& p) {
     for (int64_t i = 0; i < task_count; ++i) {
       const Task& t = tasks[i];
       const int64_t row = offsets[t.group] + t.begin;
-      cpu::Gemm(false, false, t.count, k, m, 1.0f, g + row * m, m, w + t.group * m * k, k, 1.0f,
-                grad_x + row * k, k);
+      cpu::Gemm(false, false, t.count, k, m, 1.0f, g + row * m, m, w + t.group * m * k, k,
+                p.overwrite_x ? 0.0f : 1.0f, grad_x + row * k, k);
     }
   }
   if (!p.grad_weight.empty()) {

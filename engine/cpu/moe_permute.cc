@@ -29,7 +29,7 @@ void ForEachActivation(MoeCombineParams& p, ActivationVisitor visit) {
 void ForEachActivation(MoeCombineBackwardParams& p, ActivationVisitor visit) {
   visit(p.rows, Access::kRead);
   visit(p.grad_out, Access::kRead);
-  visit(p.grad_rows, Access::kUpdate);
+  visit(p.grad_rows, p.overwrite_rows ? Access::kWrite : Access::kUpdate);
 }
 
 }  // namespace cpu
@@ -102,7 +102,11 @@ void CpuBackend::MoeCombineBackward(const MoeCombineBackwardParams& p) {
       if (grad_rows != nullptr) {
         const float gate = gates[t * k + j];
         float* dst = grad_rows + row * c;
-        for (int64_t i = 0; i < c; ++i) dst[i] += gate * go[i];
+        if (p.overwrite_rows) {
+          for (int64_t i = 0; i < c; ++i) dst[i] = gate * go[i];
+        } else {
+          for (int64_t i = 0; i < c; ++i) dst[i] += gate * go[i];
+        }
       }
       if (grad_gates != nullptr) {
         const float* src = rows + row * c;
