@@ -33,7 +33,9 @@ absl::StatusOr<FeedForwardKind> ParseFeedForward(const std::string& s) {
   if (s == "gelu") return FeedForwardKind::kGelu;
   if (s == "swiglu") return FeedForwardKind::kSwiGlu;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown feed_forward \"", s, "\" (expected gelu or swiglu)"));
+      absl::StrCat("unknown feed_forward \"", s,
+                   "\" (expected gelu or swiglu; moe in a run spec or grid: a mixture of "
+                   "experts of the preset's activation)"));
 }
 
 absl::StatusOr<PositionKind> ParsePositions(const std::string& s) {
