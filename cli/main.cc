@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
   SpecOption<std::string>(tr, &apply, spec, "--data", "data", "Prepared dataset directory");
   SpecOption<std::string>(tr, &apply, spec, "--arch", "arch", "Preset: gpt2 | modern");
   SpecOption<std::string>(tr, &apply, spec, "--norm", "norm", "layer | rms");
-  SpecOption<std::string>(tr, &apply, spec, "--feed-forward", "feed_forward", "gelu | swiglu");
+  SpecOption<std::string>(tr, &apply, spec, "--feed-forward", "feed_forward",
+                          "gelu | swiglu | moe (experts, the preset's activation)");
   SpecOption<std::string>(tr, &apply, spec, "--positions", "positions", "learned | rope");
   SpecOption<bool>(tr, &apply, spec, "--bias", "bias",
                    "Biases on linear layers: true | false (default: the preset's)");
@@ -155,6 +156,24 @@ int main(int argc, char** argv) {
                       "(0 = off; docs/architecture.md § Multi-token prediction)");
   SpecOption<double>(tr, &apply, spec, "--mtp-weight", "mtp_weight",
                      "Weight of the extra depths' mean loss in training (0.3)");
+  // Mixture of experts (docs/architecture.md § Mixture of experts).
+  SpecOption<int64_t>(tr, &apply, spec, "--experts", "experts",
+                      "Routed experts E per MoE layer, 0 = dense (0; --feed-forward moe: 8)");
+  SpecOption<int64_t>(tr, &apply, spec, "--top-k", "top_k", "Experts per token k (2)");
+  SpecOption<int64_t>(tr, &apply, spec, "--shared-experts", "shared_experts",
+                      "Experts every token uses (0)");
+  SpecOption<int64_t>(tr, &apply, spec, "--expert-width", "expert_width",
+                      "Hidden width of each expert, 0 = dense width / (top_k + shared) (0)");
+  SpecOption<int64_t>(tr, &apply, spec, "--moe-every", "moe_every",
+                      "Experts in layers i with i mod this = 0 (1: all)");
+  SpecOption<bool>(tr, &apply, spec, "--first-dense", "first_dense",
+                   "Layer 0 keeps the dense feed-forward: true | false (false)");
+  SpecOption<std::string>(tr, &apply, spec, "--balance", "balance",
+                          "Load balancing: bias (DeepSeek-V3, no gradient) | aux (bias)");
+  SpecOption<double>(tr, &apply, spec, "--bias-rate", "bias_rate",
+                     "Step of each selection-bias update (0.001)");
+  SpecOption<double>(tr, &apply, spec, "--aux-coefficient", "aux_coefficient",
+                     "Weight of the auxiliary balancing loss, balance aux (0.01)");
   tr->add_option("--spec", train.spec_file,
                  "Run spec JSON file, or a run's result.json (its spec); flags override it,\n"
                  "a budget flag (--steps or --minutes) the file's budget");

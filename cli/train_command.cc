@@ -139,6 +139,8 @@ int RunTrain(const TrainArgs& args) {
       nlohmann::json j = {{"event", "progress"}, {"step", p.step}, {"total_steps", p.total_steps},
                           {"loss", p.loss}, {"tokens_per_s", p.tokens_per_s},
                           {"elapsed_s", p.elapsed_s}, {"eta_s", p.eta_s}};
+      // A mixture of experts: the step's worst max/mean tokens per expert.
+      if (p.max_over_mean_load > 0) j["max_over_mean_load"] = p.max_over_mean_load;
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
       return;
@@ -147,7 +149,10 @@ int RunTrain(const TrainArgs& args) {
                                 p.total_steps,
                                 FormatBar(static_cast<double>(p.step) / std::max<int64_t>(1, p.total_steps)),
                                 p.loss, p.tokens_per_s, FormatDuration(p.elapsed_s),
-                                FormatDuration(p.eta_s)),
+                                FormatDuration(p.eta_s)) +
+                    (p.max_over_mean_load > 0
+                         ? absl::StrFormat("  expert load max/mean %.2f", p.max_over_mean_load)
+                         : std::string()),
                 p.step == p.total_steps);
   };
   if (!args.json_progress) {

@@ -320,6 +320,91 @@ struct GatherSequencesParams {
   int64_t time = 0;  // T
 };
 
+// Mixture of experts (engine/model/moe.h): N tokens, E experts, k experts
+// per token, R = N·k assignments. Assignment slot s = n·k + j is token n's
+// j-th choice; the slots sorted by expert (stably, so by slot within an
+// expert) give the order in which rows meet the experts, each expert's rows
+// contiguous. Dropless: every slot is one row.
+//
+// Routing. The top-k experts of each token by logits[n] + bias (ties: the
+// lower expert index first); gates are the softmax over the k chosen logits
+// (without the bias). offsets are the exclusive prefix sums of the counts.
+// The backward is the gates' softmax backward with the choice held fixed,
+// plus, when aux_coefficient α > 0, the gradient of the auxiliary loss
+// α·E·Σ_e f_e·P_e, f_e = count_e/R and P_e = mean over tokens of
+// softmax(logits[n])_e (f held constant).
+struct MoeRouteParams {
+  Tensor logits;    // (N, E) f32
+  Tensor bias;      // (E) f32 selection bias, or empty (none)
+  Tensor experts;   // (N, k) i32 out: chosen experts, best first
+  Tensor gates;     // (N, k) f32 out
+  Tensor order;     // (R) i32 out: order[i] = the slot at sorted row i
+  Tensor position;  // (R) i32 out: position[order[i]] = i
+  Tensor offsets;   // (E + 1) i32 out: expert e has rows [offsets[e], offsets[e + 1])
+  Tensor load;      // (E) f32 += tokens routed to each expert, or empty
+  int64_t top_k = 0;
+};
+struct MoeRouteBackwardParams {
+  Tensor logits, experts, gates, offsets;  // as in the forward
+  Tensor grad_gates;                       // (N, k) f32
+  Tensor grad_logits;                      // (N, E) f32 +=
+  float aux_coefficient = 0;               // α; 0 = no auxiliary loss
+};
+// Bias balancing (DeepSeek-V3), outside the gradient:
+//   bias[e] += rate · sign(mean(load) − load[e]); last_load = load; load = 0.
+struct MoeBalanceParams {
+  Tensor bias;       // (E) f32, updated
+  Tensor load;       // (E) f32 tokens per expert since the last call; zeroed
+  Tensor last_load;  // (E) f32 out: load as it was (the routing statistics)
+  float rate = 0;
+};
+// Dispatch: out[i] = x[order[i] / k]; its backward sums each token's k rows
+// in slot order (deterministic).
+struct MoeDispatchParams {
+  Tensor x;      // (N, C) [act]
+  Tensor order;  // (R) i32
+  Tensor out;    // (R, C) [act]
+  int64_t top_k = 0;
+};
+struct MoeDispatchBackwardParams {
+  Tensor grad_out;  // (R, C) [act]
+  Tensor position;  // (R) i32
+  Tensor grad_x;    // (N, C) [act] += Σ_j grad_out[position[n·k + j]]
+  int64_t top_k = 0;
+};
+// Combine: out[n] = Σ_j gates[n, j] · rows[position[n·k + j]], j ascending.
+struct MoeCombineParams {
+  Tensor rows;      // (R, C) [act], the experts' outputs in sorted order
+  Tensor gates;     // (N, k) f32
+  Tensor position;  // (R) i32
+  Tensor out;       // (N, C) [act]
+};
+struct MoeCombineBackwardParams {
+  Tensor rows, gates, position;  // as in the forward
+  Tensor grad_out;               // (N, C) [act]
+  Tensor grad_rows;              // (R, C) [act] += gates[n, j] · grad_out[n], or empty
+  Tensor grad_gates;             // (N, k) f32 += rows[…] · grad_out[n], or empty
+  // grad_rows = instead of += (every row is some slot's): saves zeroing it.
+  bool overwrite_rows = false;
+};
+// Grouped product: rows [offsets[g], offsets[g + 1]) of x times weight[g]ᵀ,
+// one product per group over its contiguous rows; offsets live in device
+// memory (no host read, so a step stays capturable).
+struct GroupedMatmulParams {
+  Tensor x;        // (R, K) [act]
+  Tensor weight;   // (G, M, K) f32
+  Tensor offsets;  // (G + 1) i32, offsets[0] = 0, non-decreasing, offsets[G] = R
+  Tensor out;      // (R, M) [act]
+};
+struct GroupedMatmulBackwardParams {
+  Tensor x, weight, offsets;  // as in the forward
+  Tensor grad_out;            // (R, M) [act]
+  Tensor grad_x;              // (R, K) [act] += grad_out_g · weight[g], or empty
+  Tensor grad_weight;         // (G, M, K) f32 += grad_out_gᵀ · x_g, or empty
+  // grad_x = instead of += (offsets cover every row): saves zeroing it.
+  bool overwrite_x = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -96,6 +96,19 @@ void CheckGatherSequences(const GatherSequencesParams& p);
 void CheckLatentQkv(const LatentQkvParams& p);
 void CheckLatentQkvBackward(const LatentQkvBackwardParams& p);
 
+// The mixture-of-experts ops (engine/op_checks_moe.cc). Sizes come from
+// the operands: N and k from experts (N, k), E from logits (N, E).
+void CheckMoeRoute(const MoeRouteParams& p);
+void CheckMoeRouteBackward(const MoeRouteBackwardParams& p);
+void CheckMoeBalance(const MoeBalanceParams& p);
+void CheckMoeDispatch(const MoeDispatchParams& p);
+void CheckMoeDispatchBackward(const MoeDispatchBackwardParams& p);
+void CheckMoeCombine(const MoeCombineParams& p);
+void CheckMoeCombineBackward(const MoeCombineBackwardParams& p);
+void CheckGroupedMatmul(const GroupedMatmulParams& p);
+// REQUIRES: grad_x or grad_weight is not empty.
+void CheckGroupedMatmulBackward(const GroupedMatmulBackwardParams& p);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_ENGINE_OP_CHECKS_H_

@@ -48,7 +48,10 @@
   X(kGatherSequences, "gather_sequences") /* inputs and targets from device tokens */ \
   X(kLatentQkv, "latent_qkv")        /* latent attention's parts packed into qkv */    \
   X(kShareKv, "share_kv")            /* packed qkv: own queries, borrowed keys/values */ \
-  X(kBiasGelu, "bias_gelu")          /* gelu(x + bias), one pass */
+  X(kBiasGelu, "bias_gelu")          /* gelu(x + bias), one pass */ \
+  X(kMoeRoute, "moe_route")          /* top-k experts, gates, sort by expert, balance */  \
+  X(kMoePermute, "moe_permute")      /* rows to expert order and back, with gates */      \
+  X(kGroupedMatmul, "grouped_matmul") /* one product per group of contiguous rows */
 
 // The methods every backend implements.
 #define SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X)                       \
@@ -86,7 +89,16 @@
   X(ShareKvForward, ShareKvParams, kShareKv)                        \
   X(ShareKvBackward, ShareKvBackwardParams, kShareKv)               \
   X(BiasGeluForward, BiasGeluParams, kBiasGelu)                     \
-  X(BiasGeluBackward, BiasGeluBackwardParams, kBiasGelu)
+  X(BiasGeluBackward, BiasGeluBackwardParams, kBiasGelu)               \
+  X(MoeRouteForward, MoeRouteParams, kMoeRoute)                     \
+  X(MoeRouteBackward, MoeRouteBackwardParams, kMoeRoute)            \
+  X(MoeBalance, MoeBalanceParams, kMoeRoute)                        \
+  X(MoeDispatchForward, MoeDispatchParams, kMoePermute)             \
+  X(MoeDispatchBackward, MoeDispatchBackwardParams, kMoePermute)    \
+  X(MoeCombineForward, MoeCombineParams, kMoePermute)               \
+  X(MoeCombineBackward, MoeCombineBackwardParams, kMoePermute)      \
+  X(GroupedMatmulForward, GroupedMatmulParams, kGroupedMatmul)      \
+  X(GroupedMatmulBackward, GroupedMatmulBackwardParams, kGroupedMatmul)
 
 // The methods Backend implements through host memory (engine/backend.cc),
 // for backends without kernels of their own.

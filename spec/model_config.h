@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json_fwd.hpp"
+#include "spec/moe_config.h"
 
 namespace smallem {
 
@@ -73,6 +74,7 @@ struct ModelConfig {
   // files without it load as D = 0.
   int64_t mtp = 0;
   double mtp_weight = 0.3;  // training loss += mtp_weight × mean over depths
+  MoeConfig moe;  // experts = 0: dense feed-forward everywhere (spec/moe_config.h)
 
   int64_t head_dim() const { return embed / heads; }  // D
   // Layers that compute their own keys and values (own_keys, 0 = layers).
@@ -85,11 +87,18 @@ struct ModelConfig {
   // R: latent attention's decoupled RoPE width, rope_dim or D/2 when 0.
   int64_t latent_rope_dim() const;
   // Total number of parameters (tied head counted once), the MTP modules'
-  // included.
+  // included: the size of the parameter buffer, which includes the MoE
+  // routers' selection biases.
   int64_t ParameterCount() const;
   // The MTP modules' share of ParameterCount (0 without MTP): parameters
   // trained but never used to generate.
   int64_t MtpParameterCount() const;
+  // The trained parameters: ParameterCount() less the selection biases
+  // (non-trained buffers, E per MoE layer).
+  int64_t TotalParameterCount() const;
+  // The trained parameters one token uses: the routed experts count top_k
+  // of E. Equals TotalParameterCount() for a dense model.
+  int64_t ActiveParameterCount() const;
 
   // Checks every constraint (embed divisible by heads, even head size for
   // rope, positive sizes, 0 ≤ mtp < context, mtp_weight ≥ 0) with a message

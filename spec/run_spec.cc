@@ -50,14 +50,16 @@ constexpr const char* kKeys[] = {
     "minutes", "optimizer", "lr",          "min_lr_ratio", "warmup",    "weight_decay",
     "beta1",  "beta2",     "grad_clip",    "eval_batches", "eval_batch_size", "seed",
     "muon_lr", "checkpoint_minutes", "attention", "kv_latent", "rope_dim", "q_latent",
-    "mtp", "mtp_weight", "own_keys", "passes"};
+    "mtp", "mtp_weight", "own_keys", "passes",
+    "experts", "top_k", "shared_experts", "expert_width", "moe_every", "first_dense",
+    "balance", "bias_rate", "aux_coefficient"};
 
 }  // namespace
 
 ModelConfig RunSpec::ModelFor(int64_t vocab) const {
   return ModelConfig{.vocab = vocab, .context = context, .layers = layers,
                      .heads = heads, .embed = embed, .architecture = architecture,
-                     .mtp = mtp, .mtp_weight = mtp_weight};
+                     .mtp = mtp, .mtp_weight = mtp_weight, .moe = moe};
 }
 
 json RunSpec::ToJson() const {
@@ -104,6 +106,17 @@ json RunSpec::ToJson() const {
   // Only when set: specs written before these options keep their hashes.
   if (architecture.own_keys != 0) j["own_keys"] = architecture.own_keys;
   if (architecture.passes != 1) j["passes"] = architecture.passes;
+  if (moe.enabled()) {  // dense specs keep their canonical JSON and hash
+    j["experts"] = moe.experts;
+    j["top_k"] = moe.top_k;
+    j["shared_experts"] = moe.shared;
+    j["expert_width"] = moe.expert_width;
+    j["moe_every"] = moe.every;
+    j["first_dense"] = moe.first_dense;
+    j["balance"] = BalanceName(moe.balance);
+    j["bias_rate"] = moe.bias_rate;
+    j["aux_coefficient"] = moe.aux_coefficient;
+  }
   return j;
 }
 
@@ -124,12 +137,14 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     ASSIGN_OR_RETURN(s.architecture, Architecture::FromPreset(it->get<std::string>()));
   }
   s.budget = Budget{};
+  bool moe_named = false;  // feed_forward: moe
   absl::Status st;
   for (auto it = j.begin(); it != j.end() && st.ok(); ++it) {
     const std::string& k = it.key();
     const json& v = *it;
     if (k == "data") st = ReadString(v, k, &s.data);
     else if (k == "norm") st = ReadKind(v, k, &ParseNorm, &s.architecture.norm);
+    else if (k == "feed_forward" && v.is_string() && v.get<std::string>() == "moe") moe_named = true;
     else if (k == "feed_forward") st = ReadKind(v, k, &ParseFeedForward, &s.architecture.feed_forward);
     else if (k == "positions") st = ReadKind(v, k, &ParsePositions, &s.architecture.positions);
     else if (k == "bias") {
@@ -175,8 +190,21 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "mtp_weight") st = ReadDouble(v, k, &s.mtp_weight);
     else if (k == "own_keys") st = ReadInt(v, k, &s.architecture.own_keys);
     else if (k == "passes") st = ReadInt(v, k, &s.architecture.passes);
+    else if (k == "experts") st = ReadInt(v, k, &s.moe.experts);
+    else if (k == "top_k") st = ReadInt(v, k, &s.moe.top_k);
+    else if (k == "shared_experts") st = ReadInt(v, k, &s.moe.shared);
+    else if (k == "expert_width") st = ReadInt(v, k, &s.moe.expert_width);
+    else if (k == "moe_every") st = ReadInt(v, k, &s.moe.every);
+    else if (k == "first_dense") {
+      if (!v.is_boolean()) st = WrongType(k, "true or false");
+      else s.moe.first_dense = v.get<bool>();
+    }
+    else if (k == "balance") st = ReadKind(v, k, &ParseBalance, &s.moe.balance);
+    else if (k == "bias_rate") st = ReadDouble(v, k, &s.moe.bias_rate);
+    else if (k == "aux_coefficient") st = ReadDouble(v, k, &s.moe.aux_coefficient);
   }
   RETURN_IF_ERROR(st);
+  if (moe_named && s.moe.experts == 0) s.moe.experts = MoeConfig::kDefaultExperts;
   RETURN_IF_ERROR(s.Validate());
   return s;
 }

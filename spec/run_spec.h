@@ -35,6 +35,12 @@ struct RunSpec {
   // (mtp_weight with it), so specs without it keep their hashes.
   int64_t mtp = 0;
   double mtp_weight = 0.3;
+  // Mixture of experts (spec/moe_config.h); keys experts, top_k,
+  // shared_experts, expert_width, moe_every, first_dense, balance,
+  // bias_rate, aux_coefficient, in the JSON only when experts > 0.
+  // `feed_forward: moe` means experts = 8 unless given, the experts keeping
+  // the preset's (or feed_forward's) activation.
+  MoeConfig moe;
   int64_t batch = 16;  // B: sequences per step
   Budget budget{.steps = 200, .minutes = std::nullopt};
   // "adamw" or "muon[:short][,period=K][,norm][,boost=G][,stack=off]"

@@ -63,7 +63,15 @@ Generator::Generator(const Model& model) : config_(model.config()) {
         .up_w = at(b + ".ff.up.weight"), .up_b = at(b + ".ff.up.bias"),
         .gate_w = at(b + ".ff.gate.weight"), .gate_b = at(b + ".ff.gate.bias"),
         .ff_proj_w = at(b + ".ff.proj.weight"), .ff_proj_b = at(b + ".ff.proj.bias"),
-        .owns_keys = config_.owns_keys(i)});
+        .owns_keys = config_.owns_keys(i),
+        .moe = MoeHostWeights{.router = at(b + ".ff.router.weight"),
+                              .bias = at(b + ".ff.router.bias"),
+                              .up = at(b + ".ff.experts.up.weight"),
+                              .gate = at(b + ".ff.experts.gate.weight"),
+                              .proj = at(b + ".ff.experts.proj.weight"),
+                              .shared_up = at(b + ".ff.shared.up.weight"),
+                              .shared_gate = at(b + ".ff.shared.gate.weight"),
+                              .shared_proj = at(b + ".ff.shared.proj.weight")}});
   }
   if (latent) {
     latent_ = std::make_unique<LatentCache>(config_, at);
@@ -192,6 +200,11 @@ void Generator::Step(int32_t token, int64_t position) {
     MatVec(l.proj_w, l.proj_b, att.data(), C, C, tmp.data());
     for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
     Norm(x.data(), l.ln2_gain, l.ln2_bias, h.data());
+    if (l.moe.router != nullptr) {  // engine/model/moe.h
+      MoeFeedForwardHost(config_, l.moe, h.data(), tmp.data());
+      for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
+      continue;
+    }
     MatVec(l.up_w, l.up_b, h.data(), F, C, up.data());
     if (l.gate_w) {
       MatVec(l.gate_w, l.gate_b, h.data(), F, C, gate.data());

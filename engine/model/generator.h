@@ -69,6 +69,7 @@ class Generator {
     const float *ln1_gain, *ln1_bias, *qkv_w, *qkv_b, *proj_w, *proj_b;
     const float *ln2_gain, *ln2_bias, *up_w, *up_b, *gate_w, *gate_b, *ff_proj_w, *ff_proj_b;
     bool owns_keys;  // false: qkv_w, qkv_b are the query's alone (own_keys)
+    MoeHostWeights moe;  // router null: the dense feed-forward above
   };
   struct CacheStage {
     std::vector<float> keys, values;  // (context, C) ring buffers

@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
 }
 
 Model::~Model() {
-  for (void* p : {value_buffer_, grad_buffer_, table_buffer_}) {
+  for (void* p : {value_buffer_, grad_buffer_, table_buffer_, moe_buffer_}) {
     if (p) backend_.Free(p);
   }
   for (const auto& [shape, ids] : position_ids_) {
@@ -52,10 +52,13 @@ absl::Status Model::Allocate() {
   const bool bias = c.architecture.bias;
   const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;
   const bool latent = c.architecture.attention == AttentionKind::kLatent;
-  // Main block i owns its keys unless own_keys says otherwise; an MTP
-  // depth's block ("mtp.d.block") always does.
+  // A block's layer index ("blocks.i"), or −1 for an MTP depth's block
+  // ("mtp.d.block"), which always owns its keys and is always dense.
+  auto main_index = [](const std::string& prefix) -> int64_t {
+    return prefix.starts_with("blocks.") ? std::stoll(prefix.substr(7)) : -1;
+  };
   auto owns_keys = [&](const std::string& prefix) {
-    return !prefix.starts_with("blocks.") || c.owns_keys(std::stoll(prefix.substr(7)));
+    return main_index(prefix) < 0 || c.owns_keys(main_index(prefix));
   };
 
   std::vector<Slot> slots;
@@ -95,6 +98,21 @@ absl::Status Model::Allocate() {
     add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
     if (bias) add(b + ".attn.proj.bias", {C}, Init::kZero, false);
     norm(b + ".ln2");
+    if (main_index(b) >= 0 && c.moe.IsMoeLayer(main_index(b))) {
+      // engine/model/moe.h; experts carry no biases
+      const int64_t E = c.moe.experts, W = c.moe.Width(F), S = c.moe.shared;
+      add(b + ".ff.router.weight", {E, C}, Init::kNormal, true);
+      add(b + ".ff.router.bias", {E}, Init::kZero, false);  // selection only, not trained
+      add(b + ".ff.experts.up.weight", {E, W, C}, Init::kNormal, true);
+      if (swiglu) add(b + ".ff.experts.gate.weight", {E, W, C}, Init::kNormal, true);
+      add(b + ".ff.experts.proj.weight", {E, C, W}, Init::kResidual, true);
+      if (S > 0) {
+        add(b + ".ff.shared.up.weight", {S * W, C}, Init::kNormal, true);
+        if (swiglu) add(b + ".ff.shared.gate.weight", {S * W, C}, Init::kNormal, true);
+        add(b + ".ff.shared.proj.weight", {C, S * W}, Init::kResidual, true);
+      }
+      continue;
+    }
     add(b + ".ff.up.weight", {F, C}, Init::kNormal, true);
     if (bias) add(b + ".ff.up.bias", {F}, Init::kZero, false);
     if (swiglu) {
@@ -150,8 +168,10 @@ absl::Status Model::Allocate() {
   final_bias_ = view("final_norm.bias");
   for (const std::string& b : BlockPrefixes(c)) {
     // The main blocks, then the MTP depths'.
-    std::vector<Block>& stack =
-        static_cast<int64_t>(blocks_.size()) < c.layers ? blocks_ : mtp_blocks_;
+    const bool main_block = static_cast<int64_t>(blocks_.size()) < c.layers;
+    std::vector<Block>& stack = main_block ? blocks_ : mtp_blocks_;
+    // MTP depths' blocks keep the dense feed-forward.
+    const int64_t main_layer = main_block ? static_cast<int64_t>(blocks_.size()) : -1;
     const int64_t packed = owns_keys(b) ? 3 : 1;
     stack.push_back(Block{
         .ln1_gain = view(b + ".ln1.gain"), .ln1_bias = view(b + ".ln1.bias"),
@@ -168,6 +188,28 @@ absl::Status Model::Allocate() {
       stack.back().latent =
           LatentAttentionViews([&](const std::string& name) { return view(name); }, b);
       stack.back().qkv_weight = Tensor{};
+    }
+    if (main_layer >= 0 && c.moe.IsMoeLayer(main_layer)) {
+      stack.back().moe = static_cast<int>(moe_.size());
+      moe_.push_back(MoeWeights{
+          .router = view(b + ".ff.router.weight"), .bias = view(b + ".ff.router.bias"),
+          .up = view(b + ".ff.experts.up.weight"), .gate = view(b + ".ff.experts.gate.weight"),
+          .proj = view(b + ".ff.experts.proj.weight"),
+          .shared_up = view(b + ".ff.shared.up.weight"),
+          .shared_gate = view(b + ".ff.shared.gate.weight"),
+          .shared_proj = view(b + ".ff.shared.proj.weight")});
+    }
+  }
+  if (!moe_.empty()) {
+    // Each layer's load and last_load counters, (E) f32 each, zeroed.
+    const int64_t E = c.moe.experts;
+    const int64_t count = 2 * E * static_cast<int64_t>(moe_.size());
+    ASSIGN_OR_RETURN(moe_buffer_, backend_.Allocate(count * sizeof(float)));
+    float* counters = static_cast<float*>(moe_buffer_);
+    for (MoeWeights& w : moe_) {
+      w.load = Tensor{.data = counters, .shape = {E}};
+      w.last_load = Tensor{.data = counters + E, .shape = {E}};
+      counters += 2 * E;
     }
   }
   ViewMtp();
@@ -271,6 +313,11 @@ NormedSum Model::BlockForward(Tape& tape, const Block& b, NormedSum in, const Te
   }
   Var proj = Linear(tape, attn, Param(tape, b.proj_weight), Param(tape, b.proj_bias));
   const NormedSum mid = AddNorm(tape, in.sum, proj, b.ln2_gain, b.ln2_bias);
+  if (b.moe >= 0) {
+    const Var ff = MoeFeedForward(
+        tape, [&](const Tensor& t) { return Param(tape, t); }, c, moe_[b.moe], mid.normed);
+    return AddNorm(tape, mid.sum, ff, next_gain, next_bias);
+  }
   const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;  // GELU: BiasGelu
   Var up = Linear(tape, mid.normed, Param(tape, b.up_weight),
                   swiglu ? Param(tape, b.up_bias) : Var{});
@@ -340,6 +387,12 @@ NormedSum Model::Stream(Tape& tape, Tensor tokens, int64_t batch, int64_t time) 
   }
   return stream;
 }
+
+void Model::BalanceExperts() {
+  for (const MoeWeights& w : moe_) MoeBalance(backend_, config_, w);
+}
+
+MoeStats Model::RoutingStats() const { return ReadMoeStats(backend_, moe_); }
 
 Var Model::Losses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch, int64_t time) const {
   return CrossEntropy(tape, Logits(tape, tokens, batch, time), tape.Input(targets));

@@ -34,6 +34,7 @@
 #include "engine/autograd/tape.h"
 #include "engine/backend.h"
 #include "engine/model/latent_attention.h"
+#include "engine/model/moe.h"
 #include "spec/model_config.h"
 
 namespace smallem {
@@ -100,6 +101,11 @@ class Model {
   };
   TrainingLoss TrainingObjective(Tape& tape, Tensor tokens, Tensor targets, int64_t batch,
                                  int64_t time) const;
+  // Mixture of experts (engine/model/moe.h); no-ops for a dense model.
+  // After each optimizer step: the routers' bias balancing, on the device.
+  void BalanceExperts();
+  // The routing statistics of the last balanced step (reads the device).
+  MoeStats RoutingStats() const;
 
  private:
   struct Block {
@@ -109,6 +115,7 @@ class Model {
     LatentAttentionWeights latent;  // attention: latent (qkv_weight, qkv_bias empty)
     // own_keys: qkv_weight/qkv_bias are the query's alone, (C, C) and (C).
     bool borrows_keys = false;
+    int moe = -1;  // index into moe_, or -1: the dense feed-forward
   };
 
   Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
@@ -167,6 +174,8 @@ class Model {
   mutable std::map<std::pair<int64_t, int64_t>, Tensor> position_ids_;
   // MtpConstants by (B, T), device memory freed with the model.
   mutable std::map<std::pair<int64_t, int64_t>, Tensor> mtp_constants_;
+  std::vector<MoeWeights> moe_;  // one per MoE layer
+  void* moe_buffer_ = nullptr;   // their load and last_load counters
 };
 
 }  // namespace smallem

@@ -109,6 +109,7 @@ void StepRunner::RecordStep() {
   loss_ = tape_.value(loss.next_token);
   RecordHealthCheck();
   optimizer_.Update(scalars_);
+  model_.BalanceExperts();  // MoE routers' bias balancing, outside the gradient
 }
 
 absl::Status StepRunner::Run(int64_t step, std::span<const int64_t> starts,

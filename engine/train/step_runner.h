@@ -97,6 +97,8 @@ class StepRunner {
   // Seconds the last Run spent capturing a graph (0 when it captured none):
   // like compilation, not training time.
   double last_capture_seconds() const { return last_capture_s_; }
+  // The model it trains (its routing statistics, at progress steps).
+  const Model& model() const { return model_; }
   // Whether any step was captured (and so replayed).
   bool graphs_used() const { return !graphs_.empty(); }
 

@@ -195,7 +195,8 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
           .step = step, .total_steps = total, .loss = done.last_loss,
           .tokens_per_s = tokens_per_s, .elapsed_s = train_s,
           .eta_s = budget.steps ? train_s / step * (budget.steps - step)
-                                : budget.seconds - train_s});
+                                : budget.seconds - train_s,
+          .max_over_mean_load = runner.model().RoutingStats().max_over_mean});
     }
     // Between steps, outside the timed region; none after the last step.
     if (checkpointer.Due(step, train_s) && budget.Fraction(step, train_s) < 1.0) {
@@ -272,14 +273,17 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
                           double final_lr, const EvalResult& eval, const Model& model,
                           const Backend& backend, double epochs, bool graphs_used) {
   const ModelConfig& config = inputs.config;
-  // The model that generates: the MTP modules are counted apart.
+  // The model that generates: the MTP modules are counted apart. A MoE
+  // token uses only its experts: FLOPs and the comparison's parameter check
+  // follow the active parameters (spec/model_config.h).
   const int64_t mtp_params = config.MtpParameterCount();
-  const int64_t params = model.ParameterCount() - mtp_params;
+  const int64_t params = config.ActiveParameterCount() - mtp_params;
   const int64_t tokens = done.steps * spec.batch * spec.context;
   const double tokens_per_s = done.train_s > 0 ? tokens / done.train_s : 0;
   nlohmann::json mfu = nullptr;
   if (backend.PeakFlops() > 0) {
-    mfu = tokens_per_s * FlopsPerToken(config, model.ParameterCount()) / backend.PeakFlops();
+    mfu = tokens_per_s * FlopsPerToken(config, config.ActiveParameterCount()) /
+          backend.PeakFlops();
   }
   nlohmann::json spec_json = spec.ToJson();
   nlohmann::json result = {{"val_nats_per_byte", eval.nats_per_byte},
@@ -297,7 +301,8 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"train_seconds", done.train_s},
           {"tokens_per_s", tokens_per_s},
           {"mfu", mfu},
-          {"params", params},
+          {"params", config.TotalParameterCount() - mtp_params},
+          {"active_params", params},
           {"peak_memory_bytes", backend.PeakMemoryBytes()},
           // The generator's cache, from its layout (engine/model/generator.h).
           {"kv_cache_bytes_per_token", Generator::LayoutFor(config).BytesPerToken()},
@@ -311,7 +316,9 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
           {"config", spec_json},
           {"model", config.ToJson()},
           {"dataset", inputs.data.meta.value("content_hash", "")},
-          {"seed", spec.seed}};
+          {"seed", spec.seed},
+          // MoE: the last training step's routing statistics; null if dense.
+          {"routing", config.moe.enabled() ? model.RoutingStats().ToJson() : nlohmann::json()}};
   if (config.mtp > 0) {
     // Each MTP depth's validation loss, depth d at d − 1 (engine/model/mtp.h);
     // the val_* fields above stay next-token.

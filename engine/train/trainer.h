@@ -31,6 +31,9 @@ struct TrainProgress {
   double tokens_per_s = 0;   // training throughput so far
   double elapsed_s = 0;      // training seconds so far
   double eta_s = 0;          // estimated training seconds left
+  // Mixture of experts: the last step's max/mean tokens per expert, worst
+  // layer (1 = even); 0 for a dense model.
+  double max_over_mean_load = 0;
 };
 
 struct TrainOptions {

@@ -20,6 +20,7 @@ struct Arm {
   std::vector<double> losses;   // finished on the class, in plan seed order
   std::vector<double> seconds;
   std::optional<int64_t> params;
+  std::optional<int64_t> total_params;
   std::set<std::string> fingerprints;  // the non-empty eval_fingerprints of its results
   int running = 0;
   int failed = 0;
@@ -191,6 +192,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       if (r->generation_tokens_per_s) {
         arm.generation_tokens_per_s.push_back(*r->generation_tokens_per_s);
       }
+      if (!arm.total_params && r->total_params > 0 && r->total_params != r->params) {
+        arm.total_params = r->total_params;
+      }
       if (!r->eval_fingerprint.empty()) arm.fingerprints.insert(r->eval_fingerprint);
     }
   }
@@ -234,6 +238,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
     row.kv_cache_bytes_per_token = arm.kv_cache_bytes_per_token;
     row.mean_tokens_per_s = MeanOrNone(arm.tokens_per_s);
     row.mean_generation_tokens_per_s = MeanOrNone(arm.generation_tokens_per_s);
+    row.total_params = arm.total_params;
     if (arm.params && base.params && *base.params > 0 && name != plan.baseline) {
       row.params_change = static_cast<double>(*arm.params - *base.params) /
                           static_cast<double>(*base.params);

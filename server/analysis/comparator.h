@@ -26,7 +26,8 @@
 //  * One validation text: when both arms' results carry an eval_fingerprint
 //    and they differ (or an arm's seeds disagree), the row is refused
 //    (Verdict::kRefused) with a note; results without one compare as before.
-//  * Parameter counts are shown side by side; a change of more than
+//  * Parameter counts (the active ones: a mixture of experts counts the
+//    parameters a token uses) are shown side by side; a change of more than
 //    params_warning_fraction (2 %) of the baseline's count raises a warning:
 //    the comparison is then not at equal size.
 //
@@ -71,7 +72,11 @@ struct ComparedRun {
   // The fields below are read only when state == kSucceeded.
   double val_nats_per_byte = 0;
   double train_seconds = 0;
+  // The parameters a token uses ("active_params", or "params" in results
+  // without it), which the size check compares; total_params counts every
+  // expert of a mixture of experts (0 = unknown, or equal to params).
   int64_t params = 0;
+  int64_t total_params = 0;
   std::string device_class;
   // Optimizer steps done (the result's "steps"); unset: the budget's steps.
   // Only plots read it (loss against steps for a minutes budget).
@@ -137,7 +142,8 @@ struct ReportRow {
   std::optional<double> welch_t;         // ≥ 3 seeds in both arms and some variance
   std::optional<double> welch_df;
   // From the first finished run of the row, when there is one.
-  std::optional<int64_t> params;
+  std::optional<int64_t> params;          // active parameters
+  std::optional<int64_t> total_params;    // when they differ from params (MoE)
   std::optional<double> params_change;   // (params − baseline's) / baseline's
   bool params_warning = false;           // |params_change| > params_warning_fraction
   // Set on pending rows ("1 of 2 seeds finished"), refused ones (why) and

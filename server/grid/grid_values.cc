@@ -38,6 +38,7 @@ const std::map<std::string, ValueType>& SpecKeys() {
     defaults.mtp = 1;         // mtp and mtp_weight: only when mtp > 0
     defaults.architecture.own_keys = 1;
     defaults.architecture.passes = 2;
+    defaults.moe.experts = 8;  // the mixture-of-experts keys, likewise
     const json spec = defaults.ToJson();
     for (const auto& [key, value] : spec.items()) {
       if (key == "data" || key == "seed" || key == "steps" || key == "minutes") continue;
@@ -280,7 +281,8 @@ absl::StatusOr<Setting> GridParser::SpecValue(const std::string& key, const YAML
       absl::Status st;
       if (key == "arch") st = Architecture::FromPreset(v).status();
       else if (key == "norm") st = ParseNorm(v).status();
-      else if (key == "feed_forward") st = ParseFeedForward(v).status();
+      else if (key == "feed_forward" && v != "moe") st = ParseFeedForward(v).status();
+      else if (key == "balance") st = ParseBalance(v).status();
       else if (key == "positions") st = ParsePositions(v).status();
       else if (key == "attention") st = ParseAttention(v).status();
       if (!st.ok()) return Error(line, st.message());

@@ -41,6 +41,11 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
   }
   if (j.contains("params") && j["params"].is_number_integer()) {
     c.params = j["params"].get<int64_t>();
+    c.total_params = c.params;
+  }
+  // A mixture of experts: the comparison's size is what a token uses.
+  if (j.contains("active_params") && j["active_params"].is_number_integer()) {
+    c.params = j["active_params"].get<int64_t>();
   }
   if (j.contains("kv_cache_bytes_per_token") && j["kv_cache_bytes_per_token"].is_number_integer()) {
     c.kv_cache_bytes_per_token = j["kv_cache_bytes_per_token"].get<int64_t>();

@@ -178,6 +178,7 @@ json ReportToJson(const Report& report) {
                     {"welch_t", JsonOptional(row.welch_t)},
                     {"welch_df", JsonOptional(row.welch_df)},
                     {"params", JsonOptional(row.params)},
+                    {"total_params", JsonOptional(row.total_params)},
                     {"params_change", JsonOptional(row.params_change)},
                     {"params_warning", row.params_warning},
                     {"mean_train_seconds", JsonOptional(row.mean_train_seconds)},

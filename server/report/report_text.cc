@@ -33,7 +33,13 @@ std::string Fixed(const std::optional<double>& v, const char* format) {
   return v ? absl::StrFormat(format, *v) : std::string(kNone);
 }
 
-std::string ParamsCell(const ReportRow& row) { return row.params ? Grouped(*row.params) : kNone; }
+// Active parameters, and the total beside them when a mixture of experts
+// makes them differ: "1,234,567 (total 3,456,789)".
+std::string ParamsCell(const ReportRow& row) {
+  if (!row.params) return kNone;
+  if (!row.total_params) return Grouped(*row.params);
+  return Grouped(*row.params) + " (total " + Grouped(*row.total_params) + ")";
+}
 
 std::string ParamsChangeCell(const ReportRow& row) {
   if (!row.params_change) return kNone;
