@@ -181,7 +181,7 @@ int CheckpointsHeld(const Cluster& c) {
 // Result JSON without what timing decides, the resume count and the device
 // name (the daemon writes its own name for it).
 nlohmann::json Deterministic(nlohmann::json result) {
-  for (const char* key : {"train_seconds", "tokens_per_s", "mfu", "resumes", "device"}) {
+  for (const char* key : {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes", "device"}) {
     result.erase(key);
   }
   return result;
