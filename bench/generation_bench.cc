@@ -1,7 +1,8 @@
 // Generation with the cache (engine/model/generator.h) for each cache option
 // against multi-head attention, in one run: greedy decoding, batch 1, of a
 // `--tokens`-token text (one prompt token, then each token fed back) with a
-// `--context` context, so that with the default 700 past a 512 context the
+// `--context` context (variants: multi-head attention, own_keys L/2 and
+// L/4, passes 2, latent attention with a C/4 latent), so that with the default 700 past a 512 context the
 // RoPE cache slides for the last 188 tokens. Prints one JSON line per
 // variant: tokens/s, the cache's bytes per token from its layout, and both
 // as ratios to multi-head attention measured in the same run. Weights are
@@ -29,6 +30,7 @@ struct Variant {
   std::string name;
   int64_t own_keys;
   int64_t passes;
+  int64_t kv_latent = 0;  // > 0: attention: latent with this latent width
 };
 
 }  // namespace
@@ -50,13 +52,20 @@ int main(int argc, char** argv) {
       {"own_keys" + std::to_string(layers / 2), layers / 2, 1},
       {"own_keys" + std::to_string(std::max<int64_t>(1, layers / 4)),
        std::max<int64_t>(1, layers / 4), 1},
-      {"passes2", 0, 2}};
+      {"passes2", 0, 2},
+      // Latent attention: a latent of C/4 and the default rotary width D/2,
+      // the reference shape's 128 + 32 of 512 (the series' cache ÷ 6.4).
+      {"latent", 0, 1, config.embed / 4}};
   CpuBackend backend(1);
   std::vector<std::unique_ptr<Model>> models;
   for (const Variant& v : variants) {
     ModelConfig c = config;
     c.architecture.own_keys = v.own_keys;
     c.architecture.passes = v.passes;
+    if (v.kv_latent > 0) {
+      c.architecture.attention = AttentionKind::kLatent;
+      c.architecture.kv_latent = v.kv_latent;
+    }
     absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(c, backend);
     if (!model.ok()) {
       std::fprintf(stderr, "%s: %s\n", v.name.c_str(), model.status().ToString().c_str());
