@@ -336,6 +336,12 @@ TEST(DepthGeneratorTest, MeasuredGenerationReportsTheLayoutsBytes) {
   EXPECT_GT(s.tokens_per_s(), 0);
   EXPECT_EQ(s.cache_bytes_per_token, Generator::LayoutFor(c).BytesPerToken());
   EXPECT_EQ(s.cache_bytes_per_token, 3 * 1 * 2 * 8 * 4);  // passes × owners × (k, v) × C × f32
+  // Four sequences in lockstep count every sequence's tokens; each cache
+  // has the same layout.
+  const GenerationSpeed batched = MeasureGreedyGeneration(**model, 20, 4);
+  EXPECT_EQ(batched.tokens, 80);
+  EXPECT_GT(batched.tokens_per_s(), 0);
+  EXPECT_EQ(batched.cache_bytes_per_token, s.cache_bytes_per_token);
 }
 
 TEST(DepthConfigTest, BorrowingLayersHaveNoKeyOrValueWeights) {
