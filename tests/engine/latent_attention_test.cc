@@ -61,6 +61,21 @@ TEST(LatentConfigTest, ImpossibleShapesNameTheKey) {
             std::string::npos);
 }
 
+// Latent attention with shared keys or looped layers is not built: both
+// are refused by name rather than trained into a model that cannot generate.
+TEST(LatentConfigTest, OwnKeysAndPassesAreRefusedByName) {
+  ModelConfig c = TinyLatent(0);
+  c.architecture.own_keys = 1;
+  EXPECT_NE(Message(c).find("own_keys cannot be combined with attention: latent"),
+            std::string::npos)
+      << Message(c);
+  c = TinyLatent(0);
+  c.architecture.passes = 2;
+  EXPECT_NE(Message(c).find("passes cannot be combined with attention: latent"),
+            std::string::npos)
+      << Message(c);
+}
+
 TEST(LatentConfigTest, RunSpecCarriesTheKeysOnlyWhenLatent) {
   RunSpec mha;
   EXPECT_FALSE(mha.ToJson().contains("attention")) << "old specs keep their hashes";
