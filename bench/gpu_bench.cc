@@ -11,7 +11,7 @@
 // (arch, precision):
 //
 //   {"impl":"smallem","device":"NVIDIA H200","arch":"gpt2","precision":"bf16",
-//    "optimizer":"adamw","activations":"bf16",
+//    "optimizer":"adamw","activations":"bf16","experts":0,"mtp":0,
 //    "params":29676544,"batch":16,"context":512,"steps":30,
 //    "tokens_per_s":…,"ms_per_step":…,"flops_per_token":…,"mfu":…,
 //    "reference_run_s":…,"loss":…,"peak_memory_bytes":…,
@@ -33,6 +33,7 @@
 //                     [--optimizer adamw] [--steps 30] [--warmup 5] [--batch 16]
 //                     [--vocab 8192]
 //                     [--context 512] [--layers 8] [--heads 8] [--embed 512]
+//                     [--experts 0] [--mtp 0]
 //
 // --warmup untimed steps precede the timed ones in each mode; it must exceed
 // the trainer's eager warm-up (kWarmupSteps = 3), so that the graph is
@@ -156,7 +157,9 @@ nlohmann::json RunOne(const ModelConfig& config, const std::string& arch_name,
                          {"precision", precision == MatmulPrecision::kBf16 ? "bf16" : "f32"},
                          {"optimizer", options.optimizer},
                          {"batch", options.batch},
-                         {"context", config.context}};
+                         {"context", config.context},
+                         {"experts", config.moe.experts},
+                         {"mtp", config.mtp}};
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend(options.device, precision);
   if (!backend.ok()) {
     line["error"] = std::string(backend.status().message());
@@ -269,12 +272,16 @@ int Main(int argc, char** argv) {
 
   int status = 0;
   for (const auto& [name, arch] : archs) {
-    const ModelConfig config{.vocab = IntFlag(argc, argv, "--vocab", 8192),
-                             .context = IntFlag(argc, argv, "--context", 512),
-                             .layers = IntFlag(argc, argv, "--layers", 8),
-                             .heads = IntFlag(argc, argv, "--heads", 8),
-                             .embed = IntFlag(argc, argv, "--embed", 512),
-                             .architecture = arch};
+    ModelConfig config{.vocab = IntFlag(argc, argv, "--vocab", 8192),
+                       .context = IntFlag(argc, argv, "--context", 512),
+                       .layers = IntFlag(argc, argv, "--layers", 8),
+                       .heads = IntFlag(argc, argv, "--heads", 8),
+                       .embed = IntFlag(argc, argv, "--embed", 512),
+                       .architecture = arch};
+    // A mixture of experts with the dense model's active parameters, and
+    // multi-token prediction: their step against the plain one's.
+    config.moe.experts = IntFlag(argc, argv, "--experts", 0);
+    config.mtp = IntFlag(argc, argv, "--mtp", 0);
     if (absl::Status s = config.Validate(); !s.ok()) {
       std::fprintf(stderr, "smallem_gpu_bench: %s\n", std::string(s.message()).c_str());
       return 2;
