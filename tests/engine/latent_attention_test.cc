@@ -137,34 +137,8 @@ TEST_P(LatentModelTest, GradientMatchesFiniteDifferences) {
     const int64_t B = 2, T = 5;
     const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0, 5, 5, 10, 7};
     const std::vector<int32_t> tg = {4, 2, 9, 3, 8, 5, 5, 10, 7, 6};
-    Arena arena(be, 1 << 20);
-    Tape tape(be, arena);
-    (*model)->ZeroGrad();
-    tape.Backward(
-        Mean(tape, (*model)->Losses(tape, Tokens(arena, be, in), Tokens(arena, be, tg), B, T)));
-    const std::vector<float> grad = ToHost(be, (*model)->grads());
-    std::vector<float> values = ToHost(be, (*model)->values());
-    Rng rng(3);
-    int checked = 0;
-    for (const Model::Parameter& p : (*model)->parameters()) {
-      for (int probe = 0; probe < 3; ++probe) {
-        const int64_t local = static_cast<int64_t>(rng.Below(p.value.numel()));
-        const int64_t i = (p.value.f32() - (*model)->values().f32()) + local;
-        const float saved = values[i], eps = 1e-2f;
-        values[i] = saved + eps;
-        testing::FromHost(be, (*model)->values(), values);
-        const double up = MeanLoss(**model, in, tg, B, T);
-        values[i] = saved - eps;
-        testing::FromHost(be, (*model)->values(), values);
-        const double down = MeanLoss(**model, in, tg, B, T);
-        values[i] = saved;
-        testing::FromHost(be, (*model)->values(), values);
-        const double numeric = (up - down) / (2 * eps);
-        EXPECT_NEAR(grad[i], numeric, 2e-3 + 3e-2 * std::abs(numeric))
-            << p.name << "[" << local << "]";
-        ++checked;
-      }
-    }
+    const int checked =
+        testing::ExpectGradientMatchesFiniteDifferences(**model, in, tg, B, T, 1e-2f);
     EXPECT_GT(checked, 20);
     EXPECT_NE((*model)->Find("blocks.1.attn.kv_up.weight"), nullptr);
     EXPECT_EQ((*model)->Find("blocks.1.attn.key.weight"), nullptr) << "no per-head keys";
