@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace smallem {
 namespace {
@@ -76,15 +77,14 @@ void ExpectComposes(const ModelConfig& c) {
   EXPECT_EQ(gen.CacheBytesPerToken(), Generator::LayoutFor(c).BytesPerToken());
 
   // Saved and loaded: the same config and the same loss.
-  const std::string path = ::testing::TempDir() + "/combined_" +
-                           std::to_string(c.architecture.passes) + ".safetensors";
+  const testing::TempDir dir;
+  const std::string path = dir.Join("combined.safetensors");
   ASSERT_TRUE(SaveWeights(**model, path).ok());
   auto loaded = LoadWeights(path, be);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().ToJson(), c.ToJson());
   const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0}, tg = {4, 2, 9, 3, 8, 5};
   EXPECT_EQ(MeanLoss(**loaded, in, tg, 1, 6), MeanLoss(**model, in, tg, 1, 6));
-  std::filesystem::remove(path);
 }
 
 TEST(CombinedOptionsTest, SharedKeysPassesExpertsAndMtpCompose) {

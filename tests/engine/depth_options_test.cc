@@ -18,6 +18,7 @@
 #include "spec/run_spec.h"
 #include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace smallem {
 namespace {
@@ -120,15 +121,14 @@ TEST_P(DepthOptionTest, SaveThenLoadGivesTheSameLoss) {
   auto model = Model::Create(Config(), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 12);
-  const std::string path = ::testing::TempDir() + "/depth_" +
-                           ParamName({GetParam(), 0}) + ".safetensors";
+  const testing::TempDir dir;
+  const std::string path = dir.Join("depth.safetensors");
   ASSERT_TRUE(SaveWeights(**model, path).ok());
   auto loaded = LoadWeights(path, be);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().architecture, Config().architecture);
   const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0}, tg = {4, 2, 9, 3, 8, 5};
   EXPECT_EQ(MeanLoss(**loaded, in, tg, 1, 6), MeanLoss(**model, in, tg, 1, 6));
-  std::filesystem::remove(path);
 }
 
 TEST_P(DepthOptionTest, CachedLogitsEqualTheBatchForward) {

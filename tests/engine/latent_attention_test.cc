@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "spec/run_spec.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace smallem {
 namespace {
@@ -177,15 +178,14 @@ TEST_P(LatentModelTest, SavedAndLoadedModelHasTheSameLoss) {
   auto model = Model::Create(TinyLatent(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 5);
-  const std::string path =
-      (std::filesystem::path(::testing::TempDir()) / "latent.safetensors").string();
+  const testing::TempDir dir;
+  const std::string path = dir.Join("latent.safetensors");
   ASSERT_TRUE(SaveWeights(**model, path).ok());
   auto loaded = LoadWeights(path, be);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().architecture, (*model)->config().architecture);
   const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0}, tg = {4, 2, 9, 3, 8, 5};
   EXPECT_EQ(MeanLoss(**loaded, in, tg, 1, 6), MeanLoss(**model, in, tg, 1, 6));
-  std::filesystem::remove(path);
 }
 
 TEST_P(LatentModelTest, OverfitsOneBatch) {

@@ -17,6 +17,7 @@
 #include "spec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace smallem {
 namespace {
@@ -128,11 +129,10 @@ TEST(MoeModelTest, SaveThenLoadGivesTheIdenticalLoss) {
   auto model = Model::Create(c, be);
   ASSERT_TRUE(model.ok()) << model.status();
   Randomize(**model, 3);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "moe_save_load.safetensors").string();
+  const testing::TempDir dir;
+  const std::string path = dir.Join("moe.safetensors");
   ASSERT_TRUE(SaveWeights(**model, path).ok());
   auto loaded = LoadWeights(path, be);
-  std::filesystem::remove(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().moe, c.moe);
   const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0}, tg = {4, 2, 9, 3, 8, 5};

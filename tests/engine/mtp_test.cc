@@ -16,6 +16,7 @@
 #include "spec/run_spec.h"
 #include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace smallem {
 namespace {
@@ -285,12 +286,10 @@ TEST(MtpModelTest, SavedAndLoadedModelGivesIdenticalLosses) {
   auto model = Model::Create(TinyMtpConfig(Architecture::Gpt2(), 2, 0.25), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 9);
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("smallem-mtp-" + std::to_string(::getpid()) + ".safetensors"))
-                               .string();
+  const testing::TempDir dir;
+  const std::string path = dir.Join("mtp.safetensors");
   ASSERT_TRUE(SaveWeights(**model, path).ok());
   auto loaded = LoadWeights(path, be);
-  std::filesystem::remove(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->config().mtp, 2);
   EXPECT_EQ((*loaded)->config().mtp_weight, 0.25);

@@ -1,40 +1,15 @@
 // Helpers shared by the server, worker and e2e tests: a temporary directory
-// removed at the end of the test, and small submissions.
+// (tests/temp_dir.h) and small submissions.
 #ifndef SMALLEM_TESTS_SERVER_TEST_SUPPORT_H_
 #define SMALLEM_TESTS_SERVER_TEST_SUPPORT_H_
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "server/store/store_types.h"
+#include "tests/temp_dir.h"
 
 namespace smallem::testing {
-
-// A fresh directory under $TMPDIR (or /tmp), deleted with its contents.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/smallem_test_XXXXXX");
-    char* made = mkdtemp(pattern.data());
-    if (made == nullptr) std::abort();
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Join(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // A submission of `variants` × `seeds` cells at `steps` steps.
 inline SubmissionRecord MakeSubmission(const std::string& name, int variants, int seeds,
