@@ -6,13 +6,18 @@
 // T × T matrix is kept between calls. Softmax's exp and sums are
 // vector_math.h's.
 //
-// Backward, per block of keys, in transposed tiles (key rows, query
-// columns: every product untransposed), recomputing P = exp(S − lse) from
+// Backward, per block of keys [c0, c1), on query-major tiles (the queries
+// [c0, T) that see those keys as rows), recomputing P = exp(S − lse) from
 // the saved lse:
-//   Pᵀ = exp(scale·K·Qᵀ − lse),  dPᵀ = V·dOᵀ,  dSᵀ = Pᵀ ∘ (dPᵀ − rowsum(dO ∘ O)),
-//   dV += Pᵀ·dO,  dK += scale·dSᵀ·Q,  dQᵀ += scale·Kᵀ·dSᵀ.
+//   P = exp(scale·Q·Kᵀ − lse),  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(dO ∘ O)),
+//   dV += Pᵀ·dO,  dK += scale·dSᵀ·Q,  dQ += scale·dS·K.
+// Every product is untransposed or has a transposed first operand (Kᵀ and Vᵀ
+// are copied once per pair): OpenBLAS 0.3.21 runs both through its
+// small-matrix kernels at these sizes, but sends a transposed second operand
+// through its packing path, several times slower.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "engine/cpu/bf16_ops.h"
@@ -38,14 +43,52 @@ AttentionLayout LayoutOf(int64_t batch, int64_t time, int64_t heads, int64_t hea
           1.0f / std::sqrt(static_cast<float>(head_dim))};
 }
 
-// dst (cols, rows) = srcᵀ for src (rows, cols) with leading dimension ld.
-// Every product of attention runs untransposed on transposed copies (Kᵀ and
-// Vᵀ once per pair, P and dS per block): OpenBLAS 0.3.21 sends products with
-// a transposed operand at these sizes through its packing path, several
-// times slower than its small-matrix kernels.
+// Eight floats as one value for __builtin_shufflevector: the compiler picks
+// the shuffles of whatever vector unit it targets (SSE, AVX2, AVX-512).
+typedef float Float8 __attribute__((vector_size(32)));
+
+Float8 Load8(const float* p) {
+  Float8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void Store8(float* p, Float8 v) { std::memcpy(p, &v, sizeof v); }
+
+// The 8 × 8 block at src (row stride ld) written transposed at dst (row
+// stride ldd): pairs of rows interleaved, then pairs of pairs, then halves.
+void Transpose8x8(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  Float8 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = Load8(src + i * ld);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    for (int j = 0; j < 2; ++j) {
+      u[i + 2 * j] = __builtin_shufflevector(t[i + j], t[i + j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[i + 2 * j + 1] =
+          __builtin_shufflevector(t[i + j], t[i + j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    Store8(dst + i * ldd, __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+    Store8(dst + (i + 4) * ldd,
+           __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+  }
+}
+
+// dst (cols, rows) = srcᵀ for src (rows, cols) with leading dimension ld:
+// 8 × 8 blocks, then the ragged edges element by element.
 void Transpose(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
+  const int64_t rows8 = rows - rows % 8, cols8 = cols - cols % 8;
+  for (int64_t r = 0; r < rows8; r += 8) {
+    for (int64_t c = 0; c < cols8; c += 8) {
+      Transpose8x8(src + r * ld + c, ld, dst + c * rows + r, rows);
+    }
+  }
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * ld + c];
+    for (int64_t c = r < rows8 ? cols8 : 0; c < cols; ++c) dst[c * rows + r] = src[r * ld + c];
   }
 }
 
@@ -75,8 +118,9 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
     const float* v = q + 2 * l.c;
     float* o = out + b * l.t * l.c + h * l.d;
     float* lse_bh = lse == nullptr ? nullptr : lse + pair * l.t;
-    float* scores = cpu::ThreadScratch((kBlock + l.d) * l.t);
+    float* scores = cpu::ThreadScratch((kBlock + l.d) * l.t + kBlock);
     float* kt = scores + kBlock * l.t;
+    float* inv_sums = kt + l.d * l.t;
     Transpose(k, l.t, l.d, 3 * l.c, kt);
     for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
       const int64_t r1 = std::min(l.t, r0 + kBlock);
@@ -84,16 +128,21 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
       for (int64_t t = r0; t < r1; ++t) {
         float* s = scores + (t - r0) * l.t;
         const float row_max = cpu::Max(s, t + 1);
+        // Unnormalized: the output row is divided by the sum after P·V.
         const float sum = cpu::ExpShiftedSum(s, row_max, s, t + 1);
-        const float inv_sum = 1.0f / sum;
-#pragma omp simd
-        for (int64_t j = 0; j <= t; ++j) s[j] *= inv_sum;
+        inv_sums[t - r0] = 1.0f / sum;
         // Future keys get probability 0 (the block's GEMM spans [0, r1)).
         std::fill(s + t + 1, s + r1, 0.0f);
         if (lse_bh != nullptr) lse_bh[t] = row_max + std::log(sum);
       }
       cpu::Gemm(false, false, r1 - r0, l.d, r1, 1.0f, scores, l.t, v, 3 * l.c,
                 0.0f, o + r0 * l.c, l.c);
+      for (int64_t t = r0; t < r1; ++t) {
+        float* o_row = o + t * l.c;
+        const float inv_sum = inv_sums[t - r0];
+#pragma omp simd
+        for (int64_t i = 0; i < l.d; ++i) o_row[i] *= inv_sum;
+      }
     }
   }
 }
@@ -125,17 +174,14 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* dk = dq + l.c;
     float* dv = dq + 2 * l.c;
     const float* lse_bh = lse + pair * l.t;
-    float* probs_t = cpu::ThreadScratch((2 * kBlock + 4 * l.d + 1) * l.t);
-    float* d_scores_t = probs_t + kBlock * l.t;  // dPᵀ, then dSᵀ
-    float* qt = d_scores_t + kBlock * l.t;
-    float* d_ot = qt + l.d * l.t;
-    float* kt = d_ot + l.d * l.t;
-    float* d_qt = kt + l.d * l.t;  // dQᵀ, summed over the key blocks
-    float* delta = d_qt + l.d * l.t;
-    Transpose(q, l.t, l.d, ld, qt);
-    Transpose(d_o, l.t, l.d, l.c, d_ot);
+    // P and dP (then dS) as (queries, kBlock) tiles; Kᵀ and Vᵀ (D, T).
+    float* probs = cpu::ThreadScratch((2 * kBlock + 2 * l.d + 1) * l.t);
+    float* d_scores = probs + kBlock * l.t;
+    float* kt = d_scores + kBlock * l.t;
+    float* vt = kt + l.d * l.t;
+    float* delta = vt + l.d * l.t;
     Transpose(k, l.t, l.d, ld, kt);
-    std::fill(d_qt, d_qt + l.d * l.t, 0.0f);
+    Transpose(v, l.t, l.d, ld, vt);
     for (int64_t t = 0; t < l.t; ++t) {
       const float* o_row = o + t * l.c;
       const float* d_o_row = d_o + t * l.c;
@@ -144,39 +190,33 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
       for (int64_t i = 0; i < l.d; ++i) sum += d_o_row[i] * o_row[i];
       delta[t] = sum;
     }
-    // Key block [c0, c1) is seen by the queries [c0, T); row j of the
-    // transposed tiles holds key j against query c0 + column.
+    // Key block [c0, c1) is seen by the queries [c0, T): row i of the tiles
+    // is query c0 + i, which sees the block's first min(keys, i + 1) keys.
     for (int64_t c0 = 0; c0 < l.t; c0 += kBlock) {
       const int64_t c1 = std::min(l.t, c0 + kBlock);
       const int64_t keys = c1 - c0, queries = l.t - c0;
-      cpu::Gemm(false, false, keys, queries, l.d, l.scale, k + c0 * ld, ld, qt + c0,
-                l.t, 0.0f, probs_t, l.t);
-      cpu::Gemm(false, false, keys, queries, l.d, 1.0f, v + c0 * ld, ld, d_ot + c0,
-                l.t, 0.0f, d_scores_t, l.t);
-      for (int64_t j = c0; j < c1; ++j) {
-        float* prob = probs_t + (j - c0) * l.t;
-        float* ds = d_scores_t + (j - c0) * l.t;
-        const int64_t first = j - c0;  // query j, the first that sees key j
-        std::fill(prob, prob + first, 0.0f);
-        std::fill(ds, ds + first, 0.0f);
-        cpu::ExpMinus(prob + first, lse_bh + j, prob + first, queries - first);
-        const float* delta_c = delta + c0;
+      cpu::Gemm(false, false, queries, keys, l.d, l.scale, q + c0 * ld, ld, kt + c0, l.t,
+                0.0f, probs, kBlock);
+      cpu::Gemm(false, false, queries, keys, l.d, 1.0f, d_o + c0 * l.c, l.c, vt + c0, l.t,
+                0.0f, d_scores, kBlock);
+      for (int64_t i = 0; i < queries; ++i) {
+        float* prob = probs + i * kBlock;
+        float* ds = d_scores + i * kBlock;
+        const int64_t seen = std::min(keys, i + 1);
+        const float lse_i = lse_bh[c0 + i], delta_i = delta[c0 + i];
+        cpu::ScaledExpShifted(prob, lse_i, 1.0f, prob, /*accumulate=*/false, seen);
         // The scale of S = scale·Q·Kᵀ folds in here once for dQ and dK.
 #pragma omp simd
-        for (int64_t i = first; i < queries; ++i) {
-          ds[i] = prob[i] * (ds[i] - delta_c[i]) * l.scale;
-        }
+        for (int64_t j = 0; j < seen; ++j) ds[j] = prob[j] * (ds[j] - delta_i) * l.scale;
+        std::fill(prob + seen, prob + keys, 0.0f);
+        std::fill(ds + seen, ds + keys, 0.0f);
       }
-      cpu::Gemm(false, false, keys, l.d, queries, 1.0f, probs_t, l.t,
-                d_o + c0 * l.c, l.c, 1.0f, dv + c0 * ld, ld);
-      cpu::Gemm(false, false, keys, l.d, queries, 1.0f, d_scores_t, l.t,
-                q + c0 * ld, ld, 1.0f, dk + c0 * ld, ld);
-      cpu::Gemm(false, false, l.d, queries, keys, 1.0f, kt + c0, l.t, d_scores_t,
-                l.t, 1.0f, d_qt + c0, l.t);
-    }
-    for (int64_t t = 0; t < l.t; ++t) {
-      float* dq_row = dq + t * ld;
-      for (int64_t i = 0; i < l.d; ++i) dq_row[i] += d_qt[i * l.t + t];
+      cpu::Gemm(true, false, keys, l.d, queries, 1.0f, probs, kBlock, d_o + c0 * l.c, l.c,
+                1.0f, dv + c0 * ld, ld);
+      cpu::Gemm(true, false, keys, l.d, queries, 1.0f, d_scores, kBlock, q + c0 * ld, ld,
+                1.0f, dk + c0 * ld, ld);
+      cpu::Gemm(false, false, queries, l.d, keys, 1.0f, d_scores, kBlock, k + c0 * ld, ld,
+                1.0f, dq + c0 * ld, ld);
     }
   }
 }
