@@ -14,6 +14,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset.h"
+#include "engine/train/resume.h"
 #include "nlohmann/json.hpp"
 #include "server/store/sqlite.h"
 #include "worker/child_process.h"
@@ -181,9 +182,8 @@ int CheckpointsHeld(const Cluster& c) {
 // Result JSON without what timing decides, the resume count and the device
 // name (the daemon writes its own name for it).
 nlohmann::json Deterministic(nlohmann::json result) {
-  for (const char* key : {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes", "device"}) {
-    result.erase(key);
-  }
+  result = DeterministicResult(std::move(result));
+  result.erase("device");
   return result;
 }
 

@@ -93,4 +93,12 @@ absl::Status RestoreCheckpoint(const Checkpoint& checkpoint, const CheckpointOwn
   return absl::OkStatus();
 }
 
+nlohmann::json DeterministicResult(nlohmann::json result) {
+  for (const char* key :
+       {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes"}) {
+    result.erase(key);
+  }
+  return result;
+}
+
 }  // namespace smallem

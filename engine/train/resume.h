@@ -17,6 +17,7 @@
 #include "engine/optim/optimizer.h"
 #include "engine/train/batches.h"
 #include "engine/train/checkpoint.h"
+#include "nlohmann/json_fwd.hpp"
 #include "spec/run_spec.h"
 
 namespace smallem {
@@ -55,6 +56,11 @@ Checkpoint CaptureCheckpoint(const CheckpointOwner& owner, const TrainingPositio
 // the objects may be partly overwritten: start them afresh.
 absl::Status RestoreCheckpoint(const Checkpoint& checkpoint, const CheckpointOwner& owner,
                                Model& model, Optimizer& optimizer, TrainBatches& batches);
+
+// A result JSON (engine/train/trainer.h) without the keys that timing
+// decides (seconds, rates, MFU) and the resume count: what a resumed run
+// must match of the uninterrupted run, key for key and bit for bit.
+nlohmann::json DeterministicResult(nlohmann::json result);
 
 }  // namespace smallem
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/data/dataset.h"
+#include "engine/train/resume.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
@@ -38,11 +39,6 @@ std::string CheckpointedGrid(const std::string& name, const std::string& data,
   yaml.replace(yaml.find(base_end), base_end.size(),
                absl::StrCat("eval_batches: 4, checkpoint_minutes: ", minutes, "}"));
   return yaml;
-}
-
-nlohmann::json Deterministic(nlohmann::json result) {
-  for (const char* key : {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes"}) result.erase(key);
-  return result;
 }
 
 class ServiceResumeTest : public testing::WorkerGridTest {};
@@ -88,7 +84,7 @@ TEST_F(ServiceResumeTest, KilledWorkersRunResumesFromItsCheckpointToTheUninterru
   EXPECT_EQ(clean["resumes"], 0);
   EXPECT_EQ(resumed["steps"], kSteps);
   EXPECT_GT(checkpoint_step, 0);
-  EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
+  EXPECT_EQ(DeterministicResult(resumed).dump(), DeterministicResult(clean).dump());
   // The report says a run was resumed, and how often.
   absl::StatusOr<RenderedReport> report = RenderExperimentReport(
       store, *store.FindExperiment("resume"), ReportOptions{.at = CompareAt::kSteps});
@@ -145,7 +141,7 @@ TEST_F(ServiceResumeTest, StoppedWorkerCheckpointsAtTheSignal) {
       nlohmann::json::parse((*store.ListResults(1)).at(0).result_json);
   const nlohmann::json clean = nlohmann::json::parse((*store.ListResults(2)).at(0).result_json);
   EXPECT_EQ(resumed["resumes"], 1);
-  EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
+  EXPECT_EQ(DeterministicResult(resumed).dump(), DeterministicResult(clean).dump());
 }
 
 }  // namespace

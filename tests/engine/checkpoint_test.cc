@@ -11,6 +11,7 @@
 
 #include "base/files.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/train/resume.h"
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/dataset_fixture.h"
@@ -130,13 +131,6 @@ absl::StatusOr<nlohmann::json> TrainTo(const RunSpec& spec, const std::string& o
   return Train(spec, backend, options);
 }
 
-// The result without what timing decides (seconds, rates) and the resume
-// count.
-nlohmann::json Deterministic(nlohmann::json result) {
-  for (const char* key : {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes"}) result.erase(key);
-  return result;
-}
-
 void ExpectResumeEqualsUninterrupted(const RunSpec& spec, const std::string& name) {
   const std::string dir = TempDir(name);
   absl::StatusOr<nlohmann::json> clean = TrainTo(spec, dir + "/clean", 0, "", "");
@@ -156,7 +150,7 @@ void ExpectResumeEqualsUninterrupted(const RunSpec& spec, const std::string& nam
   EXPECT_EQ((*resumed)["resumes"], 1);
   EXPECT_EQ((*clean)["resumes"], 0);
   EXPECT_GE((*resumed)["train_seconds"].get<double>(), saved->train_seconds);
-  EXPECT_EQ(Deterministic(*resumed).dump(), Deterministic(*clean).dump());
+  EXPECT_EQ(DeterministicResult(*resumed).dump(), DeterministicResult(*clean).dump());
   EXPECT_EQ(*ReadFile(dir + "/resumed/weights.safetensors"),
             *ReadFile(dir + "/clean/weights.safetensors"));
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "base/files.h"
+#include "engine/train/resume.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/server/test_support.h"
@@ -64,12 +65,6 @@ class ChildCheckpointTest : public ::testing::Test {
   std::string spec_;
 };
 
-// Timing decides these; everything else must be equal.
-nlohmann::json Deterministic(nlohmann::json result) {
-  for (const char* key : {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes"}) result.erase(key);
-  return result;
-}
-
 TEST_F(ChildCheckpointTest, ChildKilledMidRunResumesToTheUninterruptedResult) {
   const std::string checkpoint = dir_.Join("state.ckpt");
   std::unique_ptr<ChildProcess> first = Spawn(dir_.Join("first"), {"--checkpoint", checkpoint});
@@ -102,7 +97,7 @@ TEST_F(ChildCheckpointTest, ChildKilledMidRunResumesToTheUninterruptedResult) {
   EXPECT_EQ(resumed["steps"], 1000);
   // Training time continues from the checkpoint's.
   EXPECT_GE(resumed["train_seconds"].get<double>(), written->train_seconds);
-  EXPECT_EQ(Deterministic(resumed).dump(), Deterministic(clean).dump());
+  EXPECT_EQ(DeterministicResult(resumed).dump(), DeterministicResult(clean).dump());
   EXPECT_EQ(*ReadFile(dir_.Join("resumed/weights.safetensors")),
             *ReadFile(dir_.Join("clean/weights.safetensors")));
 }
