@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -60,12 +62,16 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
   const std::string dir = DirFor(content_hash);
   absl::MutexLock lock(&mu_);
   if (fs::exists(dir + "/meta.json")) return dir;
-  const std::string partial = absl::StrCat(dir, ".partial-", getpid());
+  // A directory of this fetch's own: other daemons sharing the cache may be
+  // fetching the same dataset into theirs.
+  const std::string datasets = fs::path(dir).parent_path().string();
   std::error_code ec;
-  fs::remove_all(partial, ec);
-  fs::create_directories(partial, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create ", partial, ": ", ec.message()));
+  fs::create_directories(datasets, ec);
+  std::string partial = absl::StrCat(dir, ".partial-XXXXXX");
+  if (ec || mkdtemp(partial.data()) == nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create a directory under ", datasets, ": ",
+        ec ? ec.message() : std::strerror(errno)));
   }
   absl::Status status = Fetch(content_hash, partial, client);
   if (status.ok()) status = VerifyDatasetDir(partial, content_hash);
@@ -78,6 +84,9 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
   if (status.ok()) status = RenameDurably(partial, dir);
   if (!status.ok()) {
     fs::remove_all(partial, ec);
+    // Another daemon published the same dataset first: its directory was
+    // verified before its rename, as ours would have been.
+    if (fs::exists(dir + "/meta.json")) return dir;
     return status;
   }
   return dir;

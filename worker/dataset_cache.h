@@ -4,7 +4,10 @@
 // meta.json, and the content hash), synced to disk, then renamed into place
 // — so a directory under its hash is always complete, even after a crash.
 //
-// Thread-safe: concurrent Ensure calls fetch a dataset once.
+// Thread-safe: concurrent Ensure calls fetch a dataset once. Daemons that
+// share a cache directory may fetch the same dataset at the same time, each
+// into a directory of its own; the first rename publishes it and the others
+// discard theirs.
 #ifndef SMALLEM_WORKER_DATASET_CACHE_H_
 #define SMALLEM_WORKER_DATASET_CACHE_H_
 
