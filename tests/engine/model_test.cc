@@ -55,7 +55,6 @@ TEST(ModelConfigTest, InvalidConfigsNameTheProblem) {
 
 class ModelArchTest : public ::testing::TestWithParam<Architecture> {};
 
-
 TEST_P(ModelArchTest, GradientMatchesFiniteDifferences) {
   CpuBackend be(2);
   auto model = Model::Create(TinyConfig(GetParam()), be);
@@ -65,39 +64,9 @@ TEST_P(ModelArchTest, GradientMatchesFiniteDifferences) {
   const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0, 5, 5, 10, 7};
   const std::vector<int32_t> tg = {4, 2, 9, 3, 8, 5, 5, 10, 7, 6};
 
-  Arena arena(be, 1 << 20);
-  Tape tape(be, arena);
-  (*model)->ZeroGrad();
-  Var loss = Mean(tape, (*model)->Losses(tape, Tokens(arena, be, in), Tokens(arena, be, tg), B, T));
-  tape.Backward(loss);
-  const std::vector<float> grad = ToHost(be, (*model)->grads());
-  std::vector<float> values = ToHost(be, (*model)->values());
-
   // Every parameter tensor, a few entries each, by central differences.
-  Rng rng(3);
-  int checked = 0;
-  for (const Model::Parameter& p : (*model)->parameters()) {
-    for (int probe = 0; probe < 3; ++probe) {
-      int64_t local = static_cast<int64_t>(rng.Below(p.value.numel()));
-      // Only rows 0..T-1 of the position table are used.
-      if (p.name == "positions.weight") local %= T * p.value.shape[1];
-      const int64_t i = (p.value.f32() - (*model)->values().f32()) + local;
-      const float saved = values[i];
-      const float eps = 1e-2f;
-      values[i] = saved + eps;
-      testing::FromHost(be, (*model)->values(), values);
-      const double up = MeanLoss(**model, in, tg, B, T);
-      values[i] = saved - eps;
-      testing::FromHost(be, (*model)->values(), values);
-      const double down = MeanLoss(**model, in, tg, B, T);
-      values[i] = saved;
-      testing::FromHost(be, (*model)->values(), values);
-      const double numeric = (up - down) / (2 * eps);
-      EXPECT_NEAR(grad[i], numeric, 2e-3 + 3e-2 * std::abs(numeric))
-          << p.name << "[" << local << "]";
-      ++checked;
-    }
-  }
+  const int checked =
+      testing::ExpectGradientMatchesFiniteDifferences(**model, in, tg, B, T, /*eps=*/1e-2f);
   EXPECT_GT(checked, 20);
 }
 
