@@ -348,10 +348,15 @@ int main(int argc, char** argv) {
   ru->add_option("grid", run.grid, "Grid file")->required();
   ru->add_option("--db", run.db, "SQLite database file")->capture_default_str();
   ru->add_option("--cache", run.cache, "Worker cache directory")->capture_default_str();
-  ru->add_option("--workers", run.workers, "Local CPU workers")
+  ru->add_option("--workers", run.workers,
+                 "Local CPU workers, each training one run at a time. 0 = auto: one\n"
+                 "single-thread worker per core, or one worker on every core when the\n"
+                 "grid compares at equal time (its runs' seconds must not be shared)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  ru->add_option("--threads", run.threads, "CPU threads per run (0 = cores / workers)")
+      ->check(CLI::Range(0, 256));
+  ru->add_option("--threads", run.threads,
+                 "CPU threads per run (0 = cores / workers, or 1 with auto workers\n"
+                 "on a grid that is not timed)")
       ->check(CLI::Range(0, 1024));
   ru->add_option("--format", run.format, "Report format: table | markdown | csv | json")
       ->capture_default_str();

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
+#include "base/files.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
 #include "cli/progress.h"
@@ -28,6 +29,7 @@
 #include "cli/status_view.h"
 #include "nlohmann/json.hpp"
 #include "rpc/auth.h"
+#include "server/grid/grid.h"
 #include "server/service/coordinator.h"
 #include "spdlog/spdlog.h"
 
@@ -63,6 +65,41 @@ std::string SameRunCommand(const cli::RunLocalArgs& args) {
   }
   if (!args.http.empty()) absl::StrAppend(&command, " --http ", ShellWord(args.http));
   return command;
+}
+
+// Whether the grid file compares at equal time: a reference curve or a
+// minutes budget.
+absl::StatusOr<bool> ComparesAtEqualTime(const std::string& grid_path) {
+  ASSIGN_OR_RETURN(std::string yaml, ReadFile(grid_path));
+  ASSIGN_OR_RETURN(Grid grid, ParseGrid(yaml, grid_path));
+  return grid.reference.has_value() || grid.budget.minutes.has_value();
+}
+
+// How many local workers, with how many threads each, and why, when the
+// user left either to us (0).
+struct WorkerPlan {
+  int workers = 1;
+  int threads = 1;
+  std::string why;  // "" when the user chose the workers
+};
+
+// `timed`: the grid compares at equal time (a reference curve or a minutes
+// budget), so a run's training seconds must not depend on what runs beside
+// it: one run at a time, on every core. Otherwise the runs are independent
+// and one single-thread run per core finishes the grid sooner than threads
+// within one run (the demo's runs gain 1.3× from a second thread, the grid
+// ~1.6× from a second run; docs/benchmarks.md § The demo's runs).
+WorkerPlan PlanWorkers(int workers, int threads, int cores, bool timed) {
+  if (workers > 0) return {workers, threads > 0 ? threads : std::max(1, cores / workers), ""};
+  if (timed) {
+    return {1, threads > 0 ? threads : cores,
+            "one run at a time: the grid compares at equal time, so no run shares the cores "
+            "with another (--workers N to change)"};
+  }
+  const int per_run = threads > 0 ? threads : 1;
+  return {std::max(1, cores / per_run), per_run,
+          "one run per core: the runs are independent and no comparison is timed "
+          "(--workers 1 for one run at a time)"};
 }
 
 std::atomic<bool> g_interrupted{false};
@@ -221,7 +258,7 @@ namespace smallem::cli {
 int RunLocal(const RunLocalArgs& args) {
   absl::StatusOr<v1::ReportRequest> report_request = MakeReportRequest("both", args.format, 0);
   if (!report_request.ok()) return Fail(report_request.status());
-  if (args.workers < 1) return Fail(absl::InvalidArgumentError("--workers: at least 1"));
+  if (args.workers < 0) return Fail(absl::InvalidArgumentError("--workers: 0 (auto) or more"));
   absl::StatusOr<std::string> worker_binary = FindWorkerBinary(args.worker_binary);
   if (!worker_binary.ok()) return Fail(worker_binary.status());
 
@@ -250,6 +287,9 @@ int RunLocal(const RunLocalArgs& args) {
   if (!submitted.ok()) return Fail(submitted.status());
   if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
   const std::string name = submitted->experiment_name();
+  // Submitted, so the file parses.
+  absl::StatusOr<bool> timed = ComparesAtEqualTime(args.grid);
+  if (!timed.ok()) return Fail(timed.status());
   std::printf("%s: %d runs (%d new, %d reissued, %d already done or pending) — database %s\n",
               name.c_str(), submitted->runs_total(), submitted->runs_added(),
               submitted->runs_reissued(), submitted->runs_unchanged(), args.db.c_str());
@@ -261,9 +301,13 @@ int RunLocal(const RunLocalArgs& args) {
   sigaction(SIGTERM, &action, nullptr);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = args.threads > 0 ? args.threads : std::max(1, hardware / args.workers);
+  const WorkerPlan plan = PlanWorkers(args.workers, args.threads, hardware, *timed);
+  const int threads = plan.threads;
+  std::printf("workers: %d × %d thread%s%s%s\n", plan.workers, threads, threads == 1 ? "" : "s",
+              plan.why.empty() ? "" : " — ", plan.why.c_str());
+  std::fflush(stdout);
   LocalWorkers workers;
-  for (int i = 0; i < args.workers; ++i) {
+  for (int i = 0; i < plan.workers; ++i) {
     absl::Status started = workers.Start(
         *worker_binary,
         {"--coordinator", (*coordinator)->address(), "--devices", "cpu", "--cache", args.cache,

@@ -68,7 +68,7 @@ struct RunLocalArgs {
   std::string grid;               // grid file path
   std::string db = "smallem.db";  // SQLite file (in the working directory by default)
   std::string cache = ".cache/smallem";  // worker cache: datasets, job outputs
-  int workers = 1;                // local CPU workers (one job each at a time)
+  int workers = 0;                // local CPU workers (one job each); 0 = auto (PlanWorkers)
   int threads = 0;                // CPU threads per job; 0 = cores / workers
   std::string format = "table";   // report format at the end
   std::string worker_binary;      // "" = $SMALLEM_WORKER, next to smallemctl, or ../worker/

@@ -135,6 +135,11 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
   Output first = RunCtl(args);
   ASSERT_EQ(first.exit.exit_code, 0) << first.out << "\n" << first.last_error;
   EXPECT_NE(first.out.find("4 runs (4 new"), std::string::npos) << first.out;
+  // Nothing timed: one single-thread worker per core, sharing one cache.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_NE(first.out.find(absl::StrCat("workers: ", cores, " × 1 thread — one run per core")),
+            std::string::npos)
+      << first.out;
   EXPECT_NE(first.out.find("cli,v0,baseline"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("cli,v1,"), std::string::npos) << first.out;
 

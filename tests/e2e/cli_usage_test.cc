@@ -54,7 +54,7 @@ TEST_F(CliUsageTest, ValuesNoCommandCanUseAreRefusedBeforeAnyWork) {
            {"generate", "--weights", "w.safetensors", "--tokens", "-5"},
            {"generate", "--weights", "w.safetensors", "--top-k", "-3"},
            {"train", "--threads", "-3"},
-           {"run", "grid.yaml", "--workers", "0"}}) {
+           {"run", "grid.yaml", "--workers", "-1"}}) {
     testing::CtlOutput o = RunCtl(args);
     // CLI11's validation error, before anything is read or trained.
     EXPECT_NE(o.exit.exit_code, 0) << args[0] << " " << args[args.size() - 2];

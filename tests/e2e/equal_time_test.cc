@@ -62,6 +62,9 @@ TEST_F(EqualTimeTest, RunThenReportAtTimePlotAndNoiseFromTheSameDatabase) {
   // 2 variants × 2 seeds, plus the curve's 20 and 80 (its 40-step seed-1 cell
   // is the baseline's own and runs once).
   EXPECT_NE(run.out.find("6 runs (6 new"), std::string::npos) << run.out;
+  // Timed comparisons: one run at a time, whatever the cores.
+  EXPECT_NE(run.out.find("workers: 1 × 1 thread — one run at a time"), std::string::npos)
+      << run.out;
   const size_t brace = run.out.find("\n{");
   ASSERT_NE(brace, std::string::npos) << run.out;
   nlohmann::json both = nlohmann::json::parse(run.out.substr(brace + 1), nullptr, false);
