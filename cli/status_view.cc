@@ -22,6 +22,13 @@ int64_t DoneSteps(const v1::Run& run) {
   return run.status() == v1::RUN_STATUS_SUCCEEDED ? PlannedSteps(run) : run.progress().step();
 }
 
+// A mixture of experts' routing balance at its last progress step ("1.13×");
+// "" for a dense run (0).
+std::string LoadText(const v1::Run& run) {
+  const double load = run.progress().max_over_mean_load();
+  return load > 0 ? absl::StrFormat("%.2f×", load) : "";
+}
+
 }  // namespace
 
 const char* RunStatusLabel(v1::RunStatus status) {
@@ -68,6 +75,9 @@ std::string FormatRunLine(const v1::Run& run) {
   if (run.progress().tokens_per_s() > 0) {
     absl::StrAppend(&line, absl::StrFormat(" · %.0f tok/s", run.progress().tokens_per_s()));
   }
+  if (const std::string load = LoadText(run); !load.empty()) {
+    absl::StrAppend(&line, " · load ", load);
+  }
   if (run.status() == v1::RUN_STATUS_LEASED && run.progress().eta_s() > 0) {
     absl::StrAppend(&line, " · ETA ", FormatDuration(run.progress().eta_s()));
   }
@@ -90,9 +100,18 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
   for (const v1::Run& run : runs) variant_width = std::max(variant_width, run.variant().size());
   // The loss of a run in progress is the training loss per token; reports
   // compare validation loss per byte — the header says which this is.
+  // A table with a mixture of experts adds a column: max/mean tokens per
+  // expert at the last progress step, worst MoE layer (empty for dense runs).
+  const bool moe = std::any_of(runs.begin(), runs.end(), [](const v1::Run& run) {
+    return run.progress().max_over_mean_load() > 0;
+  });
+  const auto load_column = [&](const std::string& eta, const std::string& load) {
+    return moe ? absl::StrFormat("%-8s  %s", eta, load) : eta;
+  };
   std::string out = absl::StrFormat("%5s  %-*s  %4s  %-9s  %-22s  %11s  %16s  %s\n", "run",
                                     static_cast<int>(variant_width), "variant", "seed", "status",
-                                    "progress", "steps", "train nats/token", "ETA");
+                                    "progress", "steps", "train nats/token",
+                                    load_column("ETA", "load max/mean"));
   for (const v1::Run& run : runs) {
     const int64_t total = PlannedSteps(run);
     const int64_t done = DoneSteps(run);
@@ -106,7 +125,8 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
                               static_cast<int>(variant_width), run.variant(), run.seed(),
                               RunStatusLabel(run.status()),
                               FormatBar(total > 0 ? static_cast<double>(done) / total : 0),
-                              absl::StrCat(done, "/", total), loss, eta));
+                              absl::StrCat(done, "/", total), loss,
+                              load_column(eta, LoadText(run))));
     if ((run.status() == v1::RUN_STATUS_FAILED || run.status() == v1::RUN_STATUS_QUEUED) &&
         !run.last_error().empty()) {
       absl::StrAppend(&out, "       last error (attempt ", run.attempt(), "): ",

@@ -21,12 +21,16 @@ std::string FormatExperimentLine(const v1::Experiment& experiment);
 
 // One row per run: id, variant, seed, budget, status, bar, steps, training
 // loss (nats/token, labelled so: reports give validation nats/byte), ETA;
-// the last error of failed runs under their row.
+// the last error of failed runs under their row. When a run is a mixture of
+// experts, a last column "load max/mean" (1.13×: the worst MoE layer's max
+// over mean tokens per expert at the last progress step; blank when dense).
 std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& runs);
 
 // "run 12 (rope, seed 2): [#####...] 120/300 steps · train loss 4.512 nats/token ·
 //  950 tok/s · ETA 12s"
-// A diverged run's line ends with DivergedText.
+// A mixture of experts' line adds " · load 1.13×" (max/mean tokens per
+// expert, worst MoE layer) before the ETA. A diverged run's line ends with
+// DivergedText.
 std::string FormatRunLine(const v1::Run& run);
 
 // A finished run's result JSON for a person: the validation loss and what

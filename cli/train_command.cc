@@ -139,8 +139,10 @@ int RunTrain(const TrainArgs& args) {
       nlohmann::json j = {{"event", "progress"}, {"step", p.step}, {"total_steps", p.total_steps},
                           {"loss", p.loss}, {"tokens_per_s", p.tokens_per_s},
                           {"elapsed_s", p.elapsed_s}, {"eta_s", p.eta_s}};
-      // A mixture of experts: the step's worst max/mean tokens per expert.
+      // A mixture of experts: the step's worst max/mean tokens per expert,
+      // and its tokens per expert summed over the MoE layers.
       if (p.max_over_mean_load > 0) j["max_over_mean_load"] = p.max_over_mean_load;
+      if (!p.tokens_per_expert.empty()) j["tokens_per_expert"] = p.tokens_per_expert;
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
       return;

@@ -36,7 +36,9 @@ absl::Status MoeConfig::Validate() const {
   if (top_k < 1 || top_k > experts) {
     return bad("\"top_k\": must be in [1, experts = ", experts, "] (got ", top_k, ")");
   }
-  if (experts > 1024) return bad("\"experts\": at most 1024 (got ", experts, ")");
+  if (experts > kMaxExperts) {
+    return bad("\"experts\": at most ", kMaxExperts, " (got ", experts, ")");
+  }
   if (shared < 0) return bad("\"shared_experts\": must be 0 or positive (got ", shared, ")");
   if (expert_width < 0) {
     return bad("\"expert_width\": must be positive, or 0 for the dense width ÷ (top_k + "

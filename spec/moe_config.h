@@ -40,6 +40,9 @@ const char* BalanceName(BalanceKind k);
 struct MoeConfig {
   // The experts `feed_forward: moe` means when `experts` is not given.
   static constexpr int64_t kDefaultExperts = 8;
+  // The most routed experts a model may have (Validate; the coordinator
+  // bounds a progress point's tokens_per_expert by it).
+  static constexpr int64_t kMaxExperts = 1024;
 
   int64_t experts = 0;       // E routed experts; 0 = dense
   int64_t top_k = 2;         // k experts per token

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
@@ -67,6 +68,9 @@ std::string FormatProgressLine(const TrainProgress& p) {
                          {"total_steps", p.total_steps},   {"loss", p.loss},
                          {"tokens_per_s", p.tokens_per_s}, {"elapsed_s", p.elapsed_s},
                          {"eta_s", p.eta_s}};
+  // A mixture of experts' routing; a dense model's line has neither key.
+  if (p.max_over_mean_load > 0) line["max_over_mean_load"] = p.max_over_mean_load;
+  if (!p.tokens_per_expert.empty()) line["tokens_per_expert"] = p.tokens_per_expert;
   return line.dump();
 }
 
@@ -84,6 +88,13 @@ std::optional<TrainProgress> ParseProgressLine(const std::string& line) {
   p.tokens_per_s = number("tokens_per_s");
   p.elapsed_s = number("elapsed_s");
   p.eta_s = number("eta_s");
+  p.max_over_mean_load = number("max_over_mean_load");
+  // Only numbers count: a malformed list is dropped whole, never half read.
+  auto tokens = j.find("tokens_per_expert");
+  if (tokens != j.end() && tokens->is_array() &&
+      std::all_of(tokens->begin(), tokens->end(), [](const auto& n) { return n.is_number(); })) {
+    for (const auto& n : *tokens) p.tokens_per_expert.push_back(n.get<double>());
+  }
   return p;
 }
 

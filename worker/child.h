@@ -54,7 +54,9 @@ struct ChildArgs {
 };
 
 // One stdout line of the protocol, and back. ParseProgressLine returns
-// nullopt for a line that is not a progress event (it is ignored).
+// nullopt for a line that is not a progress event (it is ignored). A
+// mixture of experts' line also carries "max_over_mean_load" and
+// "tokens_per_expert"; a dense model's has neither (parsed as 0 and empty).
 std::string FormatProgressLine(const TrainProgress& progress);
 std::optional<TrainProgress> ParseProgressLine(const std::string& line);
 // A checkpoint event line, and back (nullopt for any other line).

@@ -36,6 +36,8 @@ void AddPoint(const TrainProgress& p, google::protobuf::RepeatedPtrField<v1::Pro
   point->set_tokens_per_s(p.tokens_per_s);
   point->set_elapsed_s(p.elapsed_s);
   point->set_eta_s(p.eta_s);
+  point->set_max_over_mean_load(p.max_over_mean_load);
+  point->mutable_tokens_per_expert()->Add(p.tokens_per_expert.begin(), p.tokens_per_expert.end());
 }
 
 // The result as the coordinator records it: "device" names the worker's

@@ -191,12 +191,16 @@ absl::StatusOr<StepsDone> RunSteps(StepRunner& runner, TrainBatches& batches,
       const double tokens_per_s = step * B * T / train_s;
       const int64_t total = budget.steps ? budget.steps
                                          : static_cast<int64_t>(step * budget.seconds / train_s);
+      // One read of the routing statistics (a copy from the device) per
+      // progress step; empty for a dense model.
+      MoeStats routing = runner.model().RoutingStats();
       options.on_progress(TrainProgress{
           .step = step, .total_steps = total, .loss = done.last_loss,
           .tokens_per_s = tokens_per_s, .elapsed_s = train_s,
           .eta_s = budget.steps ? train_s / step * (budget.steps - step)
                                 : budget.seconds - train_s,
-          .max_over_mean_load = runner.model().RoutingStats().max_over_mean});
+          .max_over_mean_load = routing.max_over_mean,
+          .tokens_per_expert = std::move(routing.tokens_per_expert)});
     }
     // Between steps, outside the timed region; none after the last step.
     if (checkpointer.Due(step, train_s) && budget.Fraction(step, train_s) < 1.0) {

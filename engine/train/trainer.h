@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
@@ -31,9 +32,12 @@ struct TrainProgress {
   double tokens_per_s = 0;   // training throughput so far
   double elapsed_s = 0;      // training seconds so far
   double eta_s = 0;          // estimated training seconds left
-  // Mixture of experts: the last step's max/mean tokens per expert, worst
-  // layer (1 = even); 0 for a dense model.
+  // Mixture of experts, the last step's routing (MoeStats, read from the
+  // device at progress steps only): max/mean tokens per expert of the worst
+  // layer (1 = even; 0 for a dense model), and the tokens each expert
+  // received, summed over the MoE layers (empty for a dense model).
   double max_over_mean_load = 0;
+  std::vector<double> tokens_per_expert;
 };
 
 struct TrainOptions {

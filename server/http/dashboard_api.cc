@@ -47,7 +47,8 @@ json ProgressJson(const ProgressRecord& p) {
           {"loss", Number(p.loss)},
           {"tokens_per_s", Number(p.tokens_per_s)},
           {"elapsed_s", Number(p.elapsed_s)},
-          {"eta_s", Number(p.eta_s)}};
+          {"eta_s", Number(p.eta_s)},
+          {"max_over_mean_load", Number(p.max_over_mean_load)}};
 }
 
 json RunJson(const RunRecord& r, const std::optional<ResultRecord>& result) {
@@ -84,7 +85,8 @@ json PointJson(const MetricPointRecord& p) {
           {"loss", Number(p.loss)},
           {"tokens_per_s", Number(p.tokens_per_s)},
           {"elapsed_s", Number(p.elapsed_s)},
-          {"unix_ms", p.unix_ms}};
+          {"unix_ms", p.unix_ms},
+          {"max_over_mean_load", Number(p.max_over_mean_load)}};
 }
 
 json AttemptJson(const AttemptRecord& a) {

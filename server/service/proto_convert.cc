@@ -46,6 +46,7 @@ void ToProto(const ProgressRecord& p, v1::Progress* out) {
   out->set_tokens_per_s(p.tokens_per_s);
   out->set_elapsed_s(p.elapsed_s);
   out->set_eta_s(p.eta_s);
+  out->set_max_over_mean_load(p.max_over_mean_load);
 }
 
 ProgressRecord FromProto(const v1::Progress& p) {
@@ -57,7 +58,8 @@ ProgressRecord FromProto(const v1::Progress& p) {
                         .loss = std::isnan(p.loss()) ? HUGE_VAL : p.loss(),
                         .tokens_per_s = finite_or(p.tokens_per_s(), 0),
                         .elapsed_s = finite_or(p.elapsed_s(), 0),
-                        .eta_s = finite_or(p.eta_s(), 0)};
+                        .eta_s = finite_or(p.eta_s(), 0),
+                        .max_over_mean_load = finite_or(p.max_over_mean_load(), 0)};
 }
 
 std::vector<ProgressRecord> FromProto(
@@ -127,6 +129,7 @@ void ToProto(const MetricPointRecord& p, v1::MetricPoint* out) {
   out->set_tokens_per_s(p.tokens_per_s);
   out->set_elapsed_s(p.elapsed_s);
   out->set_unix_ms(p.unix_ms);
+  out->set_max_over_mean_load(p.max_over_mean_load);
 }
 
 std::string DevicesToJson(const google::protobuf::RepeatedPtrField<v1::Device>& devices) {

@@ -12,6 +12,7 @@
 #include "server/service/dataset_upload.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_checks.h"
+#include "spec/moe_config.h"
 
 namespace smallem {
 namespace {
@@ -29,7 +30,8 @@ absl::Status CheckWorkerWrite(const std::string& worker_id, int64_t run_id, int 
   return absl::OkStatus();
 }
 
-// Progress points: at most kMaxPointsPerCall, steps not negative.
+// Progress points: at most kMaxPointsPerCall, steps not negative, at most
+// MoeConfig::kMaxExperts tokens_per_expert, a load not negative.
 absl::Status CheckPoints(const google::protobuf::RepeatedPtrField<v1::Progress>& points) {
   if (points.size() > kMaxPointsPerCall) {
     return absl::InvalidArgumentError(absl::StrCat("points: at most ", kMaxPointsPerCall));
@@ -37,6 +39,16 @@ absl::Status CheckPoints(const google::protobuf::RepeatedPtrField<v1::Progress>&
   for (const v1::Progress& p : points) {
     if (p.step() < 0 || p.total_steps() < 0) {
       return absl::InvalidArgumentError("points: step and total_steps must not be negative");
+    }
+    if (p.tokens_per_expert_size() > MoeConfig::kMaxExperts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("points: tokens_per_expert has ", p.tokens_per_expert_size(),
+                       " entries; at most ", MoeConfig::kMaxExperts,
+                       " (the most experts a model has)"));
+    }
+    if (p.max_over_mean_load() < 0) {
+      return absl::InvalidArgumentError(
+          "points: max_over_mean_load must not be negative (0 = dense, 1 = even routing)");
     }
   }
   return absl::OkStatus();

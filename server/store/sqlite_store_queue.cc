@@ -36,7 +36,8 @@ RunRecord ReadRunRow(const SqliteStatement& s) {
   r.lease_expires_unix_ms = s.ColumnInt(19);
   r.progress = ProgressRecord{.step = s.ColumnInt(20), .total_steps = s.ColumnInt(21),
                               .loss = s.ColumnDouble(22), .tokens_per_s = s.ColumnDouble(23),
-                              .elapsed_s = s.ColumnDouble(24), .eta_s = s.ColumnDouble(25)};
+                              .elapsed_s = s.ColumnDouble(24), .eta_s = s.ColumnDouble(25),
+                              .max_over_mean_load = s.ColumnDouble(32)};
   r.last_failure = ParseFailureClass(s.ColumnText(26));
   r.last_error = s.ColumnText(27);
   r.created_unix_ms = s.ColumnInt(28);
@@ -96,7 +97,8 @@ absl::StatusOr<std::optional<LeaseRecord>> SqliteStore::LeaseNextRun(
                                     "lease_expires_unix_ms = ?, progress_step = 0, "
                                     "progress_total_steps = 0, progress_loss = 0, "
                                     "progress_tokens_per_s = 0, progress_elapsed_s = 0, "
-                                    "progress_eta_s = 0, updated_unix_ms = ? WHERE id = ?"));
+                                    "progress_eta_s = 0, progress_max_over_mean_load = 0, "
+                                    "updated_unix_ms = ? WHERE id = ?"));
       lease.Bind(1, worker_id).Bind(2, device).Bind(3, device_class).Bind(4, expires_ms)
           .Bind(5, now_ms).Bind(6, run_id);
       RETURN_IF_ERROR(lease.Run());
@@ -130,20 +132,22 @@ absl::Status SqliteStore::InsertPointsLocked(int64_t run_id, int attempt,
     // points again.
     ASSIGN_OR_RETURN(SqliteStatement s,
                      db_->Prepare("INSERT OR IGNORE INTO metric_points (run_id, attempt, step, "
-                                  "loss, tokens_per_s, elapsed_s, unix_ms) "
-                                  "VALUES (?, ?, ?, ?, ?, ?, ?)"));
+                                  "loss, tokens_per_s, elapsed_s, unix_ms, max_over_mean_load) "
+                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
     s.Bind(1, run_id).Bind(2, attempt).Bind(3, p.step).Bind(4, p.loss).Bind(5, p.tokens_per_s)
-        .Bind(6, p.elapsed_s).Bind(7, now_ms);
+        .Bind(6, p.elapsed_s).Bind(7, now_ms).Bind(8, p.max_over_mean_load);
     RETURN_IF_ERROR(s.Run());
   }
   const ProgressRecord& last = points.back();
   ASSIGN_OR_RETURN(SqliteStatement s,
                    db_->Prepare("UPDATE runs SET progress_step = ?, progress_total_steps = ?, "
                                 "progress_loss = ?, progress_tokens_per_s = ?, "
-                                "progress_elapsed_s = ?, progress_eta_s = ? "
+                                "progress_elapsed_s = ?, progress_eta_s = ?, "
+                                "progress_max_over_mean_load = ? "
                                 "WHERE id = ? AND progress_step <= ?"));
   s.Bind(1, last.step).Bind(2, last.total_steps).Bind(3, last.loss).Bind(4, last.tokens_per_s)
-      .Bind(5, last.elapsed_s).Bind(6, last.eta_s).Bind(7, run_id).Bind(8, last.step);
+      .Bind(5, last.elapsed_s).Bind(6, last.eta_s).Bind(7, last.max_over_mean_load)
+      .Bind(8, run_id).Bind(9, last.step);
   return s.Run();
 }
 

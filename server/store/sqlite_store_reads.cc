@@ -113,7 +113,8 @@ absl::StatusOr<std::vector<MetricPointRecord>> SqliteStore::ListMetricPoints(
     int64_t run_id, int attempt, int64_t after_step) {
   absl::MutexLock lock(&db_mu_);
   ASSIGN_OR_RETURN(SqliteStatement s,
-                   db_->Prepare("SELECT attempt, step, loss, tokens_per_s, elapsed_s, unix_ms "
+                   db_->Prepare("SELECT attempt, step, loss, tokens_per_s, elapsed_s, unix_ms, "
+                                "max_over_mean_load "
                                 "FROM metric_points WHERE run_id = ? AND attempt = ? "
                                 "AND step > ? ORDER BY step"));
   s.Bind(1, run_id).Bind(2, attempt).Bind(3, after_step);
@@ -124,7 +125,8 @@ absl::StatusOr<std::vector<MetricPointRecord>> SqliteStore::ListMetricPoints(
     out.push_back(MetricPointRecord{.attempt = static_cast<int>(s.ColumnInt(0)),
                                     .step = s.ColumnInt(1), .loss = s.ColumnDouble(2),
                                     .tokens_per_s = s.ColumnDouble(3),
-                                    .elapsed_s = s.ColumnDouble(4), .unix_ms = s.ColumnInt(5)});
+                                    .elapsed_s = s.ColumnDouble(4), .unix_ms = s.ColumnInt(5),
+                                    .max_over_mean_load = s.ColumnDouble(6)});
   }
   return out;
 }

@@ -18,7 +18,7 @@ inline constexpr std::string_view kRunSelect =
     "r.lease_device_class, r.lease_expires_unix_ms, r.progress_step, r.progress_total_steps, "
     "r.progress_loss, r.progress_tokens_per_s, r.progress_elapsed_s, r.progress_eta_s, "
     "r.last_failure, r.last_error, r.created_unix_ms, r.updated_unix_ms, r.diverged_step, "
-    "r.last_finite_loss "
+    "r.last_finite_loss, r.progress_max_over_mean_load "
     "FROM runs r JOIN variants v ON v.id = r.variant_id";
 
 // Reads the current row of a statement that starts with kRunSelect.

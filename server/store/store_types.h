@@ -41,6 +41,10 @@ struct ProgressRecord {
   double tokens_per_s = 0;
   double elapsed_s = 0;
   double eta_s = 0;
+  // A mixture of experts: the step's max/mean tokens per expert, worst MoE
+  // layer (1 = even); 0 for a dense model. The tokens per expert are not
+  // stored.
+  double max_over_mean_load = 0;
 };
 
 struct MetricPointRecord {
@@ -50,6 +54,7 @@ struct MetricPointRecord {
   double tokens_per_s = 0;
   double elapsed_s = 0;
   int64_t unix_ms = 0;
+  double max_over_mean_load = 0;  // as ProgressRecord's; 0 = dense
 };
 
 struct ExperimentRecord {

@@ -6,7 +6,8 @@
 //             40 steps × 3 seeds), every run completed with a made-up but
 //             plausible result and a few progress points;
 //   running   2 runs of 1000 steps: seed 1 leased by worker "w1", with 5
-//             points; seed 2 diverged (a NaN loss at step 40) on every
+//             points reporting a mixture of experts' routing (max/mean
+//             load 1.25, as an MoE worker would); seed 2 diverged (a NaN loss at step 40) on every
 //             attempt until its retries ran out (failed).
 //
 // It prints "seeded ... run=ID failed=ID attempts=N" (the running run, the
@@ -212,7 +213,10 @@ int Main(int argc, char** argv) {
     request.set_run_id(running.run_id());
     request.set_attempt(running.attempt());
     step += 10;
-    *request.add_points() = Point(step, 1000, 3.0 + 4.0 / std::sqrt(step + 1.0));
+    v1::Progress* p = request.add_points();
+    *p = Point(step, 1000, 3.0 + 4.0 / std::sqrt(step + 1.0));
+    p->set_max_over_mean_load(1.25);
+    for (double n : {96.0, 160.0, 128.0, 128.0}) p->add_tokens_per_expert(n);
     v1::HeartbeatResponse response;
     return worker->Heartbeat(Ctx().get(), request, &response);
   };

@@ -180,6 +180,10 @@ def browser_case(stack, directory):
         driver.get(stack.url + f"#/runs/{stack.running_run}")
         wait(driver, lambda d: css(d, "#attempts tr") and css(d, "#spec"), "the run page")
         check('"seed": 1' in css(driver, "#spec")[0].text, "the run's spec is not shown")
+        # Its routing balance (the seeder's points report a mixture of experts).
+        load = css(driver, "#expert-load")
+        check(load and load[0].text.startswith("max/mean load 1.25×"),
+              f"expert load: {load[0].text if load else 'not shown'}")
         screenshot(driver, "run.png")
         # A run that diverged on every attempt: its step, each attempt's stderr tail.
         driver.get(stack.url + f"#/runs/{stack.failed_run}")
@@ -191,6 +195,7 @@ def browser_case(stack, directory):
               f"{len(rows)} attempts shown, {stack.failed_attempts} made")
         check(all("training diverged" in r.text and "engine_error" in r.text for r in rows),
               "an attempt's outcome or stderr tail is missing")
+        check(not css(driver, "#expert-load"), "a dense run's page shows an expert load")
         screenshot(driver, "run-failed.png")
         driver.get(stack.url + "#/workers")
         wait(driver, lambda d: css(d, "#workers tr td"), "the workers page")

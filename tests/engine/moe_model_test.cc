@@ -207,10 +207,12 @@ TEST(MoeTrainTest, ResultReportsActiveAndTotalParametersAndRouting) {
   spec.moe = MoeConfig{.experts = 4, .top_k = 2};
   int64_t progress_points = 0;
   double load = 0;
+  std::vector<double> progress_tokens;
   auto result = Train(spec, be, TrainOptions{.progress_every = 5,
                                              .on_progress = [&](const TrainProgress& p) {
                                                ++progress_points;
                                                load = p.max_over_mean_load;
+                                               progress_tokens = p.tokens_per_expert;
                                              }});
   ASSERT_TRUE(result.ok()) << result.status();
   const ModelConfig config = spec.ModelFor((*result)["model"]["vocab"].get<int64_t>());
@@ -226,7 +228,26 @@ TEST(MoeTrainTest, ResultReportsActiveAndTotalParametersAndRouting) {
   EXPECT_GE(routing["max_over_mean_load"].get<double>(), 1.0);
   EXPECT_EQ(progress_points, 2);
   EXPECT_GE(load, 1.0);
+  // The last progress step is the last step: the same routing as the result.
+  ASSERT_EQ(progress_tokens.size(), 4u);
+  EXPECT_EQ(std::accumulate(progress_tokens.begin(), progress_tokens.end(), 0.0), tokens);
+  EXPECT_EQ(load, routing["max_over_mean_load"].get<double>());
   EXPECT_EQ((*result)["model"]["moe"]["experts"], 4);
+}
+
+TEST(MoeTrainTest, DenseProgressHasNoRouting) {
+  CpuBackend be(2);
+  RunSpec spec = testing::TinyRunSpec(/*steps=*/5);
+  int64_t progress_points = 0;
+  auto result = Train(spec, be, TrainOptions{.progress_every = 5,
+                                             .on_progress = [&](const TrainProgress& p) {
+                                               ++progress_points;
+                                               EXPECT_EQ(p.max_over_mean_load, 0.0);
+                                               EXPECT_TRUE(p.tokens_per_expert.empty());
+                                             }});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(progress_points, 1);
+  EXPECT_TRUE((*result)["routing"].is_null());
 }
 
 }  // namespace

@@ -102,6 +102,33 @@ TEST(ChildProtocolTest, ProgressLineRoundTrips) {
   EXPECT_FALSE(ParseProgressLine(R"({"event":"other"})").has_value());
 }
 
+TEST(ChildProtocolTest, DenseProgressLineCarriesNoRouting) {
+  const std::string line = FormatProgressLine(TrainProgress{.step = 3, .total_steps = 9});
+  EXPECT_EQ(line.find("max_over_mean_load"), std::string::npos) << line;
+  EXPECT_EQ(line.find("tokens_per_expert"), std::string::npos) << line;
+  std::optional<TrainProgress> back = ParseProgressLine(line);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->max_over_mean_load, 0.0);
+  EXPECT_TRUE(back->tokens_per_expert.empty());
+}
+
+TEST(ChildProtocolTest, MoeProgressLineRoundTripsItsRouting) {
+  TrainProgress p{.step = 10, .total_steps = 20, .loss = 3.1, .max_over_mean_load = 1.25,
+                  .tokens_per_expert = {96, 160, 128, 128}};
+  std::optional<TrainProgress> back = ParseProgressLine(FormatProgressLine(p));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->step, 10);
+  EXPECT_DOUBLE_EQ(back->max_over_mean_load, 1.25);
+  EXPECT_EQ(back->tokens_per_expert, (std::vector<double>{96, 160, 128, 128}));
+  // A list with anything but numbers is dropped whole; the rest still parses.
+  back = ParseProgressLine(
+      R"({"event":"progress","step":4,"max_over_mean_load":1.5,"tokens_per_expert":[1,"x"]})");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->step, 4);
+  EXPECT_DOUBLE_EQ(back->max_over_mean_load, 1.5);
+  EXPECT_TRUE(back->tokens_per_expert.empty());
+}
+
 // The entries of `env` named `name` ("NAME=value").
 std::vector<std::string> Entries(const std::vector<std::string>& env, const std::string& name) {
   std::vector<std::string> found;

@@ -240,6 +240,14 @@ async function loadCurve(runId) {
   return { run: data.run, points };
 }
 
+// A mixture of experts' routing balance at its last progress step (the
+// worst MoE layer's max/mean tokens per expert); nothing for a dense run.
+function expertLoad(run, prefix) {
+  const load = run.progress.max_over_mean_load;
+  return load > 0 ? h("span", { class: "expert-load", title: "max/mean tokens per expert, worst MoE layer" },
+    `${prefix}load ${load.toFixed(2)}×`) : null;
+}
+
 function runsTable(runs) {
   return h("table", { id: "runs" },
     h("tr", {}, ["run", "variant", "seed", "status", "attempt", "step", "loss", "tokens/s", "worker", "val nats/byte", "failure", ""]
@@ -250,7 +258,7 @@ function runsTable(runs) {
       h("td", { class: "num" }, r.seed),
       h("td", {}, statusBadge(r.status)),
       h("td", { class: "num" }, r.attempt),
-      h("td", { class: "num" }, `${r.progress.step}/${r.progress.total_steps || "?"}`),
+      h("td", { class: "num" }, `${r.progress.step}/${r.progress.total_steps || "?"}`, expertLoad(r, " · ")),
       h("td", { class: "num" }, fmt(r.progress.loss)),
       h("td", { class: "num" }, fmt(r.progress.tokens_per_s, 0)),
       h("td", {}, r.worker ? `${r.worker} ${r.device}` : ""),
@@ -279,7 +287,7 @@ async function experimentPage(mine, key) {
       h("h2", {}, "Running"),
       live.length ? h("div", { class: "curves", id: "live-curves" }, live.map(({ run, points }) =>
         h("div", { class: "curve" }, h("div", {}, h("a", { href: `#/runs/${run.id}` }, `${run.variant} seed ${run.seed}`),
-          ` · step ${run.progress.step}`), curveSvg(run, points))))
+          ` · step ${run.progress.step}`, expertLoad(run, " · ")), curveSvg(run, points))))
         : h("p", { class: "muted" }, "No run is training now."),
       h("h2", {}, "Runs"), runsTable(data.runs));
     return data;
@@ -301,6 +309,10 @@ async function runPage(mine, id) {
       h("p", {}, statusBadge(run.status), ` attempt ${run.attempt} · budget ${run.budget} · experiment `,
         h("a", { href: `#/experiments/${data.experiment.id}` }, data.experiment.name)),
       data.diverged_step !== null ? h("p", { class: "error", id: "diverged" }, `Diverged at step ${data.diverged_step}`) : null,
+      run.progress.max_over_mean_load > 0
+        ? h("p", { id: "expert-load", title: "max tokens on one expert / mean tokens per expert, worst MoE layer; 1 = perfectly even" },
+            `max/mean load ${run.progress.max_over_mean_load.toFixed(2)}× at step ${run.progress.step}`)
+        : null,
       h("div", { class: "actions" },
         run.status === "queued" || run.status === "leased" ? actionButton("Cancel", `/api/runs/${run.id}/cancel`) : null,
         run.status === "failed" || run.status === "cancelled" ? actionButton("Retry", `/api/runs/${run.id}/retry`) : null),
