@@ -74,24 +74,24 @@ struct LeftOut {
   // False when the others were too few for the model and the chord stood in.
   bool same_model = true;
   // The miss's variance from the seeds' noise alone (set with σ).
-  std::optional<double> noise_variance;
+  std::optional<double> noise_variance = std::nullopt;
   // Filled by the caller that knows the noise (time_comparator.h).
-  std::optional<double> tau;
+  std::optional<double> tau = std::nullopt;
   bool exceeds = false;  // |miss| > tau
 };
 
 struct CurveChoice {
   TimeCurve curve;
   // Per-seed noise pooled over the reference seeds and the compared arms.
-  std::optional<double> sigma;
+  std::optional<double> sigma = std::nullopt;
   int sigma_df = 0;
   // "reference seeds", "the compared arms", "reference seeds and the
   // compared arms" or "".
-  std::string sigma_source;
+  std::string sigma_source = "";
   // χ²/(k − p) of the form tried last (or chosen), when tested with k > p.
-  std::optional<double> misfit;
-  std::vector<LeftOut> left_out;  // the chosen model's leave-one-out misses
-  std::vector<std::string> notes;
+  std::optional<double> misfit = std::nullopt;
+  std::vector<LeftOut> left_out = {};  // the chosen model's leave-one-out misses
+  std::vector<std::string> notes = {};
 };
 
 // Chooses the model for `points` (≥ 2, as TimeCurve::Create). `arms_sigma`

@@ -75,7 +75,7 @@ absl::StatusOr<std::string> RenderMetricsText(SqliteStore& store, WorkerRegistry
   const std::pair<const char*, int> by_status[] = {
       {"queued", stats.runs.queued},       {"leased", stats.runs.leased},
       {"succeeded", stats.runs.succeeded}, {"failed", stats.runs.failed},
-      {"cancelled", stats.runs.cancelled}};
+      {"cancelled", stats.runs.cancelled}, {"diverged", stats.runs.diverged}};
   for (const auto& [status, n] : by_status) {
     absl::StrAppend(&out, "smallem_runs{status=\"", status, "\"} ", n, "\n");
   }

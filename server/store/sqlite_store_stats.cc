@@ -23,6 +23,7 @@ absl::StatusOr<StoreStats> SqliteStore::Stats() {
         case RunStatus::kSucceeded: stats.runs.succeeded = n; break;
         case RunStatus::kFailed: stats.runs.failed = n; break;
         case RunStatus::kCancelled: stats.runs.cancelled = n; break;
+        case RunStatus::kDiverged: stats.runs.diverged = n; break;
       }
       stats.runs.total += n;
     }

@@ -50,6 +50,7 @@ TEST(DivergedStoreTest, DivergedRunIsTerminalSurvivesReopenAndIsNeverRequeued) {
   EXPECT_DOUBLE_EQ(*read->last_finite_loss, 5.25);
   EXPECT_EQ(read->engine_failures, 0) << "divergence is not charged to the retry budget";
   EXPECT_EQ(store->CountRuns(read->experiment_id)->diverged, 1);
+  EXPECT_EQ(store->Stats()->runs.diverged, 1) << "the coordinator's /metrics counts it";
 
   // Nothing queues it again: no lease, no retry, no resubmission.
   EXPECT_FALSE(store->LeaseNextRun("w1", "cpu", "cpu-2t", kLater, kLater + 1)->has_value());
