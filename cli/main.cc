@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   SpecOption<std::string>(tr, &apply, spec, "--balance", "balance",
                           "Load balancing: bias (DeepSeek-V3, no gradient) | aux (bias)");
   SpecOption<double>(tr, &apply, spec, "--bias-rate", "bias_rate",
-                     "Step of each selection-bias update (0.001)");
+                     "Step of each selection-bias update (0.01)");
   SpecOption<double>(tr, &apply, spec, "--aux-coefficient", "aux_coefficient",
                      "Weight of the auxiliary balancing loss, balance aux (0.01)");
   tr->add_option("--spec", train.spec_file,

@@ -14,7 +14,7 @@
 //
 // Serialized in the weights file and the result JSON as
 //   "moe":{"experts":8,"top_k":2,"shared":0,"expert_width":256,"every":1,
-//          "first_dense":false,"balance":"bias","bias_rate":0.001,
+//          "first_dense":false,"balance":"bias","bias_rate":0.01,
 //          "aux_coefficient":0.01}
 // next to "architecture"; absent = dense, so older files load unchanged.
 #ifndef SMALLEM_SPEC_MOE_CONFIG_H_
@@ -51,7 +51,10 @@ struct MoeConfig {
   int64_t every = 1;         // MoE in layers i with i mod every = 0
   bool first_dense = false;  // layer 0 keeps the dense feed-forward
   BalanceKind balance = BalanceKind::kBias;
-  double bias_rate = 1e-3;        // bias balancing: step of each bias update
+  // bias balancing: step of each bias update. 0.01, not DeepSeek-V3's
+  // 0.001: runs here last hundreds of steps, not hundreds of thousands
+  // (docs/architecture.md § Mixture of experts, "Balancing").
+  double bias_rate = 1e-2;
   double aux_coefficient = 1e-2;  // aux balancing: α
 
   bool enabled() const { return experts > 0; }
