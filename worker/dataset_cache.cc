@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -28,6 +29,25 @@ bool IsHexHash(const std::string& s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+}
+
+// A partial directory this old belongs to a fetch that died: a live one
+// ends within FetchDataset's 10-minute deadline.
+constexpr auto kStalePartial = std::chrono::hours(1);
+
+// Removes `dir`.partial-* directories older than kStalePartial: what a daemon
+// killed mid-fetch left behind. Best effort: a failure only leaves debris.
+void SweepStalePartials(const std::string& dir) {
+  const fs::path path(dir);
+  const std::string prefix = path.filename().string() + ".partial-";
+  const auto now = fs::file_time_type::clock::now();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto written = fs::last_write_time(entry.path(), ec);
+    if (!ec && now - written > kStalePartial) fs::remove_all(entry.path(), ec);
+  }
 }
 
 }  // namespace
@@ -67,6 +87,7 @@ absl::StatusOr<std::string> DatasetCache::Ensure(const std::string& content_hash
   const std::string datasets = fs::path(dir).parent_path().string();
   std::error_code ec;
   fs::create_directories(datasets, ec);
+  SweepStalePartials(dir);
   std::string partial = absl::StrCat(dir, ".partial-XXXXXX");
   if (ec || mkdtemp(partial.data()) == nullptr) {
     return absl::PermissionDeniedError(absl::StrCat(

@@ -7,7 +7,8 @@
 // Thread-safe: concurrent Ensure calls fetch a dataset once. Daemons that
 // share a cache directory may fetch the same dataset at the same time, each
 // into a directory of its own; the first rename publishes it and the others
-// discard theirs.
+// discard theirs. A fetch also removes the partial directories of its
+// dataset older than an hour (left by a daemon killed mid-fetch).
 #ifndef SMALLEM_WORKER_DATASET_CACHE_H_
 #define SMALLEM_WORKER_DATASET_CACHE_H_
 

@@ -4,6 +4,7 @@
 // fetch the same dataset at once without failing or leaving debris.
 #include "worker/dataset_cache.h"
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -71,6 +72,23 @@ TEST_F(DatasetCacheTest, WorkersSharingACacheFetchTheSameDatasetAtOnce) {
     // Only the dataset: no partial directory left behind by a loser.
     EXPECT_EQ(CachedNames(cache), std::vector<std::string>{hash_}) << "round " << round;
   }
+}
+
+TEST_F(DatasetCacheTest, AFetchSweepsPartialDirectoriesLeftByCrashesButNotLiveOnes) {
+  const std::string cache = dir_.Join("swept");
+  DatasetCache datasets(cache);
+  const std::string stale = datasets.DirFor(hash_) + ".partial-crashd";
+  const std::string live = datasets.DirFor(hash_) + ".partial-livexx";
+  std::filesystem::create_directories(stale);
+  std::filesystem::create_directories(live);
+  testing::WriteFile(stale + "/train.bin", "torn");
+  // A daemon that crashed two hours ago; a fetch still under its deadline.
+  std::filesystem::last_write_time(
+      stale, std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  CoordinatorClient client(coordinator_->address());
+  ASSERT_TRUE(datasets.Ensure(hash_, client).ok());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
 }
 
 }  // namespace
