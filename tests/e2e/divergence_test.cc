@@ -21,20 +21,10 @@ constexpr int kBudgetSteps = 200;
 TEST(DivergenceE2eTest, AbsurdLearningRateEndsDivergedAndTheReportSaysSo) {
   if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
   TempDir dir;
-  const std::string data = dir.Join("data");
-  ASSERT_TRUE(testing::PrepareTinyDataset(dir.path(), data).ok());
-  const std::string grid = dir.Join("grid.yaml");
-  testing::WriteFile(
-      grid, absl::StrCat("name: boom\ndata: ", data,
-                         "\nbase: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, "
-                         "batch: 4, eval_batches: 4, warmup: 0}\nbudget: {steps: ",
-                         kBudgetSteps,
-                         "}\nseeds: [1]\nbaseline: calm\nvariants:\n"
-                         "  calm: {lr: 0.001}\n  wild: {lr: 1.0e+30}\n"));
+  testing::CtlOutput out =
+      testing::RunTinyGrid(dir, "boom", ", warmup: 0", kBudgetSteps, "calm",
+                           "  calm: {lr: 0.001}\n  wild: {lr: 1.0e+30}\n");
   const std::string db = dir.Join("smallem.db");
-  testing::CtlOutput out = testing::RunCtl(
-      {"run", grid, "--db", db, "--cache", dir.Join("cache"), "--threads", "1", "--format",
-       "csv"});
   ASSERT_EQ(out.exit.exit_code, 0) << out.out << "\n" << out.last_error;
 
   // The report: the wild arm is diverged, not pending, not a missing seed.

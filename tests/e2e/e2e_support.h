@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "tests/temp_dir.h"
 #include "tests/worker/worker_test_support.h"
 #include "worker/child_process.h"
 
@@ -38,6 +39,26 @@ inline CtlOutput RunCtl(const std::vector<std::string>& args) {
   o.out = absl::StrJoin(lines, "\n");
   o.last_error = (*ctl)->last_stderr_line();
   return o;
+}
+
+// Runs `smallemctl run` (one thread per run, CSV report) on a grid of the
+// tiny model over a tiny dataset prepared in `dir`: `base_extra` appended to
+// the base's keys ("" or ", warmup: 0"), `steps` steps, seed 1, and
+// `variants` (YAML lines "  name: {...}\n"), the first named `baseline`.
+// The database is `dir`/smallem.db.
+inline CtlOutput RunTinyGrid(const TempDir& dir, const std::string& name,
+                             const std::string& base_extra, int steps,
+                             const std::string& baseline, const std::string& variants) {
+  const std::string data = dir.Join("data");
+  EXPECT_TRUE(PrepareTinyDataset(dir.path(), data).ok());
+  const std::string grid = dir.Join("grid.yaml");
+  WriteFile(grid, absl::StrCat("name: ", name, "\ndata: ", data,
+                               "\nbase: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, "
+                               "batch: 4, eval_batches: 4",
+                               base_extra, "}\nbudget: {steps: ", steps,
+                               "}\nseeds: [1]\nbaseline: ", baseline, "\nvariants:\n", variants));
+  return RunCtl({"run", grid, "--db", dir.Join("smallem.db"), "--cache", dir.Join("cache"),
+                 "--threads", "1", "--format", "csv"});
 }
 
 struct CoordinatorProcess {

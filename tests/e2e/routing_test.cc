@@ -21,19 +21,10 @@ using testing::TempDir;
 TEST(RoutingE2eTest, MoeRunReportsItsExpertLoadAndDenseRunNone) {
   if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
   TempDir dir;
-  const std::string data = dir.Join("data");
-  ASSERT_TRUE(testing::PrepareTinyDataset(dir.path(), data).ok());
-  const std::string grid = dir.Join("grid.yaml");
-  testing::WriteFile(
-      grid, absl::StrCat("name: route\ndata: ", data,
-                         "\nbase: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, "
-                         "batch: 4, eval_batches: 4}\nbudget: {steps: 20}\nseeds: [1]\n"
-                         "baseline: dense\nvariants:\n"
-                         "  dense: {}\n  moe: {feed_forward: moe, experts: 4, top_k: 2}\n"));
+  testing::CtlOutput out = testing::RunTinyGrid(
+      dir, "route", "", 20, "dense",
+      "  dense: {}\n  moe: {feed_forward: moe, experts: 4, top_k: 2}\n");
   const std::string db = dir.Join("smallem.db");
-  testing::CtlOutput out = testing::RunCtl(
-      {"run", grid, "--db", db, "--cache", dir.Join("cache"), "--threads", "1", "--format",
-       "csv"});
   ASSERT_EQ(out.exit.exit_code, 0) << out.out << "\n" << out.last_error;
 
   int64_t moe_run = 0;
