@@ -146,22 +146,7 @@ TEST(MoeModelTest, TinyMoeTrainsAndBalancesItsRouters) {
   auto model = Model::Create(c, be);
   ASSERT_TRUE(model.ok());
   (*model)->Initialize(1);
-  auto opt = AdamWOptimizer::Create(**model, AdamWOptions{.weight_decay = 0});
-  ASSERT_TRUE(opt.ok());
-  const std::vector<int32_t> in = {1, 4, 2, 9, 3, 0, 5, 6, 10, 7, 2, 2};
-  const std::vector<int32_t> tg = {4, 2, 9, 3, 8, 5, 6, 10, 7, 6, 1, 0};
-  const float first = MeanLoss(**model, in, tg, 2, 6);
-  Arena arena(be, 1 << 20);
-  Tape tape(be, arena);
-  for (int step = 0; step < 100; ++step) {
-    arena.Reset();
-    tape.Reset();
-    (*model)->ZeroGrad();
-    tape.Backward(Mean(tape, (*model)->Losses(tape, Tokens(arena, be, in), Tokens(arena, be, tg), 2, 6)));
-    (*opt)->Step(1e-2f);
-    (*model)->BalanceExperts();
-  }
-  const float last = MeanLoss(**model, in, tg, 2, 6);
+  const auto [first, last] = testing::OverfitOneBatch(**model, 100);
   EXPECT_LT(last, 0.5f * first) << "from " << first;
   // Every step routed 12 tokens × 2 experts in each of the 2 layers.
   const MoeStats stats = (*model)->RoutingStats();
