@@ -5,40 +5,9 @@
 #include <numeric>
 
 #include "base/check.h"
+#include "engine/model/host_math.h"
 
 namespace smallem {
-namespace {
-
-// out (rows) = W (rows, cols) · x (cols) + b.
-void MatVec(const float* w, const float* b, const float* x, int64_t rows, int64_t cols,
-            float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = w + r * cols;
-    float acc = 0;
-    for (int64_t c = 0; c < cols; ++c) acc += row[c] * x[c];
-    out[r] = acc + (b ? b[r] : 0.0f);
-  }
-}
-
-float GeluTanh(float x) {
-  const float k = 0.7978845608f;  // √(2/π)
-  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
-
-void RotateHeads(float* x, int64_t channels, int64_t head_dim, int64_t position) {
-  for (int64_t h = 0; h < channels / head_dim; ++h) {
-    float* v = x + h * head_dim;
-    for (int64_t i = 0; i < head_dim / 2; ++i) {
-      const double angle = position * std::pow(10000.0, -2.0 * i / head_dim);
-      const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
-      const float a = v[2 * i], b = v[2 * i + 1];
-      v[2 * i] = a * c - b * s;
-      v[2 * i + 1] = a * s + b * c;
-    }
-  }
-}
-
-}  // namespace
 
 Generator::Generator(const Model& model) : config_(model.config()) {
   weights_.resize(model.values().numel());
@@ -166,9 +135,9 @@ void Generator::Step(int32_t token, int64_t position) {
     } else {
       // This layer's stage, or the last owner's of this pass (own_keys).
       CacheStage& cache = stages_[(step / L) * K + std::min(step % L, K - 1)];
-      MatVec(l.qkv_w, l.qkv_b, h.data(), l.owns_keys ? 3 * C : C, C, qkv.data());
+      host::MatVec(l.qkv_w, h.data(), l.owns_keys ? 3 * C : C, C, qkv.data(), l.qkv_b);
       if (config_.architecture.positions == PositionKind::kRope) {
-        RotateHeads(qkv.data(), l.owns_keys ? 2 * C : C, D, position);
+        host::RotateHeads(qkv.data(), (l.owns_keys ? 2 * C : C) / D, D, position);
       }
       if (l.owns_keys) {
         std::copy(qkv.begin() + C, qkv.begin() + 2 * C, cache.keys.begin() + row * C);
@@ -197,7 +166,7 @@ void Generator::Step(int32_t token, int64_t position) {
         }
       }
     }
-    MatVec(l.proj_w, l.proj_b, att.data(), C, C, tmp.data());
+    host::MatVec(l.proj_w, att.data(), C, C, tmp.data(), l.proj_b);
     for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
     Norm(x.data(), l.ln2_gain, l.ln2_bias, h.data());
     if (l.moe.router != nullptr) {  // engine/model/moe.h
@@ -205,20 +174,20 @@ void Generator::Step(int32_t token, int64_t position) {
       for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
       continue;
     }
-    MatVec(l.up_w, l.up_b, h.data(), F, C, up.data());
+    host::MatVec(l.up_w, h.data(), F, C, up.data(), l.up_b);
     if (l.gate_w) {
-      MatVec(l.gate_w, l.gate_b, h.data(), F, C, gate.data());
-      for (int64_t i = 0; i < F; ++i) up[i] *= gate[i] / (1.0f + std::exp(-gate[i]));
+      host::MatVec(l.gate_w, h.data(), F, C, gate.data(), l.gate_b);
+      host::SwiGluInPlace(up.data(), gate.data(), F);
     } else {
-      for (int64_t i = 0; i < F; ++i) up[i] = GeluTanh(up[i]);
+      for (int64_t i = 0; i < F; ++i) up[i] = host::GeluTanh(up[i]);
     }
-    MatVec(l.ff_proj_w, l.ff_proj_b, up.data(), C, F, tmp.data());
+    host::MatVec(l.ff_proj_w, up.data(), C, F, tmp.data(), l.ff_proj_b);
     for (int64_t i = 0; i < C; ++i) x[i] += tmp[i];
   }
   ++length_;
   window_.push_back(token);
   Norm(x.data(), final_gain_, final_bias_, h.data());
-  MatVec(embed_, nullptr, h.data(), config_.vocab, C, logits_.data());
+  host::MatVec(embed_, h.data(), config_.vocab, C, logits_.data());
 }
 
 int32_t Generator::Sample(const SampleOptions& options, Rng& rng) const {

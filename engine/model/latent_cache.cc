@@ -4,20 +4,11 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "engine/model/host_math.h"
 #include "engine/model/latent_attention.h"
 
 namespace smallem {
 namespace {
-
-// out (rows) = W (rows, cols) · x (cols).
-void MatVec(const float* w, const float* x, int64_t rows, int64_t cols, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = w + r * cols;
-    float acc = 0;
-    for (int64_t c = 0; c < cols; ++c) acc += row[c] * x[c];
-    out[r] = acc;
-  }
-}
 
 // x (n) ← x · rstd · gain, as the RmsNorm op (eps 1e-5).
 void RmsNormInPlace(float* x, const float* gain, int64_t n) {
@@ -25,21 +16,6 @@ void RmsNormInPlace(float* x, const float* gain, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sq += double{x[i]} * x[i];
   const float rstd = static_cast<float>(1.0 / std::sqrt(sq / n + 1e-5));
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] * rstd * gain[i];
-}
-
-// Rotates `heads` consecutive heads of `dim` channels at `position`, as the
-// Rope op with tables of θ = m·10000^(−2i/dim).
-void Rotate(float* x, int64_t heads, int64_t dim, int64_t position) {
-  for (int64_t i = 0; i < dim / 2; ++i) {
-    const double angle = position * std::pow(10000.0, -2.0 * static_cast<double>(i) / dim);
-    const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + h * dim;
-      const float a = v[2 * i], b = v[2 * i + 1];
-      v[2 * i] = a * c - b * s;
-      v[2 * i + 1] = a * s + b * c;
-    }
-  }
 }
 
 }  // namespace
@@ -85,22 +61,22 @@ void LatentCache::Attend(int64_t layer, const float* h, int64_t position, int64_
   const int64_t R = rope_, Dn = content_, L = latent_;
   // This token's latent and rotary key into the cache.
   float* latent = l.latents.data() + row * L;
-  MatVec(l.kv_down, h, L, C, latent);
+  host::MatVec(l.kv_down, h, L, C, latent);
   RmsNormInPlace(latent, l.kv_norm, L);
   float* rope_key = l.rope_keys.data() + row * R;
-  MatVec(l.key_rope, h, R, C, rope_key);
-  Rotate(rope_key, 1, R, position);
+  host::MatVec(l.key_rope, h, R, C, rope_key);
+  host::RotateHeads(rope_key, 1, R, position);
   // Its query: [rotary part of each head | content part of each head].
   const float* q_in = h;
   int64_t q_cols = C;
   if (l.query_down != nullptr) {
-    MatVec(l.query_down, h, q_latent_, C, q_in_.data());
+    host::MatVec(l.query_down, h, q_latent_, C, q_in_.data());
     RmsNormInPlace(q_in_.data(), l.query_norm, q_latent_);
     q_in = q_in_.data();
     q_cols = q_latent_;
   }
-  MatVec(l.query, q_in, H * D, q_cols, q_.data());
-  Rotate(q_.data(), H, R, position);
+  host::MatVec(l.query, q_in, H * D, q_cols, q_.data());
+  host::RotateHeads(q_.data(), H, R, position);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   for (int64_t hd = 0; hd < H; ++hd) {
@@ -135,7 +111,7 @@ void LatentCache::Attend(int64_t layer, const float* h, int64_t position, int64_
       for (int64_t k = 0; k < L; ++k) mixed_[k] += p * c[k];
     }
     const float* value_up = l.kv_up + (H * Dn + hd * D) * L;  // (D, L)
-    MatVec(value_up, mixed_.data(), D, L, att + hd * D);
+    host::MatVec(value_up, mixed_.data(), D, L, att + hd * D);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/autograd/moe_ops.h"
 #include "engine/autograd/ops.h"
+#include "engine/model/host_math.h"
 #include "nlohmann/json.hpp"
 
 namespace smallem {
@@ -62,30 +63,19 @@ MoeStats ReadMoeStats(Backend& backend, const std::vector<MoeWeights>& layers) {
 
 namespace {
 
-// out (rows) = W (rows, cols) · x (cols).
-void MatVec(const float* w, const float* x, int64_t rows, int64_t cols, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = w + r * cols;
-    float acc = 0;
-    for (int64_t c = 0; c < cols; ++c) acc += row[c] * x[c];
-    out[r] = acc;
-  }
-}
-
 // out += scale · proj · act(up · h [, gate · h]) for one expert of width W.
 void ExpertHost(bool swiglu, const float* up, const float* gate, const float* proj,
                 const float* h, int64_t c, int64_t width, float scale, float* out) {
   std::vector<float> a(static_cast<size_t>(width)), g(static_cast<size_t>(width));
   std::vector<float> y(static_cast<size_t>(c));
-  MatVec(up, h, width, c, a.data());
+  host::MatVec(up, h, width, c, a.data());
   if (swiglu) {
-    MatVec(gate, h, width, c, g.data());
-    for (int64_t i = 0; i < width; ++i) a[i] *= g[i] / (1.0f + std::exp(-g[i]));
+    host::MatVec(gate, h, width, c, g.data());
+    host::SwiGluInPlace(a.data(), g.data(), width);
   } else {
-    constexpr float k = 0.7978845608f;  // √(2/π), the tanh GELU of training
-    for (float& v : a) v = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+    for (float& v : a) v = host::GeluTanh(v);
   }
-  MatVec(proj, a.data(), c, width, y.data());
+  host::MatVec(proj, a.data(), c, width, y.data());
   for (int64_t i = 0; i < c; ++i) out[i] += scale * y[i];
 }
 
@@ -98,7 +88,7 @@ void MoeFeedForwardHost(const ModelConfig& config, const MoeHostWeights& w, cons
   const int64_t width = moe.Width(config.ff_hidden());
   const bool swiglu = config.architecture.feed_forward == FeedForwardKind::kSwiGlu;
   std::vector<float> logits(static_cast<size_t>(e)), score(static_cast<size_t>(e));
-  MatVec(w.router, h, e, c, logits.data());
+  host::MatVec(w.router, h, e, c, logits.data());
   for (int64_t i = 0; i < e; ++i) score[i] = logits[i] + w.bias[i];
   std::vector<int32_t> index(static_cast<size_t>(e));
   std::iota(index.begin(), index.end(), 0);
