@@ -56,9 +56,9 @@ int main(int argc, char** argv) {
       bench::TimeTrainingSteps(**model, B, warmup, steps, [&] { (*opt)->Step(1e-3f); });
   const double seconds = timing.seconds;
   const double tokens_per_s = static_cast<double>(steps * B * T) / seconds;
-  std::printf("{\"impl\":\"smallem\",\"blas_core\":\"%s\",\"arch\":\"%s\",\"vocab\":%lld,\"threads\":%d,\"params\":%lld,"
+  std::printf("{\"impl\":\"smallem\",\"gemm\":\"%s\",\"blas_core\":\"%s\",\"arch\":\"%s\",\"vocab\":%lld,\"threads\":%d,\"params\":%lld,"
               "\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f,\"loss\":%.4f}\n",
-              CpuBackend::BlasCore().c_str(), StringFlag(argc, argv, "--arch", "gpt2").c_str(),
+              CpuBackend::GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), StringFlag(argc, argv, "--arch", "gpt2").c_str(),
               static_cast<long long>(config.vocab), be.threads(),
               static_cast<long long>((*model)->ParameterCount()), tokens_per_s,
               1000.0 * seconds / steps, timing.last_loss);

@@ -21,12 +21,18 @@ inline constexpr int64_t kParallelMin = 1 << 14;
 
 // c = alpha·op(a)·op(b) + beta·c on the calling thread, row-major with
 // leading dimensions (BLAS conventions: beta = 0 never reads c). op(a) is
-// (m, k), op(b) is (k, n). cblas_sgemm where OpenBLAS is present (it must run
-// single-threaded: the ops split work across threads themselves), a plain
-// loop elsewhere. Defined in matmul.cc.
+// (m, k), op(b) is (k, n). Runs single-threaded (the ops split work across
+// threads themselves) on the process's GEMM library, chosen once: oneDNN's
+// sgemm where the build has it, else OpenBLAS's, else a plain loop; the
+// environment variable SMALLEM_GEMM=onednn|openblas|loop picks another one
+// the build has. Defined in matmul.cc.
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc);
+
+enum class GemmLibrary { kOneDnn, kOpenBlas, kLoop };
+GemmLibrary ChosenGemmLibrary();
+const char* GemmLibraryName(GemmLibrary library);
 
 // Makes sure OpenBLAS runs the best kernels this CPU supports, once per
 // process, before the first product, and returns the name of its kernel set

@@ -3,6 +3,8 @@
 // is tested alone beside its code; this checks they compose — the layout
 // matches the config's count, the model is causal, the generation cache
 // reproduces the batch forward, and a saved file reloads to the same loss.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -63,7 +65,13 @@ void ExpectComposes(const ModelConfig& c) {
   std::vector<int32_t> b = a;
   b[3] = (b[3] + 5) % V;
   const std::vector<float> la = AllLogits(**model, a), lb = AllLogits(**model, b);
-  for (int64_t i = 0; i < 3 * V; ++i) ASSERT_EQ(la[i], lb[i]) << "position " << i / V;
+  // Near, not equal: token 3's route changes how many rows each expert's
+  // product has, and a GEMM may round a row differently in a product of a
+  // different height (oneDNN's for fewer than 16 rows). A leak of token 3
+  // into the earlier positions would move their logits by far more.
+  for (int64_t i = 0; i < 3 * V; ++i) {
+    ASSERT_NEAR(la[i], lb[i], 1e-5f * std::max(1.0f, std::abs(la[i]))) << "position " << i / V;
+  }
 
   // The generation cache (one stage per owning layer per pass, routed
   // experts on the host) gives the batch forward's logits.
