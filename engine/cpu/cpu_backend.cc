@@ -79,7 +79,7 @@ CpuBackend::CpuBackend(int threads)
     : threads_(threads > 0 ? threads : omp_get_num_procs()) {
   omp_set_num_threads(threads_);
   cpu::EnsureBlasCore();
-  cpu::ChosenGemmLibrary();  // a bad SMALLEM_GEMM fails here, not mid-step
+  cpu::GemmLibraryName();  // a bad SMALLEM_GEMM fails here, not mid-step
 #ifdef SMALLEM_HAVE_OPENBLAS
   // The ops split GEMMs across the OpenMP team themselves; a second pool of
   // OpenBLAS threads would only compete with it for the same cores.
@@ -89,9 +89,7 @@ CpuBackend::CpuBackend(int threads)
 
 std::string CpuBackend::BlasCore() { return cpu::EnsureBlasCore(); }
 
-std::string CpuBackend::GemmLibrary() {
-  return cpu::GemmLibraryName(cpu::ChosenGemmLibrary());
-}
+std::string CpuBackend::GemmLibrary() { return cpu::GemmLibraryName(); }
 
 std::string CpuBackend::DeviceClass() const {
   static const std::string* const model = new std::string(CpuModelName());

@@ -28,8 +28,9 @@ class CpuBackend final : public Backend {
   // OpenBLAS's kernel set for the products ("Haswell", "SkylakeX"; "none"
   // without OpenBLAS): chosen once per process, see engine/cpu/blas_core.cc.
   static std::string BlasCore();
-  // The library that runs the f32 products: "onednn", "openblas" or "loop"
-  // (cpu::Gemm in engine/cpu/cpu_util.h; SMALLEM_GEMM overrides).
+  // What runs the f32 products: "onednn+openblas" (by size, the default
+  // where both exist), "onednn", "openblas" or "loop" (cpu::GemmLibraryFor
+  // in engine/cpu/cpu_util.h; SMALLEM_GEMM overrides).
   static std::string GemmLibrary();
   std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
   // f32 unless set: bf16 makes every tape on this backend store activations

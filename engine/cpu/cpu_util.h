@@ -22,17 +22,29 @@ inline constexpr int64_t kParallelMin = 1 << 14;
 // c = alpha·op(a)·op(b) + beta·c on the calling thread, row-major with
 // leading dimensions (BLAS conventions: beta = 0 never reads c). op(a) is
 // (m, k), op(b) is (k, n). Runs single-threaded (the ops split work across
-// threads themselves) on the process's GEMM library, chosen once: oneDNN's
-// sgemm where the build has it, else OpenBLAS's, else a plain loop; the
-// environment variable SMALLEM_GEMM=onednn|openblas|loop picks another one
-// the build has. Defined in matmul.cc.
+// threads themselves) on GemmLibraryFor(m, n, k). Defined in matmul.cc.
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc);
 
+// The libraries a product can run on: oneDNN's sgemm, OpenBLAS's, a plain
+// loop (the GPU machine's build, which has neither).
 enum class GemmLibrary { kOneDnn, kOpenBlas, kLoop };
-GemmLibrary ChosenGemmLibrary();
-const char* GemmLibraryName(GemmLibrary library);
+// Below this many multiply-adds (m·n·k) a product runs on OpenBLAS where the
+// build has it, at or above it on oneDNN (matmul.cc says why).
+inline constexpr int64_t kSmallProduct = int64_t{1} << 19;
+// The library for an (m, n, k) product: the default rule above, or the one
+// the environment variable SMALLEM_GEMM=onednn|openblas|loop names (auto,
+// the default, is the rule); a name the build lacks exits with a message.
+GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k);
+// Gemm on a given library: the Matmul op picks it from the whole product
+// and runs it in slabs, so the thread count never changes a row's rounding.
+void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n,
+            int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float beta, float* c, int64_t ldc);
+// "onednn+openblas" (the default where both exist), "onednn", "openblas" or
+// "loop": what runs this process's products.
+std::string GemmLibraryName();
 
 // Makes sure OpenBLAS runs the best kernels this CPU supports, once per
 // process, before the first product, and returns the name of its kernel set

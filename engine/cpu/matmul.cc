@@ -3,15 +3,18 @@
 // comes from splitting the batch, and each product into row or column slabs,
 // across the OpenMP team, so one thread pool owns the cores.
 //
-// oneDNN before OpenBLAS where both are present: at the engine's shapes
-// (k and n of 64–512, m of 32–2048) its JIT-compiled AVX-512 kernels run the
-// products 1.1–1.4× faster than OpenBLAS 0.3.21's (docs/benchmarks.md §
-// Products), and it threads through the same OpenMP runtime as the ops.
+// Where the build has both, oneDNN runs the products of at least
+// kSmallProduct multiply-adds — the linear layers, where its JIT-compiled
+// AVX-512 kernels are 1.15–1.35× faster than OpenBLAS 0.3.21's — and
+// OpenBLAS the smaller ones (attention's blocks), where its small-matrix
+// kernels are 1.15–1.25× faster than oneDNN's (docs/benchmarks.md §
+// Products). oneDNN threads through the same OpenMP runtime as the ops.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,19 +82,22 @@ void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }
 #endif
 
-GemmLibrary ChooseGemmLibrary() {
+// SMALLEM_GEMM's library, or nullopt for the default (GemmLibraryFor).
+std::optional<GemmLibrary> AskedGemmLibrary() {
   const char* env = std::getenv("SMALLEM_GEMM");
-  const std::string_view asked = env == nullptr ? "" : env;
+  const std::string_view asked = env == nullptr ? "auto" : env;
+  if (asked == "auto") return std::nullopt;
 #ifdef SMALLEM_HAVE_DNNL
-  if (asked.empty() || asked == "onednn") return GemmLibrary::kOneDnn;
+  if (asked == "onednn") return GemmLibrary::kOneDnn;
 #endif
 #ifdef SMALLEM_HAVE_OPENBLAS
-  if (asked.empty() || asked == "openblas") return GemmLibrary::kOpenBlas;
+  if (asked == "openblas") return GemmLibrary::kOpenBlas;
 #endif
-  if (asked.empty() || asked == "loop") return GemmLibrary::kLoop;
+  if (asked == "loop") return GemmLibrary::kLoop;
   // An environment setting is the user's input, not an invariant: a message
   // and a failed exit, before any product runs (CpuBackend's constructor).
   constexpr const char* kBuilt =
+      "auto, "
 #ifdef SMALLEM_HAVE_DNNL
       "onednn, "
 #endif
@@ -104,15 +110,31 @@ GemmLibrary ChooseGemmLibrary() {
   std::exit(2);
 }
 
-}  // namespace
-
-GemmLibrary ChosenGemmLibrary() {
-  static const GemmLibrary library = ChooseGemmLibrary();
-  return library;
+const std::optional<GemmLibrary>& Asked() {
+  static const std::optional<GemmLibrary> asked = AskedGemmLibrary();
+  return asked;
 }
 
-const char* GemmLibraryName(GemmLibrary library) {
-  switch (library) {
+}  // namespace
+
+GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k) {
+  if (Asked().has_value()) return *Asked();
+#if defined(SMALLEM_HAVE_DNNL) && defined(SMALLEM_HAVE_OPENBLAS)
+  return m * n * k < kSmallProduct ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
+#elif defined(SMALLEM_HAVE_DNNL)
+  return GemmLibrary::kOneDnn;
+#elif defined(SMALLEM_HAVE_OPENBLAS)
+  return GemmLibrary::kOpenBlas;
+#else
+  return GemmLibrary::kLoop;
+#endif
+}
+
+std::string GemmLibraryName() {
+  if (!Asked().has_value() && GemmLibraryFor(1, 1, 1) != GemmLibraryFor(1 << 10, 1 << 10, 1 << 10)) {
+    return "onednn+openblas";
+  }
+  switch (GemmLibraryFor(1 << 10, 1 << 10, 1 << 10)) {
     case GemmLibrary::kOneDnn: return "onednn";
     case GemmLibrary::kOpenBlas: return "openblas";
     case GemmLibrary::kLoop: return "loop";
@@ -120,9 +142,9 @@ const char* GemmLibraryName(GemmLibrary library) {
   return "?";
 }
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
+void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n,
+            int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // c = beta·c, which oneDNN skips (it leaves c as it was)
     for (int64_t i = 0; i < m; ++i) {
@@ -131,7 +153,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
     }
     return;
   }
-  switch (ChosenGemmLibrary()) {
+  switch (library) {
 #ifdef SMALLEM_HAVE_DNNL
     case GemmLibrary::kOneDnn:
       return OneDnnGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -145,6 +167,13 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
     default:
       return LoopGemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
+}
+
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  GemmOn(GemmLibraryFor(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+         c, ldc);
 }
 
 }  // namespace cpu
@@ -171,6 +200,9 @@ void CpuBackend::Matmul(const MatmulParams& p) {
   const float* a = p.a.f32();
   const float* b = p.b.f32();
   float* out = p.out.f32();
+  // Chosen from the whole product, not a slab: the library, and so a row's
+  // rounding, never depends on the thread count.
+  const cpu::GemmLibrary library = cpu::GemmLibraryFor(p.m, p.n, p.k);
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t item = task / parts;
@@ -182,11 +214,11 @@ void CpuBackend::Matmul(const MatmulParams& p) {
     const int64_t begin = cpu::PartBegin(side, part, parts);
     const int64_t count = cpu::PartBegin(side, part + 1, parts) - begin;
     if (split_rows) {
-      cpu::Gemm(p.trans_a, p.trans_b, count, p.n, p.k, p.alpha,
+      cpu::GemmOn(library, p.trans_a, p.trans_b, count, p.n, p.k, p.alpha,
                 a_i + (p.trans_a ? begin : begin * lda), lda, b_i, ldb,
                 p.beta, out_i + begin * p.n, p.n);
     } else {
-      cpu::Gemm(p.trans_a, p.trans_b, p.m, count, p.k, p.alpha, a_i, lda,
+      cpu::GemmOn(library, p.trans_a, p.trans_b, p.m, count, p.k, p.alpha, a_i, lda,
                 b_i + (p.trans_b ? begin * ldb : begin), ldb, p.beta,
                 out_i + begin, p.n);
     }
