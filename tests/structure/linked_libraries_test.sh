@@ -19,6 +19,6 @@ for b in "$worker" "$coordinator"; do
   [[ "$libraries" == *libgrpc++* ]] || { echo "FAIL: $b shows no libgrpc++"; exit 1; }
 done
 check "$worker" 'libsqlite3|libyaml-cpp' "the worker daemon ($worker)"
-check "$coordinator" 'libopenblas|libgomp|libcublas' "the coordinator ($coordinator)"
+check "$coordinator" 'libopenblas|libdnnl|libgomp|libcublas' "the coordinator ($coordinator)"
 (( fail )) || echo "ok: the worker links no SQLite/YAML, the coordinator no OpenBLAS/OpenMP/cuBLAS"
 exit "$fail"
