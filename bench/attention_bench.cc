@@ -4,7 +4,9 @@
 // ((B·T, C)·(C, 3C), the qkv projection) as the sgemm reference. Prints one
 // JSON line with the ratio of attention's time to its causal FLOPs at that
 // speed: forward Q·Kᵀ and P·V, backward dV, dP, dQ, dK, each over the T(T+1)/2
-// causal entries (recomputing P in the backward is counted as overhead).
+// causal entries (recomputing P in the backward is counted as overhead),
+// and the same with the forward's softmax kept for the backward
+// (AttentionParams::probs, "saved_*").
 // Best of --rounds rounds, so a neighbour's load on a shared machine shows
 // up in the spread, not the best.
 //
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
   const Tensor w = Random(be, {3 * C, C}, rng, 0.02f);
   const Tensor y = Random(be, {B * T, 3 * C}, rng, 0.0f);
 
+  const Tensor probs = Random(be, {B, H, T, T}, rng, 0.0f);
+
   const AttentionParams forward{.qkv = qkv, .out = out, .lse = lse, .batch = B,
                                 .time = T, .heads = H, .head_dim = D};
   const AttentionBackwardParams backward{.qkv = qkv, .out = out, .lse = lse,
@@ -73,6 +77,15 @@ int main(int argc, char** argv) {
                                          .batch = B, .time = T, .heads = H, .head_dim = D};
   const double forward_s = BestSeconds(rounds, [&] { be.AttentionForward(forward); });
   const double backward_s = BestSeconds(rounds, [&] { be.AttentionBackward(backward); });
+  // The same with the softmax kept by the forward for the backward (what
+  // training does where CpuBackend::SavesAttentionProbs allows).
+  AttentionParams forward_saving = forward;
+  forward_saving.probs = probs;
+  AttentionBackwardParams backward_saved = backward;
+  backward_saved.probs = probs;
+  const double forward_saving_s = BestSeconds(rounds, [&] { be.AttentionForward(forward_saving); });
+  be.AttentionForward(forward_saving);
+  const double backward_saved_s = BestSeconds(rounds, [&] { be.AttentionBackward(backward_saved); });
   const MatmulParams product{.a = x, .b = w, .out = y, .m = B * T, .n = 3 * C, .k = C,
                              .trans_b = true};
   const double product_s = BestSeconds(rounds, [&] { be.Matmul(product); });
@@ -83,8 +96,10 @@ int main(int argc, char** argv) {
   const double at_sgemm_s = attention_flops / sgemm_flops_per_s;
   std::printf("{\"gemm\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_gflops\":%.1f,\"attention_forward_ms\":%.3f,"
               "\"attention_backward_ms\":%.3f,\"attention_at_sgemm_ms\":%.3f,"
-              "\"attention_over_flops\":%.2f}\n",
+              "\"attention_over_flops\":%.2f,\"saved_forward_ms\":%.3f,\"saved_backward_ms\":%.3f,"
+              "\"saved_over_flops\":%.2f}\n",
               CpuBackend::GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), be.threads(), sgemm_flops_per_s / 1e9, 1e3 * forward_s, 1e3 * backward_s,
-              1e3 * at_sgemm_s, (forward_s + backward_s) / at_sgemm_s);
+              1e3 * at_sgemm_s, (forward_s + backward_s) / at_sgemm_s, 1e3 * forward_saving_s,
+              1e3 * backward_saved_s, (forward_saving_s + backward_saved_s) / at_sgemm_s);
   return 0;
 }

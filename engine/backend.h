@@ -168,10 +168,16 @@ struct AttentionParams {
   Tensor qkv;  // (B, T, 3C) [act]
   Tensor out;  // (B, T, C) [act]
   Tensor lse;  // (B, H, T)
+  // Optional (B, H, T, T) f32, given only to a backend whose
+  // SavesAttentionProbs says so: the forward keeps the softmax there, in the
+  // backend's own layout, and the backward reads it back instead of
+  // recomputing Q·Kᵀ and its exps.
+  Tensor probs;
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
 };
 struct AttentionBackwardParams {
   Tensor qkv, out, lse;  // as in the forward
+  Tensor probs;          // the forward's, or empty: recompute
   Tensor grad_out;       // (B, T, C) [act]
   Tensor grad_qkv;       // (B, T, 3C) [act] +=
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
@@ -418,6 +424,12 @@ class Backend {
   // The dtype autograd stores activations in by default (Tape): kF32, or
   // kBF16 in a backend's speed mode (CUDA with bf16 matmuls).
   virtual DType ActivationDType() const { return DType::kF32; }
+  // Whether attention's forward should be given a (B, H, T, T) buffer to
+  // keep its softmax for the backward (AttentionParams::probs): a trade of
+  // activation memory for the backward's recomputation.
+  virtual bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const {
+    return false;
+  }
 
   // Memory. Allocate returns zeroed, 64-byte aligned memory or an error
   // (out of memory says how much was asked).

@@ -33,6 +33,9 @@ class ForwardingBackend : public Backend {
   std::string DeviceClass() const override { return target_.DeviceClass(); }
   double PeakFlops() const override { return target_.PeakFlops(); }
   DType ActivationDType() const override { return target_.ActivationDType(); }
+  bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const override {
+    return target_.SavesAttentionProbs(batch, heads, time);
+  }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override { return target_.Allocate(bytes); }
   void Free(void* ptr) override { target_.Free(ptr); }

@@ -270,6 +270,9 @@ void CheckRopeBackward(const RopeBackwardParams& p) {
 void CheckAttention(const AttentionParams& p) {
   CheckAttentionSizes(p.qkv, p.out, p.batch, p.time, p.heads, p.head_dim, "attention");
   if (!p.lse.empty()) CheckF32(p.lse, p.batch * p.heads * p.time, "attention: lse (B, H, T)");
+  if (!p.probs.empty()) {
+    CheckF32(p.probs, p.batch * p.heads * p.time * p.time, "attention: probs (B, H, T, T)");
+  }
 }
 
 void CheckAttentionBackward(const AttentionBackwardParams& p) {
@@ -277,6 +280,10 @@ void CheckAttentionBackward(const AttentionBackwardParams& p) {
                       "attention backward");
   const int64_t c = p.heads * p.head_dim;
   CheckF32(p.lse, p.batch * p.heads * p.time, "attention backward: lse (B, H, T)");
+  if (!p.probs.empty()) {
+    CheckF32(p.probs, p.batch * p.heads * p.time * p.time,
+             "attention backward: probs (B, H, T, T)");
+  }
   CheckActivation(p.grad_out, p.batch * p.time * c, "attention backward: grad_out (B, T, C)");
   CheckActivation(p.grad_qkv, p.batch * p.time * 3 * c,
                   "attention backward: grad_qkv (B, T, 3C)");

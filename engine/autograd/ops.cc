@@ -294,13 +294,17 @@ Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads) {
   const int64_t c = v.shape.cols() / 3;
   CHECK_EQ(v.numel(), batch * time * 3 * c) << "attention qkv " << v.shape.ToString();
   CHECK_EQ(c % heads, 0) << "attention heads";
+  // The softmax is kept for the backward only when there will be one.
+  const bool save_probs =
+      tape.grad_enabled() && tape.backend().SavesAttentionProbs(batch, heads, time);
   AttentionParams p{.qkv = v, .out = tape.NewTensor({batch, time, c}, v.dtype),
-                    .lse = tape.NewTensor({batch, heads, time}), .batch = batch, .time = time,
-                    .heads = heads, .head_dim = c / heads};
+                    .lse = tape.NewTensor({batch, heads, time}),
+                    .probs = save_probs ? tape.NewTensor({batch, heads, time, time}) : Tensor{},
+                    .batch = batch, .time = time, .heads = heads, .head_dim = c / heads};
   tape.backend().AttentionForward(p);
   return tape.Record(Op::kAttention, p.out, {qkv}, [=](Tape& t, Var y) {
     t.backend().AttentionBackward(AttentionBackwardParams{
-        .qkv = p.qkv, .out = p.out, .lse = p.lse, .grad_out = t.Grad(y),
+        .qkv = p.qkv, .out = p.out, .lse = p.lse, .probs = p.probs, .grad_out = t.Grad(y),
         .grad_qkv = t.Grad(qkv), .batch = p.batch, .time = p.time, .heads = p.heads,
         .head_dim = p.head_dim});
   });

@@ -2,13 +2,20 @@
 // task. Queries are taken in blocks of kBlock rows; a block only ever sees
 // the keys at or before its last row, so the products are GEMMs on a
 // kBlock × r1 tile (r1 the block's end): the blocks above the diagonal are
-// never computed (at T = 128, 62.5 % of the full T × T products), and no
-// T × T matrix is kept between calls. Softmax's exp and sums are
-// vector_math.h's.
+// never computed (at T = 128, 62.5 % of the full T × T products). Softmax's
+// exp and sums are vector_math.h's; each row of P is normalized before P·V.
+//
+// Given p.probs (the autograd does so where CpuBackend::SavesAttentionProbs
+// allows, up to 32 MiB a call), the forward builds each block's P in the
+// pair's T × T slice of it instead of scratch, and leaves it there: row t
+// holds P over keys [0, t] and zeros up to its block's end; nothing beyond
+// is written. Without it the block's tile is scratch and nothing is kept.
 //
 // Backward, per block of keys [c0, c1), on query-major tiles (the queries
-// [c0, T) that see those keys as rows), recomputing P = exp(S − lse) from
-// the saved lse:
+// [c0, T) that see those keys as rows). P's tile is the saved one where the
+// forward kept it — the key blocks align with the forward's query blocks, so
+// the tile's entries above the diagonal are the zeros written there — and is
+// otherwise recomputed as exp(S − lse) from the saved lse:
 //   P = exp(scale·Q·Kᵀ − lse),  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(dO ∘ O)),
 //   dV += Pᵀ·dO,  dK += scale·dSᵀ·Q,  dQ += scale·dS·K.
 // Every product is untransposed or has a transposed first operand (Kᵀ and Vᵀ
@@ -107,6 +114,7 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
   CheckAttention(p);
   const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
   float* lse = p.lse.empty() ? nullptr : p.lse.f32();
+  float* saved = p.probs.empty() ? nullptr : p.probs.f32();
   const float* qkv = p.qkv.f32();
   float* out = p.out.f32();
   const int64_t pairs = l.b * l.h;
@@ -118,31 +126,26 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
     const float* v = q + 2 * l.c;
     float* o = out + b * l.t * l.c + h * l.d;
     float* lse_bh = lse == nullptr ? nullptr : lse + pair * l.t;
-    float* scores = cpu::ThreadScratch((kBlock + l.d) * l.t + kBlock);
-    float* kt = scores + kBlock * l.t;
-    float* inv_sums = kt + l.d * l.t;
+    float* scratch = cpu::ThreadScratch((kBlock + l.d) * l.t);
+    float* kt = scratch + kBlock * l.t;
     Transpose(k, l.t, l.d, 3 * l.c, kt);
     for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
       const int64_t r1 = std::min(l.t, r0 + kBlock);
+      float* scores = saved == nullptr ? scratch : saved + (pair * l.t + r0) * l.t;
       BlockScores(l, q, kt, r0, r1, scores);
       for (int64_t t = r0; t < r1; ++t) {
         float* s = scores + (t - r0) * l.t;
         const float row_max = cpu::Max(s, t + 1);
-        // Unnormalized: the output row is divided by the sum after P·V.
         const float sum = cpu::ExpShiftedSum(s, row_max, s, t + 1);
-        inv_sums[t - r0] = 1.0f / sum;
+        const float inv_sum = 1.0f / sum;
+#pragma omp simd
+        for (int64_t j = 0; j <= t; ++j) s[j] *= inv_sum;
         // Future keys get probability 0 (the block's GEMM spans [0, r1)).
         std::fill(s + t + 1, s + r1, 0.0f);
         if (lse_bh != nullptr) lse_bh[t] = row_max + std::log(sum);
       }
       cpu::Gemm(false, false, r1 - r0, l.d, r1, 1.0f, scores, l.t, v, 3 * l.c,
                 0.0f, o + r0 * l.c, l.c);
-      for (int64_t t = r0; t < r1; ++t) {
-        float* o_row = o + t * l.c;
-        const float inv_sum = inv_sums[t - r0];
-#pragma omp simd
-        for (int64_t i = 0; i < l.d; ++i) o_row[i] *= inv_sum;
-      }
     }
   }
 }
@@ -155,6 +158,7 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
   const float* qkv = p.qkv.f32();
   const float* out = p.out.f32();
   const float* lse = p.lse.f32();
+  const float* saved = p.probs.empty() ? nullptr : p.probs.f32();
   const float* grad_out = p.grad_out.f32();
   float* grad_qkv = p.grad_qkv.f32();
   const int64_t pairs = l.b * l.h;
@@ -174,6 +178,7 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* dk = dq + l.c;
     float* dv = dq + 2 * l.c;
     const float* lse_bh = lse + pair * l.t;
+    const float* saved_bh = saved == nullptr ? nullptr : saved + pair * l.t * l.t;
     // P and dP (then dS) as (queries, kBlock) tiles; Kᵀ and Vᵀ (D, T).
     float* probs = cpu::ThreadScratch((2 * kBlock + 2 * l.d + 1) * l.t);
     float* d_scores = probs + kBlock * l.t;
@@ -195,23 +200,32 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     for (int64_t c0 = 0; c0 < l.t; c0 += kBlock) {
       const int64_t c1 = std::min(l.t, c0 + kBlock);
       const int64_t keys = c1 - c0, queries = l.t - c0;
-      cpu::Gemm(false, false, queries, keys, l.d, l.scale, q + c0 * ld, ld, kt + c0, l.t,
-                0.0f, probs, kBlock);
+      // P's tile: rows c0.. of the saved softmax at keys c0.., or recomputed.
+      const float* tile = saved_bh == nullptr ? probs : saved_bh + c0 * l.t + c0;
+      const int64_t ld_tile = saved_bh == nullptr ? kBlock : l.t;
+      if (saved_bh == nullptr) {
+        cpu::Gemm(false, false, queries, keys, l.d, l.scale, q + c0 * ld, ld, kt + c0, l.t,
+                  0.0f, probs, kBlock);
+      }
       cpu::Gemm(false, false, queries, keys, l.d, 1.0f, d_o + c0 * l.c, l.c, vt + c0, l.t,
                 0.0f, d_scores, kBlock);
       for (int64_t i = 0; i < queries; ++i) {
-        float* prob = probs + i * kBlock;
+        const float* prob = tile + i * ld_tile;
         float* ds = d_scores + i * kBlock;
         const int64_t seen = std::min(keys, i + 1);
-        const float lse_i = lse_bh[c0 + i], delta_i = delta[c0 + i];
-        cpu::ScaledExpShifted(prob, lse_i, 1.0f, prob, /*accumulate=*/false, seen);
+        const float delta_i = delta[c0 + i];
+        if (saved_bh == nullptr) {
+          float* recomputed = probs + i * kBlock;
+          cpu::ScaledExpShifted(recomputed, lse_bh[c0 + i], 1.0f, recomputed,
+                                /*accumulate=*/false, seen);
+          std::fill(recomputed + seen, recomputed + keys, 0.0f);
+        }
         // The scale of S = scale·Q·Kᵀ folds in here once for dQ and dK.
 #pragma omp simd
         for (int64_t j = 0; j < seen; ++j) ds[j] = prob[j] * (ds[j] - delta_i) * l.scale;
-        std::fill(prob + seen, prob + keys, 0.0f);
         std::fill(ds + seen, ds + keys, 0.0f);
       }
-      cpu::Gemm(true, false, keys, l.d, queries, 1.0f, probs, kBlock, d_o + c0 * l.c, l.c,
+      cpu::Gemm(true, false, keys, l.d, queries, 1.0f, tile, ld_tile, d_o + c0 * l.c, l.c,
                 1.0f, dv + c0 * ld, ld);
       cpu::Gemm(true, false, keys, l.d, queries, 1.0f, d_scores, kBlock, q + c0 * ld, ld,
                 1.0f, dk + c0 * ld, ld);

@@ -37,6 +37,11 @@ class CpuBackend final : public Backend {
   // in bf16 through the reference path (engine/cpu/bf16_ops.h) — the GPU's
   // speed mode, emulated, and slower than f32 here.
   DType ActivationDType() const override { return activation_dtype_; }
+  // Up to 32 MiB per call (B = 16, H = 8 at T = 256; the tiny config's
+  // B = 16, H = 4, T = 128 is 4 MiB): engine/cpu/attention.cc.
+  bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const override {
+    return batch * heads * time * time * int64_t{sizeof(float)} <= (int64_t{32} << 20);
+  }
   void set_activation_dtype(DType dtype) { activation_dtype_ = dtype; }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override;

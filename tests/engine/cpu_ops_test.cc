@@ -422,6 +422,41 @@ TEST_F(CpuOpTest, AttentionMatchesNaiveSoftmaxAttention) {
   }
 }
 
+// The softmax kept for the backward (AttentionParams::probs) changes
+// nothing but the work: the forward's output and lse are the same bits, and
+// the backward's gradients those of recomputing it, within rounding.
+TEST_F(CpuOpTest, AttentionSavedSoftmaxGivesTheRecomputedResults) {
+  for (auto [b, t, h, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4},
+                            {1, 150, 2, 8},
+                            {2, 128, 4, 32}}) {
+    const int64_t c = h * d;
+    AttentionParams p;
+    p.qkv = Random({b, t, 3 * c}, -2, 2);
+    p.out = Zeros({b, t, c}), p.lse = Zeros({b, h, t});
+    p.batch = b, p.time = t, p.heads = h, p.head_dim = d;
+    backend_.AttentionForward(p);
+    const std::vector<float> out = Values(p.out), lse = Values(p.lse);
+    AttentionParams saving = p;
+    saving.out = Zeros({b, t, c}), saving.lse = Zeros({b, h, t});
+    saving.probs = Random({b, h, t, t});  // stale values must not leak
+    backend_.AttentionForward(saving);
+    EXPECT_EQ(Values(saving.out), out);
+    EXPECT_EQ(Values(saving.lse), lse);
+
+    AttentionBackwardParams back{.qkv = p.qkv, .out = p.out, .lse = p.lse,
+                                 .grad_out = Random({b, t, c}), .grad_qkv = Zeros({b, t, 3 * c}),
+                                 .batch = b, .time = t, .heads = h, .head_dim = d};
+    backend_.AttentionBackward(back);
+    AttentionBackwardParams from_saved = back;
+    from_saved.probs = saving.probs;
+    from_saved.grad_qkv = Zeros({b, t, 3 * c});
+    backend_.AttentionBackward(from_saved);
+    const std::vector<float> recomputed = Values(back.grad_qkv);
+    std::vector<double> expected(recomputed.begin(), recomputed.end());
+    ExpectClose(expected, from_saved.grad_qkv, 1e-5, 1e-6);
+  }
+}
+
 TEST_F(CpuOpTest, AttentionIgnoresFuturePositions) {
   const int64_t b = 2, t = 70, h = 3, d = 4, c = h * d;
   AttentionParams p;

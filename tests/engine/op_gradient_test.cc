@@ -300,21 +300,27 @@ TEST_F(OpGradientTest, Rope) {
 }
 
 TEST_F(OpGradientTest, Attention) {
-  // Small odd shapes, then a T spanning three query blocks.
+  // Small odd shapes, then a T spanning three query blocks (the last one
+  // ragged); the backward recomputing the softmax, then reading the
+  // forward's saved one.
+  for (bool save : {false, true}) {
   for (auto [batch, time, heads, d] :
        {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4}, {1, 150, 2, 8}}) {
+    SCOPED_TRACE(save ? "saved softmax" : "recomputed softmax");
     const int64_t c = heads * d;
     AttentionParams p;
     p.qkv = Random({batch, time, 3 * c}, -1.5, 1.5);
     p.out = Zeros({batch, time, c}), p.lse = Zeros({batch, heads, time});
+    if (save) p.probs = Random({batch, heads, time, time});  // stale values must not leak
     p.batch = batch, p.time = time, p.heads = heads, p.head_dim = d;
     AttentionBackwardParams b;
-    b.qkv = p.qkv, b.out = p.out, b.lse = p.lse;
+    b.qkv = p.qkv, b.out = p.out, b.lse = p.lse, b.probs = p.probs;
     b.grad_out = Zeros({batch, time, c}), b.grad_qkv = Zeros({batch, time, 3 * c});
     b.batch = batch, b.time = time, b.heads = heads, b.head_dim = d;
     Check("attention", [&] { backend_.AttentionForward(p); },
           [&] { backend_.AttentionBackward(b); }, {{p.out, b.grad_out}},
           {{p.qkv, b.grad_qkv}}, /*samples=*/150);
+  }
   }
 }
 
