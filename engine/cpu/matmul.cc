@@ -5,10 +5,11 @@
 //
 // Where the build has both, oneDNN runs the products of at least
 // kSmallProduct multiply-adds — the linear layers, where its JIT-compiled
-// AVX-512 kernels are 1.15–1.35× faster than OpenBLAS 0.3.21's — and
-// OpenBLAS the smaller ones (attention's blocks), where its small-matrix
-// kernels are 1.15–1.25× faster than oneDNN's (docs/benchmarks.md §
-// Products). oneDNN threads through the same OpenMP runtime as the ops.
+// AVX-512 kernels are 1.1–1.2× faster than OpenBLAS 0.3.21's — and OpenBLAS
+// the smaller ones (attention's blocks), where its small-matrix kernels are
+// 1.1–1.6× faster than oneDNN's (smallem_gemm_bench; docs/benchmarks.md §
+// The products' library). oneDNN threads through the same OpenMP runtime
+// as the ops.
 #include <omp.h>
 
 #include <algorithm>
@@ -131,15 +132,17 @@ GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k) {
 }
 
 std::string GemmLibraryName() {
-  if (!Asked().has_value() && GemmLibraryFor(1, 1, 1) != GemmLibraryFor(1 << 10, 1 << 10, 1 << 10)) {
-    return "onednn+openblas";
-  }
-  switch (GemmLibraryFor(1 << 10, 1 << 10, 1 << 10)) {
-    case GemmLibrary::kOneDnn: return "onednn";
-    case GemmLibrary::kOpenBlas: return "openblas";
-    case GemmLibrary::kLoop: return "loop";
-  }
-  return "?";
+  auto name = [](GemmLibrary library) -> std::string {
+    switch (library) {
+      case GemmLibrary::kOneDnn: return "onednn";
+      case GemmLibrary::kOpenBlas: return "openblas";
+      case GemmLibrary::kLoop: return "loop";
+    }
+    return "?";
+  };
+  const GemmLibrary small = GemmLibraryFor(1, 1, 1);
+  const GemmLibrary large = GemmLibraryFor(kSmallProduct, 1, 1);
+  return small == large ? name(large) : name(large) + "+" + name(small);
 }
 
 void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n,
