@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
 #include "base/status_macros.h"
@@ -160,7 +161,8 @@ int RunTrain(const TrainArgs& args) {
   if (!args.json_progress) {
     const std::string where =
         args.device == "cpu"
-            ? Plural(static_cast<CpuBackend&>(**created).threads(), "thread")
+            ? absl::StrCat(Plural(static_cast<CpuBackend&>(**created).threads(), "thread"),
+                           ", products on ", CpuBackend::GemmLibrary())
             : absl::StrFormat("%s, bf16 activations and matmuls", backend.Name());
     std::fprintf(stderr, "training on %s (%s): %s\n", backend.DeviceClass().c_str(),
                  where.c_str(), spec->ToJson().dump().c_str());

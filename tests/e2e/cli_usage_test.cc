@@ -142,11 +142,12 @@ TEST_F(CliUsageTest, OneThreadIsOneThread) {
   while ((*ctl)->Poll(100, &lines)) {
   }
   (*ctl)->Wait();
-  // "training on cpu-1t-… (1 thread): {…}" comes before the dataset's error.
+  // "training on cpu-1t-… (1 thread, products on …): {…}" comes before the
+  // dataset's error.
   const std::vector<std::string> tail = (*ctl)->stderr_tail();
   ASSERT_GE(tail.size(), 2u);
   const std::string& training = tail[tail.size() - 2];
-  EXPECT_NE(training.find("(1 thread):"), std::string::npos) << training;
+  EXPECT_NE(training.find("(1 thread, products on "), std::string::npos) << training;
 }
 
 }  // namespace
