@@ -70,9 +70,15 @@ def screenshot(driver, name):
 
 
 def wait(driver, condition, what, seconds=60):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
+    # The page re-renders as data arrives: an element found by one poll may
+    # be replaced before the condition reads it. That poll counts as "not
+    # yet", not as a failure (it made this test flaky under load).
     try:
-        return WebDriverWait(driver, seconds, poll_frequency=0.2).until(lambda d: condition(d))
+        return WebDriverWait(driver, seconds, poll_frequency=0.2,
+                             ignored_exceptions=[StaleElementReferenceException]
+                             ).until(lambda d: condition(d))
     except Exception as e:  # noqa: BLE001
         shown = driver.find_element("tag name", "body").text[:800]
         raise AssertionError(f"never saw {what} ({type(e).__name__}); the page shows:\n{shown}")
@@ -163,8 +169,10 @@ def browser_case(stack, directory):
         # A running run's curve gains points without a reload.
         driver.get(stack.url + "#/experiments/running")
         selector = f'svg.live-curve[data-run="{stack.running_run}"]'
-        wait(driver, lambda d: css(d, selector), "the running run's curve")
-        before = int(css(driver, selector)[0].get_attribute("data-points"))
+        # The attribute's text ("0" included) is truthy once the curve is drawn.
+        before = int(wait(driver, lambda d: css(d, selector) and
+                          css(d, selector)[0].get_attribute("data-points"),
+                          "the running run's curve"))
         driver.execute_script("window.smallemTestMarker = 'same page'")
         step = stack.beat()
         wait(driver, lambda d: css(d, selector) and
