@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace smallem::cpu {
 
@@ -42,8 +43,13 @@ GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k);
 void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n,
             int64_t k, float alpha, const float* a, int64_t lda, const float* b,
             int64_t ldb, float beta, float* c, int64_t ldc);
-// "onednn+openblas" (the default where both exist), "onednn", "openblas" or
-// "loop": what runs this process's products.
+// "onednn", "openblas" or "loop".
+const char* GemmLibraryName(GemmLibrary library);
+// The libraries this process's products run on: the large products' first,
+// then the small ones' where the rule splits them.
+std::vector<GemmLibrary> GemmLibrariesInUse();
+// Their names joined by "+": "onednn+openblas" (the default where both
+// exist), "onednn", "openblas" or "loop".
 std::string GemmLibraryName();
 
 // Makes sure OpenBLAS runs the best kernels this CPU supports, once per

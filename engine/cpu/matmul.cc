@@ -71,8 +71,7 @@ void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   // oneDNN runs sequentially inside an active parallel region and otherwise
   // on omp_get_max_threads() threads: held to one here, so that a product's
   // result never depends on the thread count.
-  const bool serial_caller = !omp_in_parallel();
-  const int caller_threads = serial_caller ? omp_get_max_threads() : 1;
+  const int caller_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (caller_threads != 1) omp_set_num_threads(1);
   const dnnl_status_t status =
       dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
@@ -131,31 +130,38 @@ GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k) {
 #endif
 }
 
-std::string GemmLibraryName() {
-  auto name = [](GemmLibrary library) -> std::string {
-    switch (library) {
-      case GemmLibrary::kOneDnn: return "onednn";
-      case GemmLibrary::kOpenBlas: return "openblas";
-      case GemmLibrary::kLoop: return "loop";
-    }
-    return "?";
-  };
-  const GemmLibrary small = GemmLibraryFor(1, 1, 1);
+const char* GemmLibraryName(GemmLibrary library) {
+  switch (library) {
+    case GemmLibrary::kOneDnn: return "onednn";
+    case GemmLibrary::kOpenBlas: return "openblas";
+    case GemmLibrary::kLoop: return "loop";
+  }
+  return "?";
+}
+
+std::vector<GemmLibrary> GemmLibrariesInUse() {
   const GemmLibrary large = GemmLibraryFor(kSmallProduct, 1, 1);
-  return small == large ? name(large) : name(large) + "+" + name(small);
+  const GemmLibrary small = GemmLibraryFor(1, 1, 1);
+  if (small == large) return {large};
+  return {large, small};
+}
+
+std::string GemmLibraryName() {
+  std::string name;
+  for (GemmLibrary library : GemmLibrariesInUse()) {
+    if (!name.empty()) name += '+';
+    name += GemmLibraryName(library);
+  }
+  return name;
 }
 
 void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n,
             int64_t k, float alpha, const float* a, int64_t lda, const float* b,
             int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // c = beta·c, which oneDNN skips (it leaves c as it was)
-    for (int64_t i = 0; i < m; ++i) {
-      float* c_row = c + i * ldc;
-      for (int64_t j = 0; j < n; ++j) c_row[j] = beta == 0 ? 0 : beta * c_row[j];
-    }
-    return;
-  }
+  // c = beta·c: the loop does just that when k = 0, which oneDNN skips (it
+  // leaves c as it was).
+  if (k == 0) library = GemmLibrary::kLoop;
   switch (library) {
 #ifdef SMALLEM_HAVE_DNNL
     case GemmLibrary::kOneDnn:
