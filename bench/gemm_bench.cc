@@ -3,10 +3,11 @@
 // dYᵀ·X for the qkv, projection, feed-forward and head layers) and
 // attention's block shapes, each timed on oneDNN and on OpenBLAS (those the
 // build has) through cpu::GemmOn, single-threaded as the ops call it. Prints
-// one JSON line per shape (GFLOP/s on each, the faster, the library the
-// default rule picks) and a summary line: the step's products in total on
-// each library and on the default rule (docs/benchmarks.md § The products'
-// library). Operands are random; with --cold 1 (the default) every round
+// one JSON line per shape (GFLOP/s on each, the library the default rule
+// picks), a summary line (the step's products in total on each library and
+// on the default rule), and, per library, the heights at which row 0 of a
+// product rounds differently from the same row of a taller one
+// (docs/benchmarks.md § The products' library). Operands are random; with --cold 1 (the default) every round
 // first sweeps a 64 MiB buffer through the caches, so that the operands come
 // from memory as a step's activations do (--cold 0: all in cache);
 // attention's blocks are timed in cache, as the op runs them. Best of
@@ -58,8 +59,22 @@ double BestSeconds(int rounds, bool cold, cpu::GemmLibrary library, const Produc
   return best;
 }
 
-const char* Name(cpu::GemmLibrary library) {
-  return library == cpu::GemmLibrary::kOneDnn ? "onednn" : library == cpu::GemmLibrary::kOpenBlas ? "openblas" : "loop";
+// The heights h < m at which row 0 of op(a)·op(b) over a's first h rows
+// rounds differently from the same row of the m-row product: the library
+// rounding a row by the product's height.
+std::vector<int64_t> HeightsThatChangeRowZero(cpu::GemmLibrary library, int64_t m, int64_t n,
+                                              int64_t k, const std::vector<float>& a,
+                                              const std::vector<float>& b) {
+  std::vector<float> full(static_cast<size_t>(m * n)), part(full.size());
+  cpu::GemmOn(library, false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
+              full.data(), n);
+  std::vector<int64_t> differ;
+  for (int64_t h : {1, 2, 4, 8, 15, 16, 32, 64}) {
+    cpu::GemmOn(library, false, true, h, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f,
+                part.data(), n);
+    if (!std::equal(part.begin(), part.begin() + n, full.begin())) differ.push_back(h);
+  }
+  return differ;
 }
 
 }  // namespace
@@ -75,11 +90,7 @@ int main(int argc, char** argv) {
   const bool cold = Flag(argc, argv, "--cold", 1) != 0;
   CpuBackend be(1);  // chooses OpenBLAS's kernels, reads SMALLEM_GEMM
 
-  std::vector<cpu::GemmLibrary> libraries;
-  const std::string built = CpuBackend::GemmLibrary();
-  if (built.find("onednn") != std::string::npos) libraries.push_back(cpu::GemmLibrary::kOneDnn);
-  if (built.find("openblas") != std::string::npos) libraries.push_back(cpu::GemmLibrary::kOpenBlas);
-  if (libraries.empty()) libraries.push_back(cpu::GemmLibrary::kLoop);
+  const std::vector<cpu::GemmLibrary> libraries = cpu::GemmLibrariesInUse();
 
   std::vector<Product> shapes;
   struct Layer { const char* what; int64_t out, in; };
@@ -108,7 +119,6 @@ int main(int argc, char** argv) {
     std::printf("{\"shape\":\"%s %c%c %lldx%lldx%lld\"", s.what, s.trans_a ? 'T' : 'N',
                 s.trans_b ? 'T' : 'N', static_cast<long long>(s.m), static_cast<long long>(s.n),
                 static_cast<long long>(s.k));
-    double best = 1e30;
     const cpu::GemmLibrary rule = cpu::GemmLibraryFor(s.m, s.n, s.k);
     const bool in_step = std::string(s.what) != "attention";
     for (size_t i = 0; i < libraries.size(); ++i) {
@@ -116,15 +126,30 @@ int main(int argc, char** argv) {
       const double seconds = BestSeconds(rounds, cold && in_step, libraries[i], s, a, b, c);
       if (in_step) step_seconds[i] += seconds;
       if (in_step && libraries[i] == rule) rule_seconds += seconds;
-      best = std::min(best, seconds);
-      std::printf(",\"%s_gflops\":%.1f", Name(libraries[i]), flops / seconds / 1e9);
+      std::printf(",\"%s_gflops\":%.1f", cpu::GemmLibraryName(libraries[i]), flops / seconds / 1e9);
     }
-    std::printf(",\"default\":\"%s\"}\n", Name(rule));
+    std::printf(",\"default\":\"%s\"}\n", cpu::GemmLibraryName(rule));
   }
   std::printf("{\"summary\":\"the step's %zu linear-layer products\"", shapes.size() - 4);
   for (size_t i = 0; i < libraries.size(); ++i) {
-    std::printf(",\"%s_ms\":%.3f", Name(libraries[i]), 1e3 * step_seconds[i]);
+    std::printf(",\"%s_ms\":%.3f", cpu::GemmLibraryName(libraries[i]), 1e3 * step_seconds[i]);
   }
   std::printf(",\"default_ms\":%.3f}\n", 1e3 * rule_seconds);
+
+  // Whether a row's result depends on the product's height (X·Wᵀ at the
+  // qkv layer's width), on each library forced for every height.
+  std::vector<float> a(static_cast<size_t>(256 * C)), w(static_cast<size_t>(3 * C * C));
+  for (float& x : a) x = static_cast<float>(rng.Normal());
+  for (float& x : w) x = static_cast<float>(rng.Normal());
+  for (cpu::GemmLibrary library : libraries) {
+    std::printf("{\"row_zero_differs_at_heights\":\"%s NT 256x%lldx%lld\",\"heights\":[",
+                cpu::GemmLibraryName(library), static_cast<long long>(3 * C),
+                static_cast<long long>(C));
+    const std::vector<int64_t> differ = HeightsThatChangeRowZero(library, 256, 3 * C, C, a, w);
+    for (size_t i = 0; i < differ.size(); ++i) {
+      std::printf("%s%lld", i == 0 ? "" : ",", static_cast<long long>(differ[i]));
+    }
+    std::printf("]}\n");
+  }
   return 0;
 }

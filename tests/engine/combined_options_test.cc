@@ -67,8 +67,9 @@ void ExpectComposes(const ModelConfig& c) {
   const std::vector<float> la = AllLogits(**model, a), lb = AllLogits(**model, b);
   // Near, not equal: token 3's route changes how many rows each expert's
   // product has, and a GEMM may round a row differently in a product of a
-  // different height (oneDNN's for fewer than 16 rows). A leak of token 3
-  // into the earlier positions would move their logits by far more.
+  // different height (oneDNN's below 16 rows; smallem_gemm_bench prints
+  // the heights). A leak of token 3 into the earlier positions would move
+  // their logits by far more.
   for (int64_t i = 0; i < 3 * V; ++i) {
     ASSERT_NEAR(la[i], lb[i], 1e-5f * std::max(1.0f, std::abs(la[i]))) << "position " << i / V;
   }
