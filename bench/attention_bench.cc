@@ -34,10 +34,20 @@ Tensor Random(CpuBackend& be, Shape shape, Rng& rng, float scale) {
   return t;
 }
 
+// Writes a buffer larger than the caches, so the next call's operands come
+// from memory as a step's activations do.
+void EvictCaches() {
+  static std::vector<float> sweep(size_t{16} << 20);
+  for (float& x : sweep) x += 1.0f;
+}
+
+bool cold = false;
+
 double BestSeconds(int rounds, const std::function<void()>& fn) {
   fn();  // warm-up: scratch, caches
   double best = 1e30;
   for (int r = 0; r < rounds; ++r) {
+    if (cold) EvictCaches();
     const auto start = std::chrono::steady_clock::now();
     fn();
     best = std::min(best, std::chrono::duration<double>(
@@ -56,6 +66,7 @@ int main(int argc, char** argv) {
   const int64_t B = Flag(argc, argv, "--batch", 16), T = Flag(argc, argv, "--context", 128);
   const int64_t H = Flag(argc, argv, "--heads", 4), C = Flag(argc, argv, "--embed", 128);
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 20));
+  cold = Flag(argc, argv, "--cold", 0) != 0;
   const int64_t D = C / H;
   CpuBackend be(threads);
   Rng rng(1);

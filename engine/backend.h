@@ -179,8 +179,11 @@ struct AttentionBackwardParams {
   Tensor qkv, out, lse;  // as in the forward
   Tensor probs;          // the forward's, or empty: recompute
   Tensor grad_out;       // (B, T, C) [act]
-  Tensor grad_qkv;       // (B, T, 3C) [act] +=
+  Tensor grad_qkv;       // (B, T, 3C) [act] += (= when overwrite)
   int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
+  // grad_qkv = instead of +=: its prior contents are never read, so a fresh
+  // gradient needs no zero fill.
+  bool overwrite = false;
 };
 
 // Multi-head latent attention's qkv, packed for the attention op from its

@@ -261,6 +261,12 @@ void CudaBackend::AttentionBackward(const AttentionBackwardParams& p) {
   const cuda::AttentionShape shape =
       AttentionShapeOf(p.batch, p.time, p.heads, p.head_dim, "attention backward");
   float* scratch = Scratch(cuda::AttentionBackwardScratchFloats(shape));
+  // The kernels add; an overwritten gradient starts from zeros (all-zero
+  // bits are 0 in f32 and bf16 alike).
+  if (p.overwrite) {
+    CheckCuda(cudaMemsetAsync(p.grad_qkv.data, 0, p.grad_qkv.bytes(), stream_),
+              "attention backward (zeroing an overwritten gradient)");
+  }
   if (matmul_precision_ == MatmulPrecision::kBf16) {
     CheckCuda(cuda::LaunchAttentionBackwardBf16(AsActIn(p.qkv), AsActIn(p.out), p.lse.f32(),
                                                 AsActIn(p.grad_out), AsActOut(p.grad_qkv),

@@ -303,10 +303,14 @@ Var Attention(Tape& tape, Var qkv, int64_t batch, int64_t time, int64_t heads) {
                     .batch = batch, .time = time, .heads = heads, .head_dim = c / heads};
   tape.backend().AttentionForward(p);
   return tape.Record(Op::kAttention, p.out, {qkv}, [=](Tape& t, Var y) {
+    // A first gradient for qkv is written, not added to zeros (3C wide: the
+    // step's largest zero fill otherwise).
+    bool fresh = false;
+    const Tensor grad_qkv = t.GradToWrite(qkv, &fresh);
     t.backend().AttentionBackward(AttentionBackwardParams{
         .qkv = p.qkv, .out = p.out, .lse = p.lse, .probs = p.probs, .grad_out = t.Grad(y),
-        .grad_qkv = t.Grad(qkv), .batch = p.batch, .time = p.time, .heads = p.heads,
-        .head_dim = p.head_dim});
+        .grad_qkv = grad_qkv, .batch = p.batch, .time = p.time, .heads = p.heads,
+        .head_dim = p.head_dim, .overwrite = fresh});
   });
 }
 

@@ -18,6 +18,10 @@
 // otherwise recomputed as exp(S − lse) from the saved lse:
 //   P = exp(scale·Q·Kᵀ − lse),  dP = dO·Vᵀ,  dS = P ∘ (dP − rowsum(dO ∘ O)),
 //   dV += Pᵀ·dO,  dK += scale·dSᵀ·Q,  dQ += scale·dS·K.
+// Key block [c0, c1) is the only one to write rows [c0, c1) of dK and dV,
+// and the first block (c0 = 0) reaches every row of dQ: with p.overwrite
+// those products write (β = 0) instead of adding, and grad_qkv's prior
+// contents are never read.
 // Every product is untransposed or has a transposed first operand (Kᵀ and Vᵀ
 // are copied once per pair): OpenBLAS 0.3.21 runs both through its
 // small-matrix kernels at these sizes, but sends a transposed second operand
@@ -185,7 +189,7 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* kt = d_scores + kBlock * l.t;
     float* vt = kt + l.d * l.t;
     float* delta = vt + l.d * l.t;
-    Transpose(k, l.t, l.d, ld, kt);
+    if (saved_bh == nullptr) Transpose(k, l.t, l.d, ld, kt);  // only to recompute P
     Transpose(v, l.t, l.d, ld, vt);
     for (int64_t t = 0; t < l.t; ++t) {
       const float* o_row = o + t * l.c;
@@ -225,12 +229,14 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
         for (int64_t j = 0; j < seen; ++j) ds[j] = prob[j] * (ds[j] - delta_i) * l.scale;
         std::fill(ds + seen, ds + keys, 0.0f);
       }
+      const float beta_kv = p.overwrite ? 0.0f : 1.0f;
+      const float beta_q = p.overwrite && c0 == 0 ? 0.0f : 1.0f;
       cpu::Gemm(true, false, keys, l.d, queries, 1.0f, tile, ld_tile, d_o + c0 * l.c, l.c,
-                1.0f, dv + c0 * ld, ld);
+                beta_kv, dv + c0 * ld, ld);
       cpu::Gemm(true, false, keys, l.d, queries, 1.0f, d_scores, kBlock, q + c0 * ld, ld,
-                1.0f, dk + c0 * ld, ld);
+                beta_kv, dk + c0 * ld, ld);
       cpu::Gemm(false, false, queries, l.d, keys, 1.0f, d_scores, kBlock, k + c0 * ld, ld,
-                1.0f, dq + c0 * ld, ld);
+                beta_q, dq + c0 * ld, ld);
     }
   }
 }

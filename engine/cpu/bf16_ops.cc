@@ -93,7 +93,7 @@ void ForEachActivation(AttentionBackwardParams& p, ActivationVisitor visit) {
   visit(p.qkv, Access::kRead);
   visit(p.out, Access::kRead);
   visit(p.grad_out, Access::kRead);
-  visit(p.grad_qkv, Access::kUpdate);
+  visit(p.grad_qkv, p.overwrite ? Access::kWrite : Access::kUpdate);
 }
 
 void ForEachActivation(CrossEntropyBackwardParams& p, ActivationVisitor visit) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -454,6 +455,35 @@ TEST_F(CpuOpTest, AttentionSavedSoftmaxGivesTheRecomputedResults) {
     const std::vector<float> recomputed = Values(back.grad_qkv);
     std::vector<double> expected(recomputed.begin(), recomputed.end());
     ExpectClose(expected, from_saved.grad_qkv, 1e-5, 1e-6);
+  }
+}
+
+// The backward's overwrite mode writes every element of grad_qkv and reads
+// none: on a gradient full of NaN it gives the same bits as adding into
+// zeros, with the softmax recomputed or kept.
+TEST_F(CpuOpTest, AttentionBackwardOverwriteWritesEveryGradient) {
+  for (auto [b, t, h, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4},
+                            {1, 150, 2, 8},
+                            {2, 128, 4, 32}}) {
+    const int64_t c = h * d;
+    AttentionParams p{.qkv = Random({b, t, 3 * c}, -2, 2), .out = Zeros({b, t, c}),
+                      .lse = Zeros({b, h, t}), .probs = Zeros({b, h, t, t}), .batch = b,
+                      .time = t, .heads = h, .head_dim = d};
+    backend_.AttentionForward(p);
+    for (const bool saved : {false, true}) {
+      AttentionBackwardParams add{.qkv = p.qkv, .out = p.out, .lse = p.lse,
+                                  .probs = saved ? p.probs : Tensor{},
+                                  .grad_out = Random({b, t, c}), .grad_qkv = Zeros({b, t, 3 * c}),
+                                  .batch = b, .time = t, .heads = h, .head_dim = d};
+      backend_.AttentionBackward(add);
+      AttentionBackwardParams write = add;
+      write.grad_qkv = Zeros({b, t, 3 * c});
+      backend_.Fill(write.grad_qkv, std::numeric_limits<float>::quiet_NaN());
+      write.overwrite = true;
+      backend_.AttentionBackward(write);
+      EXPECT_EQ(Values(write.grad_qkv), Values(add.grad_qkv))
+          << "B=" << b << " T=" << t << " H=" << h << " D=" << d << (saved ? " kept" : " recomputed");
+    }
   }
 }
 

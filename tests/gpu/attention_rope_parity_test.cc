@@ -68,6 +68,9 @@ TEST_F(Bf16ActivationOpsTest, RopeMatchesTheCpu) {
 class AttentionParityTest : public ActivationParityTest,
                             public ::testing::WithParamInterface<int64_t> {
  protected:
+  // The backward writes grad_qkv (its random start unread) instead of adding.
+  bool overwrite_ = false;
+
   void Check(MatmulPrecision precision, DType act) {
     const int64_t head_dim = GetParam();
     cuda_->set_matmul_precision(precision);
@@ -89,7 +92,8 @@ class AttentionParityTest : public ActivationParityTest,
       Both([&](Backend& be, Side s) {
         be.AttentionBackward({.qkv = qkv[s], .out = ref_out[s], .lse = ref_lse[s],
                               .grad_out = g[s], .grad_qkv = g_qkv[s], .batch = batch,
-                              .time = time, .heads = heads, .head_dim = head_dim});
+                              .time = time, .heads = heads, .head_dim = head_dim,
+                              .overwrite = overwrite_});
       });
       const std::string what = std::string(bf16_math ? "bf16" : "f32") + " attention (" +
                                DTypeName(act) + " activations) B=" + std::to_string(batch) +
@@ -131,6 +135,12 @@ TEST_P(AttentionParityTest, ForwardAndBackwardMatchCpu) {
 }
 
 TEST_P(AttentionParityTest, Bf16StorageMatchesCpu) {
+  Check(MatmulPrecision::kF32, DType::kBF16);
+}
+
+TEST_P(AttentionParityTest, OverwrittenGradientMatchesCpu) {
+  overwrite_ = true;
+  Check(MatmulPrecision::kF32, DType::kF32);
   Check(MatmulPrecision::kF32, DType::kBF16);
 }
 
