@@ -7,9 +7,9 @@
 #ifndef SMALLEM_ENGINE_CPU_NORM_BACKWARD_H_
 #define SMALLEM_ENGINE_CPU_NORM_BACKWARD_H_
 
-#include <omp.h>
-
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_util.h"
@@ -38,71 +38,76 @@ inline void NormBackward(const NormBackwardParams& p, NormKind kind, int threads
   float* grad_bias = centered ? p.grad_bias.f32() : nullptr;
   const bool parallel = rows * cols >= kParallelMin;
   const float inv_cols = 1.0f / static_cast<float>(cols);
+  // One pass over x and grad_out. The parameters' gradients are summed per
+  // block of kRowBlock rows into `partial`, then the blocks in order: the
+  // result depends on neither the thread count nor the scheduling.
+  constexpr int64_t kRowBlock = 32;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  const bool params = grad_gain != nullptr || grad_bias != nullptr;
+  std::vector<float> partial(params ? static_cast<size_t>(2 * blocks * cols) : 0);
 
-  if (grad_x != nullptr) {
-#pragma omp parallel for num_threads(threads) if (parallel)
-    for (int64_t r = 0; r < rows; ++r) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
+  for (int64_t block = 0; block < blocks; ++block) {
+    float* gain_sum = params ? partial.data() + 2 * block * cols : nullptr;
+    float* bias_sum = params ? gain_sum + cols : nullptr;
+    const int64_t end = std::min(rows, (block + 1) * kRowBlock);
+    for (int64_t r = block * kRowBlock; r < end; ++r) {
       const float* x_row = x + r * cols;
       const float* g_row = g + r * cols;
-      float* gx_row = grad_x + r * cols;
       const float rs = rstd[r];
-      // Each keeps its own arithmetic: LayerNorm's expressions with mean = 0
-      // are RMSNorm's in exact arithmetic, but round (and fuse multiply-adds)
-      // differently.
-      if (centered) {
-        const float mu = mean[r];
-        float sum_dxhat = 0, sum_dxhat_xhat = 0;
+      const float mu = centered ? mean[r] : 0.0f;
+      if (grad_x != nullptr) {
+        float* gx_row = grad_x + r * cols;
+        // Each keeps its own arithmetic: LayerNorm's expressions with
+        // mean = 0 are RMSNorm's in exact arithmetic, but round (and fuse
+        // multiply-adds) differently.
+        if (centered) {
+          float sum_dxhat = 0, sum_dxhat_xhat = 0;
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
-        for (int64_t c = 0; c < cols; ++c) {
-          const float dxhat = g_row[c] * gain[c];
-          sum_dxhat += dxhat;
-          sum_dxhat_xhat += dxhat * (x_row[c] - mu) * rs;
-        }
-        const float mean_dxhat = sum_dxhat * inv_cols;
-        const float mean_dxhat_xhat = sum_dxhat_xhat * inv_cols;
+          for (int64_t c = 0; c < cols; ++c) {
+            const float dxhat = g_row[c] * gain[c];
+            sum_dxhat += dxhat;
+            sum_dxhat_xhat += dxhat * (x_row[c] - mu) * rs;
+          }
+          const float mean_dxhat = sum_dxhat * inv_cols;
+          const float mean_dxhat_xhat = sum_dxhat_xhat * inv_cols;
 #pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) {
-          const float xhat = (x_row[c] - mu) * rs;
-          gx_row[c] += rs * (g_row[c] * gain[c] - mean_dxhat - xhat * mean_dxhat_xhat);
-        }
-      } else {
-        float sum_dxhat_x = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            const float xhat = (x_row[c] - mu) * rs;
+            gx_row[c] += rs * (g_row[c] * gain[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+          }
+        } else {
+          float sum_dxhat_x = 0;
 #pragma omp simd reduction(+ : sum_dxhat_x)
-        for (int64_t c = 0; c < cols; ++c) sum_dxhat_x += g_row[c] * gain[c] * x_row[c];
-        // mean(dx̂·x̂) with the row's rstd factored out of the sum.
-        const float mean_dxhat_xhat = sum_dxhat_x * rs * inv_cols;
+          for (int64_t c = 0; c < cols; ++c) sum_dxhat_x += g_row[c] * gain[c] * x_row[c];
+          // mean(dx̂·x̂) with the row's rstd factored out of the sum.
+          const float mean_dxhat_xhat = sum_dxhat_x * rs * inv_cols;
 #pragma omp simd
-        for (int64_t c = 0; c < cols; ++c) {
-          gx_row[c] += rs * (g_row[c] * gain[c] - x_row[c] * rs * mean_dxhat_xhat);
+          for (int64_t c = 0; c < cols; ++c) {
+            gx_row[c] += rs * (g_row[c] * gain[c] - x_row[c] * rs * mean_dxhat_xhat);
+          }
         }
+      }
+      // The row is still in L1: its share of the parameters' gradients.
+      if (grad_gain != nullptr) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) gain_sum[c] += g_row[c] * (x_row[c] - mu) * rs;
+      }
+      if (grad_bias != nullptr) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) bias_sum[c] += g_row[c];
       }
     }
   }
 
-  if (grad_gain == nullptr && grad_bias == nullptr) return;
-  // Each thread owns a slice of channels and sums rows in order: the result
-  // does not depend on the thread count or scheduling.
-#pragma omp parallel num_threads(threads) if (parallel)
-  {
-    const int parts = omp_get_num_threads();
-    const int part = omp_get_thread_num();
-    const int64_t begin = PartBegin(cols, part, parts);
-    const int64_t end = PartBegin(cols, part + 1, parts);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* x_row = x + r * cols;
-      const float* g_row = g + r * cols;
-      const float mu = centered ? mean[r] : 0.0f, rs = rstd[r];
-      if (grad_gain != nullptr) {
-#pragma omp simd
-        for (int64_t c = begin; c < end; ++c) {
-          grad_gain[c] += g_row[c] * (x_row[c] - mu) * rs;
-        }
-      }
-      if (grad_bias != nullptr) {
-#pragma omp simd
-        for (int64_t c = begin; c < end; ++c) grad_bias[c] += g_row[c];
-      }
+  for (int64_t c = 0; c < cols && params; ++c) {
+    float gain_total = 0, bias_total = 0;
+    for (int64_t block = 0; block < blocks; ++block) {
+      gain_total += partial[2 * block * cols + c];
+      bias_total += partial[(2 * block + 1) * cols + c];
     }
+    if (grad_gain != nullptr) grad_gain[c] += gain_total;
+    if (grad_bias != nullptr) grad_bias[c] += bias_total;
   }
 }
 
