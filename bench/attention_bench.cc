@@ -8,10 +8,11 @@
 // and the same with the forward's softmax kept for the backward
 // (AttentionParams::probs, "saved_*").
 // Best of --rounds rounds, so a neighbour's load on a shared machine shows
-// up in the spread, not the best.
+// up in the spread, not the best. With --cold 1 every round first evicts the
+// caches, so the operands come from memory as a step's activations do.
 //
 //   smallem_attention_bench [--threads 1 --batch 16 --context 128 --heads 4
-//                            --embed 128 --rounds 20]
+//                            --embed 128 --rounds 20 --cold 0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

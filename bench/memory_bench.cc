@@ -1,0 +1,71 @@
+// What one core moves to and from memory (a cold copy: bytes read plus
+// bytes written per second), and what the step's elementwise math
+// costs per element, hot (in L1/L2) and cold (a step's 4 MiB activation
+// read from memory): the two floors of the ops that are not products
+// (docs/benchmarks.md § Where the rest of the step goes). Prints one JSON
+// line; best of --rounds rounds, so a neighbour's load shows in the spread.
+//
+//   smallem_memory_bench [--mib 4 --rounds 20]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "bench/flags.h"
+#include "engine/cpu/vector_math.h"
+
+namespace {
+
+// Writes a buffer larger than the caches: what the next call reads comes
+// from memory.
+void EvictCaches() {
+  static std::vector<float> sweep(size_t{16} << 20);
+  for (float& x : sweep) x += 1.0f;
+}
+
+double BestSeconds(int rounds, bool cold, const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    if (cold) EvictCaches();
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using smallem::bench::Flag;
+  const int64_t n = Flag(argc, argv, "--mib", 4) << 18;  // floats
+  const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 20));
+  constexpr int64_t kHot = 1 << 14;  // 64 KiB: stays in L2
+  std::vector<float> x(n), y(n), g(n, 0.5f);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 1000) * 0.008f - 4.0f;
+  volatile float sink = 0;
+  const double bytes = static_cast<double>(n) * sizeof(float);
+  const double copy_s = BestSeconds(rounds, true, [&] {
+    std::memcpy(y.data(), x.data(), static_cast<size_t>(bytes));
+  });
+  namespace cpu = smallem::cpu;
+  auto per_element = [&](int64_t count, bool cold, const std::function<void(int64_t)>& fn) {
+    return 1e9 * BestSeconds(rounds, cold, [&] { fn(count); }) / static_cast<double>(count);
+  };
+  auto forward = [&](int64_t m) { cpu::GeluForward(x.data(), y.data(), m); };
+  auto backward = [&](int64_t m) { cpu::GeluBackward(x.data(), g.data(), y.data(), m); };
+  auto exp = [&](int64_t m) { sink = cpu::ExpShiftedSum(x.data(), 1.0f, y.data(), m); };
+  std::printf(
+      "{\"vector_math\":\"%s\",\"mib\":%lld,\"cold_copy_gbs\":%.1f,"
+      "\"exp_hot_ns\":%.3f,\"gelu_forward_hot_ns\":%.3f,\"gelu_forward_cold_ns\":%.3f,"
+      "\"gelu_backward_hot_ns\":%.3f,\"gelu_backward_cold_ns\":%.3f}\n",
+      cpu::VectorMathName(), static_cast<long long>(n >> 18), 2 * bytes / copy_s / 1e9,
+      per_element(kHot, false, exp), per_element(kHot, false, forward),
+      per_element(n, true, forward), per_element(kHot, false, backward),
+      per_element(n, true, backward));
+  return 0;
+}
