@@ -433,6 +433,14 @@ class Backend {
   virtual bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const {
     return false;
   }
+  // Rows per chunk of the training loss computed with its (vocab, width)
+  // head (HeadLoss, engine/autograd/ops.h), for `rows` rows: `rows` (no
+  // chunks, the default) or fewer, where a chunk's logits and the head then
+  // stay in cache from the product that makes them to the products that
+  // read their gradient.
+  virtual int64_t HeadLossChunkRows(int64_t rows, int64_t vocab, int64_t width) const {
+    return rows;
+  }
 
   // Memory. Allocate returns zeroed, 64-byte aligned memory or an error
   // (out of memory says how much was asked).

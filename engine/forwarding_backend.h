@@ -36,6 +36,9 @@ class ForwardingBackend : public Backend {
   bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const override {
     return target_.SavesAttentionProbs(batch, heads, time);
   }
+  int64_t HeadLossChunkRows(int64_t rows, int64_t vocab, int64_t width) const override {
+    return target_.HeadLossChunkRows(rows, vocab, width);
+  }
 
   absl::StatusOr<void*> Allocate(size_t bytes) override { return target_.Allocate(bytes); }
   void Free(void* ptr) override { target_.Free(ptr); }

@@ -1,5 +1,8 @@
 #include "engine/autograd/ops.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "base/check.h"
 
 namespace smallem {
@@ -41,6 +44,16 @@ void Gemm(Backend& be, Tensor a, bool ta, Tensor b, bool tb, Tensor out, int64_t
                          .trans_a = ta, .trans_b = tb, .batch = batch,
                          .stride_a = m * k, .stride_b = k * n, .stride_out = m * n,
                          .beta = beta});
+}
+
+// Rows [begin, begin + count) of t as a (count, cols) matrix; of a vector,
+// its elements [begin, begin + count).
+Tensor RowsOf(const Tensor& t, int64_t begin, int64_t count) {
+  const bool vector = t.shape.rank() == 1;
+  const int64_t cols = vector ? 1 : t.shape.cols();
+  return Tensor{.data = static_cast<char*>(t.data) + begin * cols * DTypeSize(t.dtype),
+                .shape = vector ? Shape{count} : Shape{count, cols},
+                .dtype = t.dtype};
 }
 
 // The gradient of v for a rule that adds dy into it: an empty tensor when v
@@ -382,6 +395,58 @@ Var Mean(Tape& tape, Var x) {
     t.backend().Matmul(MatmulParams{.a = ones.Reshaped({vx.numel(), 1}), .b = gy.Reshaped({1, 1}),
                                     .out = gx.Reshaped({vx.numel(), 1}), .m = vx.numel(), .n = 1,
                                     .k = 1, .beta = 1.0f});
+  });
+}
+
+Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask, int64_t chunk_rows) {
+  const Tensor vx = tape.value(x), vt = tape.value(table), ids = tape.value(targets);
+  const int64_t n = vx.shape.rows(), c = vx.shape.cols(), v = vt.shape.rows();
+  CHECK_EQ(vt.shape.cols(), c) << "head width";
+  CHECK_EQ(ids.numel(), n) << "one target per row";
+  Backend& be = tape.backend();
+  const int64_t rows = chunk_rows > 0 ? chunk_rows : be.HeadLossChunkRows(n, v, c);
+  if (rows >= n || !tape.grad_enabled() || vx.dtype != DType::kF32) {
+    Var losses = CrossEntropy(tape, Linear(tape, x, table, Var{}, Output::kF32), targets);
+    if (!mask.empty()) losses = Mul(tape, losses, tape.Input(mask));
+    return Mean(tape, losses);
+  }
+  // Row n's weight in the loss, and so the gradient its loss gets: m_n / N.
+  const Tensor weights = tape.NewTensor({n});
+  be.Fill(weights, 1.0f / static_cast<float>(n));
+  if (!mask.empty()) be.Mul(BinaryParams{.a = mask, .b = weights, .out = weights});
+  const Tensor losses = tape.NewTensor({n}), lse = tape.NewTensor({n});
+  const Tensor logits = tape.NewTensor({rows, v});
+  // The loss's gradients at a unit upstream gradient; the backward scales.
+  const Tensor dx = tape.NewTensor({n, c}), dtable = tape.NewTensor({v, c});
+  for (int64_t r0 = 0; r0 < n; r0 += rows) {
+    const int64_t r = std::min(rows, n - r0);
+    const Tensor xc = RowsOf(vx, r0, r), lc = RowsOf(logits, 0, r), tc = RowsOf(ids, r0, r);
+    const Tensor lse_c = RowsOf(lse, r0, r);
+    Gemm(be, xc, false, vt, true, lc, 1, r, v, c, 0.0f);
+    be.CrossEntropyForward(CrossEntropyParams{
+        .logits = lc, .targets = tc, .losses = RowsOf(losses, r0, r), .lse = lse_c});
+    be.CrossEntropyBackward(CrossEntropyBackwardParams{
+        .logits = lc, .targets = tc, .lse = lse_c, .grad_losses = RowsOf(weights, r0, r),
+        .grad_logits = lc, .overwrite = true});
+    Gemm(be, lc, false, vt, false, RowsOf(dx, r0, r), 1, r, c, v, 0.0f);
+    Gemm(be, lc, true, xc, false, dtable, 1, v, c, r, r0 == 0 ? 0.0f : 1.0f);
+  }
+  // loss = weightsᵀ·losses, a (1, N)·(N, 1) product.
+  const Tensor loss = tape.NewTensor({1});
+  Gemm(be, weights.Reshaped({1, n}), false, losses.Reshaped({n, 1}), false, loss, 1, 1, 1, n,
+       0.0f);
+  return tape.Record(Op::kCrossEntropy, loss, {x, table, targets}, [=](Tape& t, Var y) {
+    // grad += the loss's gradient × the kept gradient, a (1, 1)·(1, K)
+    // product: the (K, 1)·(1, 1) form is so slow on OpenBLAS that it made the
+    // whole chunked loss 1.7× slower than one chunk at vocab 256.
+    const Tensor gy = t.Grad(y).Reshaped({1, 1});
+    for (auto [var, kept] : {std::pair{x, dx}, std::pair{table, dtable}}) {
+      if (!t.requires_grad(var)) continue;
+      bool fresh = false;
+      const Tensor g = t.GradToWrite(var, &fresh);
+      Gemm(t.backend(), gy, false, kept.Reshaped({1, kept.numel()}), false,
+           g.Reshaped({1, kept.numel()}), 1, 1, kept.numel(), 1, fresh ? 0.0f : 1.0f);
+    }
   });
 }
 

@@ -77,6 +77,17 @@ Var Embedding(Tape& tape, Var ids, Var table);
 Var CrossEntropy(Tape& tape, Var logits, Var targets);
 // Mean of every element → scalar (1).
 Var Mean(Tape& tape, Var x);
+// The training loss with its head, x (N, C) and table (V, C) → scalar (1):
+// (1/N)·Σ_n mask_n·CE(x_n·tableᵀ, targets_n), the mask (N) f32 optional.
+// Where the backend asks for chunks (Backend::HeadLossChunkRows) and grad is
+// enabled, the forward runs the loss's whole backward chunk by chunk of
+// rows, each chunk's logits still in cache: product, loss, its gradient in
+// place, and the products with it that give x's and table's gradients, kept
+// for the backward to scale by the loss's own gradient; no (N, V) buffer
+// exists. Otherwise it is Mean(Mul(CrossEntropy(Linear(x, table)), mask)),
+// with f32 logits. `chunk_rows` > 0 overrides the backend (tests).
+Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask = {},
+             int64_t chunk_rows = 0);
 
 // q (N, C), source (N, 3C) → (N, 3C) = [q | keys and values of source]: the
 // packed qkv of a layer that borrows the keys and values of another

@@ -3,6 +3,7 @@
 #include "engine/cpu/cpu_backend.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -85,6 +86,18 @@ CpuBackend::CpuBackend(int threads)
   // OpenBLAS threads would only compete with it for the same cores.
   openblas_set_num_threads(1);
 #endif
+}
+
+int64_t CpuBackend::HeadLossChunkRows(int64_t rows, int64_t vocab, int64_t width) const {
+  static const int64_t l2 = [] {
+    const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);  // one core's, from the CPU
+    return bytes > 0 ? static_cast<int64_t>(bytes) : int64_t{1} << 20;
+  }();
+  const int64_t quarter = l2 / 4, row_bytes = vocab * int64_t{sizeof(float)};
+  if (vocab * width * int64_t{sizeof(float)} > quarter || row_bytes > quarter) return rows;
+  // Whole 16-row groups, at least one.
+  const int64_t chunk = std::max<int64_t>(16, quarter / row_bytes / 16 * 16);
+  return std::min(rows, chunk);
 }
 
 std::string CpuBackend::BlasCore() { return cpu::EnsureBlasCore(); }

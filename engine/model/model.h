@@ -23,6 +23,7 @@
 #define SMALLEM_ENGINE_MODEL_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -121,6 +122,10 @@ class Model {
   Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
   absl::Status Allocate();
   Var Param(Tape& tape, const Tensor& t) const;
+  // AllLosses with each stream's loss made by head(normed, d): d = 0 the
+  // next-token stream, d ≥ 1 MTP depth d.
+  DepthLosses StreamLosses(Tape& tape, Tensor tokens, int64_t batch, int64_t time,
+                           const std::function<Var(Var, size_t)>& head) const;
   Var Norm(Tape& tape, Var x, const Tensor& gain, const Tensor& bias) const;
   // x + residual and its norm, in one fused op (AddLayerNorm, AddRmsNorm).
   NormedSum AddNorm(Tape& tape, Var x, Var residual, const Tensor& gain,

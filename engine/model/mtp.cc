@@ -68,14 +68,18 @@ const Tensor& Model::MtpConstants(int64_t batch, int64_t time) const {
 
 Model::DepthLosses Model::AllLosses(Tape& tape, Tensor tokens, Tensor targets, int64_t batch,
                                     int64_t time) const {
-  const NormedSum main = Stream(tape, tokens, batch, time);
   const Var target_ids = tape.Input(targets);
-  auto head = [&](Var normed) {
+  return StreamLosses(tape, tokens, batch, time, [&](Var normed, size_t) {
     // f32 logits, as Logits.
     return CrossEntropy(tape, Linear(tape, normed, Param(tape, embed_), Var{}, Output::kF32),
                         target_ids);
-  };
-  DepthLosses out{.next_token = head(main.normed)};
+  });
+}
+
+Model::DepthLosses Model::StreamLosses(Tape& tape, Tensor tokens, int64_t batch, int64_t time,
+                                       const std::function<Var(Var, size_t)>& head) const {
+  const NormedSum main = Stream(tape, tokens, batch, time);
+  DepthLosses out{.next_token = head(main.normed, 0)};
   if (mtp_.empty()) return out;
   CHECK_GT(time, config_.mtp) << "MTP needs sequences longer than its depths";
   const int64_t n = batch * time;
@@ -103,7 +107,7 @@ Model::DepthLosses Model::AllLosses(Tape& tape, Tensor tokens, Tensor targets, i
     Var keys;  // a depth's block owns its keys
     const NormedSum after =
         BlockForward(tape, block, in, m.final_gain, m.final_bias, batch, time, &keys);
-    out.depths.push_back(head(after.normed));
+    out.depths.push_back(head(after.normed, d + 1));
     hidden = after.sum;
   }
   return out;
@@ -111,19 +115,20 @@ Model::DepthLosses Model::AllLosses(Tape& tape, Tensor tokens, Tensor targets, i
 
 Model::TrainingLoss Model::TrainingObjective(Tape& tape, Tensor tokens, Tensor targets,
                                              int64_t batch, int64_t time) const {
-  if (mtp_.empty()) {
-    const Var loss = Mean(tape, Losses(tape, tokens, targets, batch, time));
-    return TrainingLoss{.total = loss, .next_token = loss};
-  }
-  const DepthLosses losses = AllLosses(tape, tokens, targets, batch, time);
-  const Var next_token = Mean(tape, losses.next_token);
-  TrainingLoss out{.total = next_token, .next_token = next_token};
+  // Each stream's mean loss with the head (HeadLoss: in chunks where the
+  // backend asks), depth d's rows weighted by its mask.
+  const Var target_ids = tape.Input(targets);
   const int64_t n = batch * time;
-  const Tensor constants = MtpConstants(batch, time);
-  for (size_t d = 0; d < losses.depths.size(); ++d) {
-    const Tensor mask{.data = static_cast<float*>(constants.data) + (1 + d) * n, .shape = {n}};
-    out.total = Add(tape, out.total, Mean(tape, Mul(tape, losses.depths[d], tape.Input(mask))));
-  }
+  const Tensor constants = mtp_.empty() ? Tensor{} : MtpConstants(batch, time);
+  const DepthLosses losses =
+      StreamLosses(tape, tokens, batch, time, [&](Var normed, size_t d) {
+        const Tensor mask =
+            d == 0 ? Tensor{}
+                   : Tensor{.data = static_cast<float*>(constants.data) + d * n, .shape = {n}};
+        return HeadLoss(tape, normed, Param(tape, embed_), target_ids, mask);
+      });
+  TrainingLoss out{.total = losses.next_token, .next_token = losses.next_token};
+  for (Var depth : losses.depths) out.total = Add(tape, out.total, depth);
   return out;
 }
 

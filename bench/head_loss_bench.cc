@@ -1,0 +1,88 @@
+// The training loss with its head (HeadLoss, engine/autograd/ops.h), forward
+// and backward, in the chunks the backend picks against one chunk (the
+// plain composition: the whole (N, V) logits), in one run. Each round
+// first evicts the caches, so x and the head come from memory as in a step.
+// Prints one JSON line (with --sweep 1, one more before it per chunk size
+// from 64 rows up); best of --rounds rounds.
+//
+//   smallem_head_loss_bench [--threads 1 --tokens 2048 --embed 128 --vocab 1024 --rounds 30
+//                            --sweep 0]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "bench/flags.h"
+#include "engine/arena.h"
+#include "engine/autograd/ops.h"
+#include "engine/autograd/tape.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/random.h"
+
+namespace smallem {
+namespace {
+
+void EvictCaches() {
+  static std::vector<float> sweep(size_t{16} << 20);
+  for (float& x : sweep) x += 1.0f;
+}
+
+Tensor Random(CpuBackend& be, Shape shape, Rng& rng, float scale) {
+  Tensor t{.data = *be.Allocate(static_cast<size_t>(shape.numel()) * sizeof(float)),
+           .shape = shape};
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  for (float& x : host) x = scale * static_cast<float>(rng.Normal());
+  be.CopyToDevice(t.data, host.data(), t.bytes());
+  return t;
+}
+
+}  // namespace
+}  // namespace smallem
+
+int main(int argc, char** argv) {
+  using namespace smallem;
+  using bench::Flag;
+  const int threads = static_cast<int>(Flag(argc, argv, "--threads", 1));
+  const int64_t n = Flag(argc, argv, "--tokens", 2048), c = Flag(argc, argv, "--embed", 128);
+  const int64_t v = Flag(argc, argv, "--vocab", 1024);
+  const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 30));
+  CpuBackend be(threads);
+  Rng rng(1);
+  const Tensor x = Random(be, {n, c}, rng, 1.0f), table = Random(be, {v, c}, rng, 0.1f);
+  const Tensor grad_x = Random(be, {n, c}, rng, 0.0f), grad_table = Random(be, {v, c}, rng, 0.0f);
+  Tensor targets{.data = *be.Allocate(static_cast<size_t>(n) * 4), .shape = {n},
+                 .dtype = DType::kI32};
+  for (int64_t i = 0; i < n; ++i) targets.i32()[i] = static_cast<int32_t>(rng.Uniform() * v) % v;
+  Arena arena(be);
+  const int64_t chunk = be.HeadLossChunkRows(n, v, c);
+  auto best_seconds = [&](int64_t chunk_rows) {
+    double best = 1e30;
+    for (int r = 0; r <= rounds; ++r) {  // round 0 sizes the arena
+      arena.Reset();
+      EvictCaches();
+      const auto start = std::chrono::steady_clock::now();
+      Tape tape(be, arena);
+      const Var loss = HeadLoss(tape, tape.Param(x, grad_x), tape.Param(table, grad_table),
+                                tape.Input(targets), Tensor{}, chunk_rows);
+      tape.Backward(loss);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (r > 0) best = std::min(best, s);
+    }
+    return best;
+  };
+  if (Flag(argc, argv, "--sweep", 0) != 0) {  // other chunk sizes, one line each
+    for (int64_t rows = 64; rows < n; rows *= 2) {
+      std::printf("{\"chunk_rows\":%lld,\"ms\":%.3f}\n", static_cast<long long>(rows),
+                  1e3 * best_seconds(rows));
+    }
+  }
+  const double whole = best_seconds(n), chunked = best_seconds(chunk);
+  std::printf(
+      "{\"gemm\":\"%s\",\"threads\":%d,\"tokens\":%lld,\"embed\":%lld,\"vocab\":%lld,"
+      "\"chunk_rows\":%lld,\"whole_ms\":%.3f,\"chunked_ms\":%.3f,\"whole_over_chunked\":%.3f}\n",
+      CpuBackend::GemmLibrary().c_str(), be.threads(), static_cast<long long>(n),
+      static_cast<long long>(c), static_cast<long long>(v), static_cast<long long>(chunk),
+      1e3 * whole, 1e3 * chunked, whole / chunked);
+  return 0;
+}
