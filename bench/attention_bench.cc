@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
                                 .time = T, .heads = H, .head_dim = D};
   const AttentionBackwardParams backward{.qkv = qkv, .out = out, .lse = lse,
                                          .grad_out = grad_out, .grad_qkv = grad_qkv,
-                                         .batch = B, .time = T, .heads = H, .head_dim = D};
+                                         .batch = B, .time = T, .heads = H, .head_dim = D,
+                                         .overwrite = true};  // as training's fresh gradient
   const double forward_s = BestSeconds(rounds, [&] { be.AttentionForward(forward); });
   const double backward_s = BestSeconds(rounds, [&] { be.AttentionBackward(backward); });
   // The same with the softmax kept by the forward for the backward (what
