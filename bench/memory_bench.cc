@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/flags.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/vector_math.h"
 
 namespace {
@@ -59,6 +60,27 @@ int main(int argc, char** argv) {
   auto forward = [&](int64_t m) { cpu::GeluForward(x.data(), y.data(), m); };
   auto backward = [&](int64_t m) { cpu::GeluBackward(x.data(), g.data(), y.data(), m); };
   auto exp = [&](int64_t m) { sink = cpu::ExpShiftedSum(x.data(), 1.0f, y.data(), m); };
+  // The fused op around the same math (engine/cpu/bias_gelu.cc): rows of
+  // 512, the bias added, the backward writing x's gradient and summing the
+  // bias's.
+  smallem::CpuBackend be(1);
+  const int64_t cols = 512, rows = n / cols;
+  auto tensor = [&](std::vector<float>& v, int64_t r) {
+    return smallem::Tensor{.data = v.data(), .shape = {r, cols}};
+  };
+  std::vector<float> bias(cols, 0.1f), grad_bias(cols);
+  auto op_forward = [&](int64_t m) {
+    be.BiasGeluForward({.x = tensor(x, m / cols), .bias = tensor(bias, 1).Reshaped({cols}),
+                        .out = tensor(y, m / cols)});
+  };
+  auto op_backward = [&](int64_t m) {
+    be.BiasGeluBackward({.x = tensor(x, m / cols), .bias = tensor(bias, 1).Reshaped({cols}),
+                         .grad_out = tensor(g, m / cols), .grad_x = tensor(y, m / cols),
+                         .grad_bias = tensor(grad_bias, 1).Reshaped({cols}), .overwrite = true});
+  };
+  std::printf(
+      "{\"bias_gelu_forward_cold_ns\":%.3f,\"bias_gelu_backward_cold_ns\":%.3f}\n",
+      per_element(rows * cols, true, op_forward), per_element(rows * cols, true, op_backward));
   std::printf(
       "{\"vector_math\":\"%s\",\"mib\":%lld,\"cold_copy_gbs\":%.1f,"
       "\"exp_hot_ns\":%.3f,\"gelu_forward_hot_ns\":%.3f,\"gelu_forward_cold_ns\":%.3f,"

@@ -23,6 +23,15 @@ void GeluForward(const float* in, float* out, int64_t n);
 void GeluBackward(const float* in, const float* grad_out, float* grad_in,
                   int64_t n);
 
+// GELU of in + bias (bias null: of in), element for element GeluForward of
+// the sum, which is never written.
+void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n);
+// v = grad_out · GELU'(in + bias) (bias null: in), GeluBackward's value into
+// zeros: grad_in = v when overwrite, else grad_in += v; grad_bias += v.
+// Either may be null. The fused bias + GELU op's backward in one pass.
+void BiasGeluBackward(const float* in, const float* bias, const float* grad_out, float* grad_in,
+                      bool overwrite, float* grad_bias, int64_t n);
+
 // SiLU: x·σ(x). Backward accumulates grad_out·σ(x)(1 + x(1 − σ(x))).
 void SiluForward(const float* in, float* out, int64_t n);
 void SiluBackward(const float* in, const float* grad_out, float* grad_in,

@@ -71,22 +71,50 @@ void GeluForward(const float* in, float* out, int64_t n) {
   });
 }
 
+void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n) {
+  Map(n, [&](auto d, int64_t i) {
+    auto x = hn::LoadU(d, in + i);
+    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + i));
+    hn::StoreU(hn::Mul(x, Sigmoid(d, GeluArg(d, x))), d, out + i);
+  });
+}
+
 namespace {
+
+// GELU'(x)·g + acc, what GeluBackward adds. d/dx x·σ(2u) = σ + x·σ(1 − σ)·2u',
+// 2u' = 2√(2/π)(1 + 3·0.044715x²).
+template <class D, class V>
+HWY_INLINE V GeluSlopeTimes(D d, V x, V g, V acc) {
+  const V s = Sigmoid(d, GeluArg(d, x));
+  const V one = hn::Set(d, 1.0f);
+  const V du =
+      hn::Mul(hn::Set(d, kTwoSqrt2OverPi), hn::MulAdd(hn::Set(d, 3.0f * kCubic), hn::Mul(x, x), one));
+  const V slope = hn::Mul(hn::Mul(x, s), hn::Mul(hn::Sub(one, s), du));
+  return hn::MulAdd(g, hn::Add(s, slope), acc);
+}
 
 // GeluBackward on n elements, n a multiple of the vector's lanes.
 void GeluBackwardVectors(const float* in, const float* grad_out, float* grad_in,
                          int64_t n) {
-  // d/dx x·σ(2u) = σ + x·σ(1 − σ)·2u', 2u' = 2√(2/π)(1 + 3·0.044715x²).
   Map(n, [&](auto d, int64_t i) {
-    const auto x = hn::LoadU(d, in + i);
-    const auto s = Sigmoid(d, GeluArg(d, x));
-    const auto one = hn::Set(d, 1.0f);
-    const auto du = hn::Mul(hn::Set(d, kTwoSqrt2OverPi),
-                            hn::MulAdd(hn::Set(d, 3.0f * kCubic), hn::Mul(x, x), one));
-    const auto slope = hn::Mul(hn::Mul(x, s), hn::Mul(hn::Sub(one, s), du));
-    const auto g = hn::LoadU(d, grad_out + i);
-    hn::StoreU(hn::MulAdd(g, hn::Add(s, slope), hn::LoadU(d, grad_in + i)), d,
-               grad_in + i);
+    hn::StoreU(GeluSlopeTimes(d, hn::LoadU(d, in + i), hn::LoadU(d, grad_out + i),
+                              hn::LoadU(d, grad_in + i)),
+               d, grad_in + i);
+  });
+}
+
+// BiasGeluBackward on n elements, n a multiple of the vector's lanes.
+void BiasGeluBackwardVectors(const float* in, const float* bias, const float* grad_out,
+                             float* grad_in, bool overwrite, float* grad_bias, int64_t n) {
+  Map(n, [&](auto d, int64_t i) {
+    auto x = hn::LoadU(d, in + i);
+    if (bias != nullptr) x = hn::Add(x, hn::LoadU(d, bias + i));
+    // GeluBackward's value into zeros, then added where it goes.
+    const auto v = GeluSlopeTimes(d, x, hn::LoadU(d, grad_out + i), hn::Zero(d));
+    if (grad_in != nullptr) {
+      hn::StoreU(overwrite ? v : hn::Add(hn::LoadU(d, grad_in + i), v), d, grad_in + i);
+    }
+    if (grad_bias != nullptr) hn::StoreU(hn::Add(hn::LoadU(d, grad_bias + i), v), d, grad_bias + i);
   });
 }
 
@@ -110,6 +138,28 @@ void GeluBackward(const float* in, const float* grad_out, float* grad_in,
   std::memcpy(acc, grad_in + full, rest * sizeof(float));
   GeluBackwardVectors(x, g, acc, lanes);
   std::memcpy(grad_in + full, acc, rest * sizeof(float));
+}
+
+void BiasGeluBackward(const float* in, const float* bias, const float* grad_out, float* grad_in,
+                      bool overwrite, float* grad_bias, int64_t n) {
+  // The tail through one zero-padded vector, as GeluBackward's.
+  constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(Full()));
+  const int64_t full = n - n % lanes;
+  BiasGeluBackwardVectors(in, bias, grad_out, grad_in, overwrite, grad_bias, full);
+  if (full == n) return;
+  float x[kMaxLanes] = {}, b[kMaxLanes] = {}, g[kMaxLanes] = {}, gx[kMaxLanes] = {},
+        gb[kMaxLanes] = {};
+  const size_t rest = static_cast<size_t>(n - full) * sizeof(float);
+  std::memcpy(x, in + full, rest);
+  if (bias != nullptr) std::memcpy(b, bias + full, rest);
+  std::memcpy(g, grad_out + full, rest);
+  if (grad_in != nullptr) std::memcpy(gx, grad_in + full, rest);
+  if (grad_bias != nullptr) std::memcpy(gb, grad_bias + full, rest);
+  BiasGeluBackwardVectors(x, bias == nullptr ? nullptr : b, g, grad_in == nullptr ? nullptr : gx,
+                          overwrite, grad_bias == nullptr ? nullptr : gb, lanes);
+  if (grad_in != nullptr) std::memcpy(grad_in + full, gx, rest);
+  if (grad_bias != nullptr) std::memcpy(grad_bias + full, gb, rest);
 }
 
 void SiluForward(const float* in, float* out, int64_t n) {

@@ -34,6 +34,27 @@ void GeluBackward(const float* in, const float* grad_out, float* grad_in,
   }
 }
 
+void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = bias == nullptr ? in[i] : in[i] + bias[i];
+    out[i] = x * Sigmoid(GeluArg(x));
+  }
+}
+
+void BiasGeluBackward(const float* in, const float* bias, const float* grad_out, float* grad_in,
+                      bool overwrite, float* grad_bias, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = bias == nullptr ? in[i] : in[i] + bias[i];
+    const float s = Sigmoid(GeluArg(x));
+    const float du = kTwoSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+    const float v = grad_out[i] * (s + x * s * (1.0f - s) * du);
+    if (grad_in != nullptr) grad_in[i] = overwrite ? v : grad_in[i] + v;
+    if (grad_bias != nullptr) grad_bias[i] += v;
+  }
+}
+
 void SiluForward(const float* in, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * Sigmoid(in[i]);
