@@ -77,7 +77,10 @@ struct SwiGluParams {
 };
 struct SwiGluBackwardParams {
   Tensor gate, up, grad_out;  // (N, F)
-  Tensor grad_gate, grad_up;  // (N, F) +=
+  Tensor grad_gate, grad_up;  // (N, F) += (= when overwrite)
+  // Both gradients = instead of +=: their prior contents are never read, so
+  // fresh gradients need no zero fill.
+  bool overwrite = false;
 };
 
 struct BiasAddParams {
@@ -151,12 +154,14 @@ struct RopeParams {
 };
 struct RopeBackwardParams {
   Tensor grad_out;  // (B, T, W) [act]
-  Tensor grad_in;   // (B, T, W) [act] += rotation by −angle of grad_out
+  Tensor grad_in;   // (B, T, W) [act] += rotation by −angle of grad_out (= when overwrite)
   Tensor cos, sin;
   int64_t time = 0;
   int64_t head_dim = 0;
   int64_t rotate_channels = 0;
   int64_t position_offset = 0;
+  // grad_in = instead of +=: a fresh gradient needs no zero fill.
+  bool overwrite = false;
 };
 
 // Causal multi-head attention from packed projections. qkv row (b, t) holds

@@ -136,6 +136,13 @@ void CudaBackend::SwiGluForward(const SwiGluParams& p) {
 
 void CudaBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   CheckSwiGluBackward(p);
+  // The kernel adds; overwritten gradients start from zeros.
+  for (const Tensor& grad : {p.grad_gate, p.grad_up}) {
+    if (p.overwrite && !grad.empty()) {
+      CheckCuda(cudaMemsetAsync(grad.data, 0, grad.bytes(), stream_),
+                "swiglu backward (zeroing an overwritten gradient)");
+    }
+  }
   CheckCuda(cuda::LaunchSwiGluBackward(AsActIn(p.gate), AsActIn(p.up), AsActIn(p.grad_out),
                                        ActOutOrNull(p.grad_gate), ActOutOrNull(p.grad_up),
                                        p.gate.numel(), stream_),
@@ -234,6 +241,11 @@ void CudaBackend::RopeBackward(const RopeBackwardParams& p) {
   CheckRopeBackward(p);
   const cuda::RopeShape shape{p.grad_out.shape.rows(), p.grad_out.shape.cols(), p.time,
                               p.head_dim, p.rotate_channels, p.position_offset};
+  // The kernel adds; an overwritten gradient starts from zeros.
+  if (p.overwrite) {
+    CheckCuda(cudaMemsetAsync(p.grad_in.data, 0, p.grad_in.bytes(), stream_),
+              "rope backward (zeroing an overwritten gradient)");
+  }
   CheckCuda(cuda::LaunchRopeBackward(AsActIn(p.grad_out), AsActOut(p.grad_in), p.cos.f32(),
                                      p.sin.f32(), shape, stream_),
             "rope backward");

@@ -249,9 +249,18 @@ Var SwiGlu(Tape& tape, Var gate, Var up) {
   Tensor out = tape.NewTensor(vg.shape, vg.dtype);
   tape.backend().SwiGluForward(SwiGluParams{.gate = vg, .up = vu, .out = out});
   return tape.Record(Op::kSwiGlu, out, {gate, up}, [=](Tape& t, Var y) {
-    t.backend().SwiGluBackward(SwiGluBackwardParams{
-        .gate = vg, .up = vu, .grad_out = t.Grad(y),
-        .grad_gate = GradIfNeeded(t, gate), .grad_up = GradIfNeeded(t, up)});
+    // Fresh gradients for both inputs are written, not zeroed and added to.
+    bool fresh_gate = false, fresh_up = false;
+    const Tensor gg = t.requires_grad(gate) ? t.GradToWrite(gate, &fresh_gate) : Tensor{};
+    const Tensor gu = t.requires_grad(up) ? t.GradToWrite(up, &fresh_up) : Tensor{};
+    const bool overwrite = (gg.empty() || fresh_gate) && (gu.empty() || fresh_up);
+    if (!overwrite) {
+      if (fresh_gate) t.backend().Fill(gg, 0.0f);
+      if (fresh_up) t.backend().Fill(gu, 0.0f);
+    }
+    t.backend().SwiGluBackward(SwiGluBackwardParams{.gate = vg, .up = vu, .grad_out = t.Grad(y),
+                                                    .grad_gate = gg, .grad_up = gu,
+                                                    .overwrite = overwrite});
   });
 }
 
@@ -295,10 +304,12 @@ Var Rope(Tape& tape, Var x, const RopeTables& tables, int64_t time, int64_t head
                                         .rotate_channels = rotate_channels,
                                         .position_offset = offset});
   return tape.Record(Op::kRope, out, {x}, [=](Tape& t, Var y) {
+    bool fresh = false;  // a first gradient for x is written, not added to zeros
+    const Tensor grad_in = t.GradToWrite(x, &fresh);
     t.backend().RopeBackward(RopeBackwardParams{
-        .grad_out = t.Grad(y), .grad_in = t.Grad(x), .cos = tables.cos, .sin = tables.sin,
+        .grad_out = t.Grad(y), .grad_in = grad_in, .cos = tables.cos, .sin = tables.sin,
         .time = time, .head_dim = head_dim, .rotate_channels = rotate_channels,
-        .position_offset = offset});
+        .position_offset = offset, .overwrite = fresh});
   });
 }
 

@@ -49,8 +49,8 @@ void ForEachActivation(SwiGluBackwardParams& p, ActivationVisitor visit) {
   visit(p.gate, Access::kRead);
   visit(p.up, Access::kRead);
   visit(p.grad_out, Access::kRead);
-  visit(p.grad_gate, Access::kUpdate);
-  visit(p.grad_up, Access::kUpdate);
+  visit(p.grad_gate, p.overwrite ? Access::kWrite : Access::kUpdate);
+  visit(p.grad_up, p.overwrite ? Access::kWrite : Access::kUpdate);
 }
 
 void ForEachActivation(BiasAddParams& p, ActivationVisitor visit) {
@@ -81,7 +81,7 @@ void ForEachActivation(RopeParams& p, ActivationVisitor visit) {
 
 void ForEachActivation(RopeBackwardParams& p, ActivationVisitor visit) {
   visit(p.grad_out, Access::kRead);
-  visit(p.grad_in, Access::kUpdate);
+  visit(p.grad_in, p.overwrite ? Access::kWrite : Access::kUpdate);
 }
 
 void ForEachActivation(AttentionParams& p, ActivationVisitor visit) {

@@ -72,16 +72,20 @@ void CpuBackend::RopeBackward(const RopeBackwardParams& p) {
     const float* s_row = sin + position * l.half;
     const float* g_row = g + r * l.width;
     float* gi_row = grad_in + r * l.width;
+    // With overwrite, grad_in's prior values are never read.
     for (int64_t h = 0; h < p.rotate_channels; h += p.head_dim) {
 #pragma omp simd
       for (int64_t i = 0; i < l.half; ++i) {
         const float g0 = g_row[h + 2 * i], g1 = g_row[h + 2 * i + 1];
-        gi_row[h + 2 * i] += g0 * c_row[i] + g1 * s_row[i];
-        gi_row[h + 2 * i + 1] += g1 * c_row[i] - g0 * s_row[i];
+        const float a = g0 * c_row[i] + g1 * s_row[i], b = g1 * c_row[i] - g0 * s_row[i];
+        gi_row[h + 2 * i] = p.overwrite ? a : gi_row[h + 2 * i] + a;
+        gi_row[h + 2 * i + 1] = p.overwrite ? b : gi_row[h + 2 * i + 1] + b;
       }
     }
 #pragma omp simd
-    for (int64_t c = p.rotate_channels; c < l.width; ++c) gi_row[c] += g_row[c];
+    for (int64_t c = p.rotate_channels; c < l.width; ++c) {
+      gi_row[c] = p.overwrite ? g_row[c] : gi_row[c] + g_row[c];
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // GCC vectorizes under `omp simd`.
 #ifndef SMALLEM_HAVE_HWY
 
+#include <algorithm>
 #include <limits>
 
 #include "engine/cpu/cpu_util.h"
@@ -72,6 +73,13 @@ void SiluBackward(const float* in, const float* grad_out, float* grad_in,
 void SwiGluForward(const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] * Sigmoid(gate[i]) * up[i];
+}
+
+void SwiGluBackwardWrite(const float* gate, const float* up, const float* grad_out,
+                         float* grad_gate, float* grad_up, int64_t n) {
+  if (grad_up != nullptr) std::fill(grad_up, grad_up + n, 0.0f);
+  if (grad_gate != nullptr) std::fill(grad_gate, grad_gate + n, 0.0f);
+  SwiGluBackward(gate, up, grad_out, grad_gate, grad_up, n);
 }
 
 void SwiGluBackward(const float* gate, const float* up, const float* grad_out,

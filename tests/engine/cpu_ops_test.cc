@@ -202,6 +202,23 @@ TEST_F(CpuOpTest, SiluAndSwiGluMatchNaive) {
   }
 }
 
+// SwiGLU's backward with overwrite writes both gradients and reads neither:
+// on gradients full of NaN it gives the bits of adding into zeros.
+TEST_F(CpuOpTest, SwiGluBackwardOverwriteWritesBothGradients) {
+  for (int64_t n : {int64_t{35}, int64_t{20011}}) {
+    Tensor gate = Random({n}, -8, 8), up = Random({n}), g = Random({n});
+    Tensor add_gate = Zeros({n}), add_up = Zeros({n}), write_gate = Zeros({n}), write_up = Zeros({n});
+    backend_.Fill(write_gate, std::numeric_limits<float>::quiet_NaN());
+    backend_.Fill(write_up, std::numeric_limits<float>::quiet_NaN());
+    backend_.SwiGluBackward({.gate = gate, .up = up, .grad_out = g, .grad_gate = add_gate,
+                             .grad_up = add_up});
+    backend_.SwiGluBackward({.gate = gate, .up = up, .grad_out = g, .grad_gate = write_gate,
+                             .grad_up = write_up, .overwrite = true});
+    EXPECT_EQ(Values(write_gate), Values(add_gate)) << n;
+    EXPECT_EQ(Values(write_up), Values(add_up)) << n;
+  }
+}
+
 TEST_F(CpuOpTest, BiasAddAndBiasBackwardBroadcastOverRows) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {67, 257}}) {
     Tensor x = Random({rows, cols}), bias = Random({cols});
@@ -369,6 +386,12 @@ TEST_F(CpuOpTest, RopeBackwardUndoesTheForwardRotation) {
   backend_.RopeBackward({p.out, back, p.cos, p.sin, t, d, 128, 0});
   std::vector<double> expected(p.x.f32(), p.x.f32() + p.x.numel());
   ExpectClose(expected, back, 1e-5, 1e-6);
+  // Overwriting a gradient full of NaN gives the bits of adding into zeros.
+  Tensor written = Zeros({b, t, width});
+  backend_.Fill(written, std::numeric_limits<float>::quiet_NaN());
+  backend_.RopeBackward({.grad_out = p.out, .grad_in = written, .cos = p.cos, .sin = p.sin,
+                         .time = t, .head_dim = d, .rotate_channels = 128, .overwrite = true});
+  EXPECT_EQ(Values(written), Values(back));
 }
 
 // Naive causal attention in double: out (B, T, C) and lse (B, H, T).

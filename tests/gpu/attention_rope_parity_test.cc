@@ -35,6 +35,8 @@ TEST_F(OpParityTest, RopeForwardInPlaceAndBackward) {
   ExpectClose(out, kF32Tolerance, "rope");
   ExpectClose(in_place, kF32Tolerance, "rope in place");
   ExpectClose(gx, kF32Tolerance, "rope backward");
+  RopeBoth(x, out, in_place, g, gx, /*overwrite=*/true);  // gx's values are not read
+  ExpectClose(gx, kF32Tolerance, "rope backward, overwritten");
 }
 
 TEST_F(Bf16ActivationOpsTest, RopeMatchesTheCpu) {

@@ -86,6 +86,13 @@ TEST_F(OpParityTest, SwiGluForwardAndBackward) {
   ExpectClose(g_gate, kF32Tolerance, "swiglu grad_gate");
   ExpectClose(g_up, kF32Tolerance, "swiglu grad_up");
   ExpectClose(g_gate_only, kF32Tolerance, "swiglu grad_gate alone");
+  // Overwritten: the random starts are never read.
+  Both([&](Backend& be, Side s) {
+    be.SwiGluBackward({.gate = gate[s], .up = up[s], .grad_out = g[s], .grad_gate = g_gate[s],
+                       .grad_up = g_up[s], .overwrite = true});
+  });
+  ExpectClose(g_gate, kF32Tolerance, "swiglu grad_gate overwritten");
+  ExpectClose(g_up, kF32Tolerance, "swiglu grad_up overwritten");
 }
 
 TEST_F(OpParityTest, BiasAddForwardAndBackward) {

@@ -100,7 +100,7 @@ class OpParityTest : public ::testing::Test {
   // The rope case (kRope…) on both sides: x rotated into out, in_place
   // rotated in place, and the backward of g added into gx.
   void RopeBoth(const Pair& x, const Pair& out, const Pair& in_place, const Pair& g,
-                const Pair& gx) {
+                const Pair& gx, bool overwrite = false) {
     const int64_t half = kRopeHeadDim / 2;
     const Pair cos_t = F32({kRopePositions, half}, RopeTable(kRopePositions, kRopeHeadDim, false));
     const Pair sin_t = F32({kRopePositions, half}, RopeTable(kRopePositions, kRopeHeadDim, true));
@@ -117,7 +117,7 @@ class OpParityTest : public ::testing::Test {
       be.RopeBackward({.grad_out = g[s], .grad_in = gx[s], .cos = cos_t[s], .sin = sin_t[s],
                        .time = kRopeTime, .head_dim = kRopeHeadDim,
                        .rotate_channels = kRopeHeads * kRopeHeadDim,
-                       .position_offset = kRopeOffset});
+                       .position_offset = kRopeOffset, .overwrite = overwrite});
     });
   }
 
