@@ -53,6 +53,10 @@ class AdamWOptimizer {
   void RestoreSteps(int64_t steps) { step_ = steps; }
   // Device scalar: the squared global gradient norm of the last Step.
   Tensor grad_norm_sq() const { return norm_sq_; }
+  // That norm where Update computes it (to clip), else an empty tensor.
+  Tensor ComputedGradNormSquared() const {
+    return options_.max_grad_norm > 0 ? norm_sq_ : Tensor{};
+  }
 
  private:
   AdamWOptimizer(Model& model, const AdamWOptions& options) : model_(model), options_(options) {}

@@ -157,6 +157,8 @@ class MuonOptimizer final : public Optimizer {
   void Prepare(float lr_scale, float* scalars) override;
   void Update(const Tensor& scalars) override;
   int UpdateVariant() const override { return muon_->UpdateVariant(); }
+  // AdamW's, computed over every gradient before Muon's update.
+  Tensor GradNormSquared() const override { return adamw_->ComputedGradNormSquared(); }
   // AdamW's moments ("adamw.m", "adamw.v"), then Muon's.
   std::vector<StateTensor> StateTensors() const override;
   int64_t Steps() const override { return muon_->steps(); }

@@ -41,6 +41,7 @@ class AdamWAdapter final : public Optimizer {
     adamw_->Prepare(lr_ * lr_scale, scalars);
   }
   void Update(const Tensor& scalars) override { adamw_->Update(scalars); }
+  Tensor GradNormSquared() const override { return adamw_->ComputedGradNormSquared(); }
   std::vector<StateTensor> StateTensors() const override {
     return adamw_->StateTensors("adamw.");
   }
@@ -67,6 +68,7 @@ class ProfiledOptimizer final : public Optimizer {
     profiler_.EndOptimizer();
   }
   int UpdateVariant() const override { return inner_->UpdateVariant(); }
+  Tensor GradNormSquared() const override { return inner_->GradNormSquared(); }
   std::vector<StateTensor> StateTensors() const override { return inner_->StateTensors(); }
   int64_t Steps() const override { return inner_->Steps(); }
   void RestoreSteps(int64_t steps) override { inner_->RestoreSteps(steps); }

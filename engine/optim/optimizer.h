@@ -49,6 +49,10 @@ class Optimizer {
   // Which sequence of calls the prepared update makes: equal variants, equal
   // calls (0 always, except Muon's `period=K`: orthogonalizing or not).
   virtual int UpdateVariant() const { return 0; }
+  // The squared global gradient norm the last Update computed on the device
+  // (to clip), or an empty tensor where it computes none: the step's health
+  // check reads it instead of summing the gradients again.
+  virtual Tensor GradNormSquared() const { return Tensor{}; }
 
   // Prepare, copy the scalars to the device, Update. The first call
   // allocates a small device buffer for the scalars.

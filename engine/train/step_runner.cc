@@ -85,8 +85,14 @@ absl::Status StepRunner::AllocateHealth() {
 }
 
 void StepRunner::RecordHealthCheck() {
-  // The same four calls every step, all on the device (capturable).
-  backend_.SumSquares(ReduceParams{.in = model_.grads(), .out = Tensor{.data = checked_.data, .shape = {1}}});
+  // The same four calls every step, all on the device (capturable). ‖g‖² is
+  // the optimizer's where its update computed it (AdamW's clipping).
+  if (const Tensor norm_sq = optimizer_.GradNormSquared(); !norm_sq.empty()) {
+    backend_.CopyOnDevice(checked_.data, norm_sq.data, sizeof(float));
+  } else {
+    backend_.SumSquares(
+        ReduceParams{.in = model_.grads(), .out = Tensor{.data = checked_.data, .shape = {1}}});
+  }
   backend_.CopyOnDevice(checked_.f32() + 1, loss_.data, sizeof(float));
   backend_.Mul(BinaryParams{.a = checked_, .b = zeros_, .out = probe_});
   backend_.Sum(ReduceParams{.in = probe_, .out = health_, .accumulate = true});
@@ -107,8 +113,8 @@ void StepRunner::RecordStep() {
   const Model::TrainingLoss loss = model_.TrainingObjective(tape_, inputs, targets, B, T);
   tape_.Backward(loss.total);
   loss_ = tape_.value(loss.next_token);
-  RecordHealthCheck();
   optimizer_.Update(scalars_);
+  RecordHealthCheck();  // after the update, which may compute ‖g‖² already
   model_.BalanceExperts();  // MoE routers' bias balancing, outside the gradient
 }
 
