@@ -19,46 +19,10 @@
 #include <functional>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/random.h"
-
-namespace smallem {
-namespace {
-
-Tensor Random(CpuBackend& be, Shape shape, Rng& rng, float scale) {
-  Tensor t{.data = *be.Allocate(static_cast<size_t>(shape.numel()) * sizeof(float)),
-           .shape = shape};
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  for (float& x : host) x = scale * static_cast<float>(rng.Normal());
-  be.CopyToDevice(t.data, host.data(), t.bytes());
-  return t;
-}
-
-// Writes a buffer larger than the caches, so the next call's operands come
-// from memory as a step's activations do.
-void EvictCaches() {
-  static std::vector<float> sweep(size_t{16} << 20);
-  for (float& x : sweep) x += 1.0f;
-}
-
-bool cold = false;
-
-double BestSeconds(int rounds, const std::function<void()>& fn) {
-  fn();  // warm-up: scratch, caches
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    if (cold) EvictCaches();
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
-
-}  // namespace
-}  // namespace smallem
 
 int main(int argc, char** argv) {
   using namespace smallem;
@@ -67,20 +31,20 @@ int main(int argc, char** argv) {
   const int64_t B = Flag(argc, argv, "--batch", 16), T = Flag(argc, argv, "--context", 128);
   const int64_t H = Flag(argc, argv, "--heads", 4), C = Flag(argc, argv, "--embed", 128);
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 20));
-  cold = Flag(argc, argv, "--cold", 0) != 0;
+  const bool cold = Flag(argc, argv, "--cold", 0) != 0;
   const int64_t D = C / H;
   CpuBackend be(threads);
   Rng rng(1);
-  const Tensor qkv = Random(be, {B, T, 3 * C}, rng, 1.0f);
-  const Tensor out = Random(be, {B, T, C}, rng, 0.0f);
-  const Tensor lse = Random(be, {B, H, T}, rng, 0.0f);
-  const Tensor grad_out = Random(be, {B, T, C}, rng, 1.0f);
-  const Tensor grad_qkv = Random(be, {B, T, 3 * C}, rng, 0.0f);
-  const Tensor x = Random(be, {B * T, C}, rng, 1.0f);
-  const Tensor w = Random(be, {3 * C, C}, rng, 0.02f);
-  const Tensor y = Random(be, {B * T, 3 * C}, rng, 0.0f);
+  const Tensor qkv = bench::RandomTensor(be, {B, T, 3 * C}, rng, 1.0f);
+  const Tensor out = bench::RandomTensor(be, {B, T, C}, rng, 0.0f);
+  const Tensor lse = bench::RandomTensor(be, {B, H, T}, rng, 0.0f);
+  const Tensor grad_out = bench::RandomTensor(be, {B, T, C}, rng, 1.0f);
+  const Tensor grad_qkv = bench::RandomTensor(be, {B, T, 3 * C}, rng, 0.0f);
+  const Tensor x = bench::RandomTensor(be, {B * T, C}, rng, 1.0f);
+  const Tensor w = bench::RandomTensor(be, {3 * C, C}, rng, 0.02f);
+  const Tensor y = bench::RandomTensor(be, {B * T, 3 * C}, rng, 0.0f);
 
-  const Tensor probs = Random(be, {B, H, T, T}, rng, 0.0f);
+  const Tensor probs = bench::RandomTensor(be, {B, H, T, T}, rng, 0.0f);
 
   const AttentionParams forward{.qkv = qkv, .out = out, .lse = lse, .batch = B,
                                 .time = T, .heads = H, .head_dim = D};
@@ -88,8 +52,9 @@ int main(int argc, char** argv) {
                                          .grad_out = grad_out, .grad_qkv = grad_qkv,
                                          .batch = B, .time = T, .heads = H, .head_dim = D,
                                          .overwrite = true};  // as training's fresh gradient
-  const double forward_s = BestSeconds(rounds, [&] { be.AttentionForward(forward); });
-  const double backward_s = BestSeconds(rounds, [&] { be.AttentionBackward(backward); });
+  auto best = [&](const std::function<void()>& fn) { return bench::BestSeconds(rounds, cold, fn); };
+  const double forward_s = best([&] { be.AttentionForward(forward); });
+  const double backward_s = best([&] { be.AttentionBackward(backward); });
   // The same with the softmax kept by the forward for the backward (what
   // training does where CpuBackend::SavesAttentionProbs allows).
   AttentionParams forward_saving = forward;
@@ -97,11 +62,11 @@ int main(int argc, char** argv) {
   AttentionBackwardParams backward_saved = backward;
   backward_saved.probs = probs;
   // The forward's rounds leave their P in probs for the backward's.
-  const double forward_saving_s = BestSeconds(rounds, [&] { be.AttentionForward(forward_saving); });
-  const double backward_saved_s = BestSeconds(rounds, [&] { be.AttentionBackward(backward_saved); });
+  const double forward_saving_s = best([&] { be.AttentionForward(forward_saving); });
+  const double backward_saved_s = best([&] { be.AttentionBackward(backward_saved); });
   const MatmulParams product{.a = x, .b = w, .out = y, .m = B * T, .n = 3 * C, .k = C,
                              .trans_b = true};
-  const double product_s = BestSeconds(rounds, [&] { be.Matmul(product); });
+  const double product_s = best([&] { be.Matmul(product); });
 
   const double sgemm_flops_per_s = 2.0 * B * T * 3 * C * C / product_s;
   const double causal = static_cast<double>(T) * (T + 1) / 2;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
@@ -35,20 +36,13 @@ struct Product {
   int64_t m, n, k;
 };
 
-// Writes a buffer larger than the caches: the operands come from memory, as
-// a step's activations do.
-void EvictCaches() {
-  static std::vector<float> sweep(size_t{16} << 20);
-  for (float& x : sweep) x += 1.0f;
-}
-
 double BestSeconds(int rounds, bool cold, cpu::GemmLibrary library, const Product& s,
                    const std::vector<float>& a, const std::vector<float>& b,
                    std::vector<float>& c) {
   const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
   double best = 1e30;
   for (int r = 0; r <= rounds; ++r) {  // round 0 warms up (oneDNN's JIT)
-    if (cold) EvictCaches();
+    if (cold) bench::EvictCaches();
     const auto start = std::chrono::steady_clock::now();
     cpu::GemmOn(library, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(),
                 ldb, 0.0f, c.data(), s.n);

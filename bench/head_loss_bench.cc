@@ -12,32 +12,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "engine/arena.h"
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/random.h"
-
-namespace smallem {
-namespace {
-
-void EvictCaches() {
-  static std::vector<float> sweep(size_t{16} << 20);
-  for (float& x : sweep) x += 1.0f;
-}
-
-Tensor Random(CpuBackend& be, Shape shape, Rng& rng, float scale) {
-  Tensor t{.data = *be.Allocate(static_cast<size_t>(shape.numel()) * sizeof(float)),
-           .shape = shape};
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  for (float& x : host) x = scale * static_cast<float>(rng.Normal());
-  be.CopyToDevice(t.data, host.data(), t.bytes());
-  return t;
-}
-
-}  // namespace
-}  // namespace smallem
 
 int main(int argc, char** argv) {
   using namespace smallem;
@@ -48,8 +29,10 @@ int main(int argc, char** argv) {
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 30));
   CpuBackend be(threads);
   Rng rng(1);
-  const Tensor x = Random(be, {n, c}, rng, 1.0f), table = Random(be, {v, c}, rng, 0.1f);
-  const Tensor grad_x = Random(be, {n, c}, rng, 0.0f), grad_table = Random(be, {v, c}, rng, 0.0f);
+  const Tensor x = bench::RandomTensor(be, {n, c}, rng, 1.0f);
+  const Tensor table = bench::RandomTensor(be, {v, c}, rng, 0.1f);
+  const Tensor grad_x = bench::RandomTensor(be, {n, c}, rng, 0.0f);
+  const Tensor grad_table = bench::RandomTensor(be, {v, c}, rng, 0.0f);
   Tensor targets{.data = *be.Allocate(static_cast<size_t>(n) * 4), .shape = {n},
                  .dtype = DType::kI32};
   for (int64_t i = 0; i < n; ++i) targets.i32()[i] = static_cast<int32_t>(rng.Uniform() * v) % v;
@@ -57,7 +40,7 @@ int main(int argc, char** argv) {
   const int64_t chunk = be.HeadLossChunkRows(n, v, c);
   auto seconds = [&](int64_t chunk_rows) {
     arena.Reset();
-    EvictCaches();
+    bench::EvictCaches();
     const auto start = std::chrono::steady_clock::now();
     Tape tape(be, arena);
     const Var loss = HeadLoss(tape, tape.Param(x, grad_x), tape.Param(table, grad_table),

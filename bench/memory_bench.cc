@@ -13,35 +13,13 @@
 #include <functional>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/vector_math.h"
 
-namespace {
-
-// Writes a buffer larger than the caches: what the next call reads comes
-// from memory.
-void EvictCaches() {
-  static std::vector<float> sweep(size_t{16} << 20);
-  for (float& x : sweep) x += 1.0f;
-}
-
-double BestSeconds(int rounds, bool cold, const std::function<void()>& fn) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    if (cold) EvictCaches();
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(
-                              std::chrono::steady_clock::now() - start).count());
-  }
-  return best;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  using smallem::bench::BestSeconds;
   using smallem::bench::Flag;
   const int64_t n = Flag(argc, argv, "--mib", 4) << 18;  // floats
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 20));
