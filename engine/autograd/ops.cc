@@ -410,10 +410,11 @@ Var Mean(Tape& tape, Var x) {
 }
 
 Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask, int64_t chunk_rows) {
-  const Tensor vx = tape.value(x), vt = tape.value(table), ids = tape.value(targets);
+  const Tensor vx = tape.value(x), vt = tape.value(table);
   const int64_t n = vx.shape.rows(), c = vx.shape.cols(), v = vt.shape.rows();
   CHECK_EQ(vt.shape.cols(), c) << "head width";
-  CHECK_EQ(ids.numel(), n) << "one target per row";
+  CHECK_EQ(tape.value(targets).numel(), n) << "one target per row";
+  const Tensor ids = tape.value(targets).Reshaped({n});
   Backend& be = tape.backend();
   const int64_t rows = chunk_rows > 0 ? chunk_rows : be.HeadLossChunkRows(n, v, c);
   if (rows >= n || !tape.grad_enabled() || vx.dtype != DType::kF32) {
