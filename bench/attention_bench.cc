@@ -72,11 +72,12 @@ int main(int argc, char** argv) {
   const double causal = static_cast<double>(T) * (T + 1) / 2;
   const double attention_flops = 6 * 2.0 * B * H * causal * D;  // 2 forward + 4 backward
   const double at_sgemm_s = attention_flops / sgemm_flops_per_s;
-  std::printf("{\"gemm\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_gflops\":%.1f,\"attention_forward_ms\":%.3f,"
-              "\"attention_backward_ms\":%.3f,\"attention_at_sgemm_ms\":%.3f,"
+  std::printf("{\"gemm\":\"%s\",\"blas_core\":\"%s\",\"threads\":%d,\"sgemm_gflops\":%.1f,"
+              "\"attention_forward_ms\":%.3f,\"attention_backward_ms\":%.3f,\"attention_at_sgemm_ms\":%.3f,"
               "\"attention_over_flops\":%.2f,\"saved_forward_ms\":%.3f,\"saved_backward_ms\":%.3f,"
               "\"saved_over_flops\":%.2f}\n",
-              CpuBackend::GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), be.threads(), sgemm_flops_per_s / 1e9, 1e3 * forward_s, 1e3 * backward_s,
+              CpuBackend::GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), be.threads(),
+              sgemm_flops_per_s / 1e9, 1e3 * forward_s, 1e3 * backward_s,
               1e3 * at_sgemm_s, (forward_s + backward_s) / at_sgemm_s, 1e3 * forward_saving_s,
               1e3 * backward_saved_s, (forward_saving_s + backward_saved_s) / at_sgemm_s);
   return 0;

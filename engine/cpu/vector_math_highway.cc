@@ -87,8 +87,8 @@ template <class D, class V>
 HWY_INLINE V GeluSlopeTimes(D d, V x, V g, V acc) {
   const V s = Sigmoid(d, GeluArg(d, x));
   const V one = hn::Set(d, 1.0f);
-  const V du =
-      hn::Mul(hn::Set(d, kTwoSqrt2OverPi), hn::MulAdd(hn::Set(d, 3.0f * kCubic), hn::Mul(x, x), one));
+  const V du = hn::Mul(hn::Set(d, kTwoSqrt2OverPi),
+                       hn::MulAdd(hn::Set(d, 3.0f * kCubic), hn::Mul(x, x), one));
   const V slope = hn::Mul(hn::Mul(x, s), hn::Mul(hn::Sub(one, s), du));
   return hn::MulAdd(g, hn::Add(s, slope), acc);
 }
@@ -114,7 +114,9 @@ void BiasGeluBackwardVectors(const float* in, const float* bias, const float* gr
     if (grad_in != nullptr) {
       hn::StoreU(overwrite ? v : hn::Add(hn::LoadU(d, grad_in + i), v), d, grad_in + i);
     }
-    if (grad_bias != nullptr) hn::StoreU(hn::Add(hn::LoadU(d, grad_bias + i), v), d, grad_bias + i);
+    if (grad_bias != nullptr) {
+      hn::StoreU(hn::Add(hn::LoadU(d, grad_bias + i), v), d, grad_bias + i);
+    }
   });
 }
 

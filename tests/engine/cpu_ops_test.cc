@@ -207,7 +207,8 @@ TEST_F(CpuOpTest, SiluAndSwiGluMatchNaive) {
 TEST_F(CpuOpTest, SwiGluBackwardOverwriteWritesBothGradients) {
   for (int64_t n : {int64_t{35}, int64_t{20011}}) {
     Tensor gate = Random({n}, -8, 8), up = Random({n}), g = Random({n});
-    Tensor add_gate = Zeros({n}), add_up = Zeros({n}), write_gate = Zeros({n}), write_up = Zeros({n});
+    Tensor add_gate = Zeros({n}), add_up = Zeros({n});
+    Tensor write_gate = Zeros({n}), write_up = Zeros({n});
     backend_.Fill(write_gate, std::numeric_limits<float>::quiet_NaN());
     backend_.Fill(write_up, std::numeric_limits<float>::quiet_NaN());
     backend_.SwiGluBackward({.gate = gate, .up = up, .grad_out = g, .grad_gate = add_gate,
@@ -429,11 +430,12 @@ void NaiveAttention(const Tensor& qkv, int64_t b_size, int64_t t_size, int64_t h
   }
 }
 
+// (B, T, H, D): small odd shapes, then T across several query blocks.
+constexpr std::tuple<int64_t, int64_t, int64_t, int64_t> kAttentionShapes[] = {
+    {2, 5, 3, 4}, {1, 150, 2, 8}, {2, 128, 4, 32}};
+
 TEST_F(CpuOpTest, AttentionMatchesNaiveSoftmaxAttention) {
-  // Small odd shapes, then T across several query blocks.
-  for (auto [b, t, h, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4},
-                            {1, 150, 2, 8},
-                            {2, 128, 4, 32}}) {
+  for (auto [b, t, h, d] : kAttentionShapes) {
     AttentionParams p;
     p.qkv = Random({b, t, 3 * h * d}, -2, 2);
     p.out = Zeros({b, t, h * d}), p.lse = Zeros({b, h, t});
@@ -450,9 +452,7 @@ TEST_F(CpuOpTest, AttentionMatchesNaiveSoftmaxAttention) {
 // nothing but the work: the forward's output and lse are the same bits, and
 // the backward's gradients those of recomputing it, within rounding.
 TEST_F(CpuOpTest, AttentionSavedSoftmaxGivesTheRecomputedResults) {
-  for (auto [b, t, h, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4},
-                            {1, 150, 2, 8},
-                            {2, 128, 4, 32}}) {
+  for (auto [b, t, h, d] : kAttentionShapes) {
     const int64_t c = h * d;
     AttentionParams p;
     p.qkv = Random({b, t, 3 * c}, -2, 2);
@@ -485,9 +485,7 @@ TEST_F(CpuOpTest, AttentionSavedSoftmaxGivesTheRecomputedResults) {
 // none: on a gradient full of NaN it gives the same bits as adding into
 // zeros, with the softmax recomputed or kept.
 TEST_F(CpuOpTest, AttentionBackwardOverwriteWritesEveryGradient) {
-  for (auto [b, t, h, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 5, 3, 4},
-                            {1, 150, 2, 8},
-                            {2, 128, 4, 32}}) {
+  for (auto [b, t, h, d] : kAttentionShapes) {
     const int64_t c = h * d;
     AttentionParams p{.qkv = Random({b, t, 3 * c}, -2, 2), .out = Zeros({b, t, c}),
                       .lse = Zeros({b, h, t}), .probs = Zeros({b, h, t, t}), .batch = b,
@@ -505,7 +503,8 @@ TEST_F(CpuOpTest, AttentionBackwardOverwriteWritesEveryGradient) {
       write.overwrite = true;
       backend_.AttentionBackward(write);
       EXPECT_EQ(Values(write.grad_qkv), Values(add.grad_qkv))
-          << "B=" << b << " T=" << t << " H=" << h << " D=" << d << (saved ? " kept" : " recomputed");
+          << "B=" << b << " T=" << t << " H=" << h << " D=" << d
+          << (saved ? " kept" : " recomputed");
     }
   }
 }
