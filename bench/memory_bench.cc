@@ -2,8 +2,9 @@
 // bytes written per second), and what the step's elementwise math
 // costs per element, hot (in L1/L2) and cold (a step's 4 MiB activation
 // read from memory): the two floors of the ops that are not products
-// (docs/benchmarks.md § Where the rest of the step goes). Prints one JSON
-// line; best of --rounds rounds, so a neighbour's load shows in the spread.
+// (docs/benchmarks.md § What the rest of the step costs); and the fused
+// bias + GELU op around that math, from memory. Prints two JSON lines;
+// best of --rounds rounds, so a neighbour's load shows in the spread.
 //
 //   smallem_memory_bench [--mib 4 --rounds 20]
 #include <algorithm>
