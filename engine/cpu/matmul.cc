@@ -40,11 +40,14 @@ namespace {
 
 // Parity sizes only (the GPU machine has neither oneDNN nor OpenBLAS): rows
 // of c are built as sums of rows of op(b), so the inner loop is contiguous
-// when b is not transposed; a transposed b is packed first.
+// when b is not transposed; a transposed b is packed first. As in BLAS, the
+// product is summed first and β·c added once: c + (x + y), never (c + x) + y,
+// so a gradient accumulated over two products (a weight used twice) is the
+// sum of the two products' own results bit for bit, as on the libraries.
 void LoopGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
               float alpha, const float* a, int64_t lda, const float* b,
               int64_t ldb, float beta, float* c, int64_t ldc) {
-  std::vector<float> packed;
+  std::vector<float> packed, sum(static_cast<size_t>(n));
   if (trans_b) {
     packed.resize(static_cast<size_t>(k * n));
     for (int64_t j = 0; j < n; ++j) {
@@ -54,13 +57,14 @@ void LoopGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
     ldb = n;
   }
   for (int64_t i = 0; i < m; ++i) {
-    float* c_row = c + i * ldc;
-    for (int64_t j = 0; j < n; ++j) c_row[j] = beta == 0 ? 0 : beta * c_row[j];
+    std::fill(sum.begin(), sum.end(), 0.0f);
     for (int64_t p = 0; p < k; ++p) {
       const float a_ip = alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]);
       const float* b_row = b + p * ldb;
-      for (int64_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+      for (int64_t j = 0; j < n; ++j) sum[j] += a_ip * b_row[j];
     }
+    float* c_row = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) c_row[j] = beta == 0 ? sum[j] : sum[j] + beta * c_row[j];
   }
 }
 
