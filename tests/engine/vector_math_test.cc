@@ -3,7 +3,9 @@
 // the ends of float's range.
 #include "engine/cpu/vector_math.h"
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -88,6 +90,59 @@ TEST(VectorMathTest, ActivationsStayFiniteAtTheEndsOfTheRange) {
     }
   }
   EXPECT_NEAR(gelu[10], 0.5e-30f, 1e-36f);
+}
+
+// Highway 1.0.3's Exp for floats, one lane, in its own order of operations
+// (hwy/contrib/math/math-inl.h: Exp, ExpImpl<float>), each MulAdd fused.
+float HighwayExp(float x) {
+  const float half = std::copysign(0.5f, x);
+  const auto q = static_cast<int32_t>(std::fma(x, 1.442695040888963407359924681f, half));
+  const float qf = static_cast<float>(q);
+  float r = std::fma(qf, -0.693145751953125f, x);
+  r = std::fma(qf, -1.428606765330187045e-6f, r);
+  const float r2 = r * r, r4 = r2 * r2;
+  const float est =
+      std::fma(r4, std::fma(0.000198527617612853646278381f, r, 0.00139304355252534151077271f),
+               std::fma(r2, std::fma(0.00833336077630519866943359f, r,
+                                     0.0416664853692054748535156f),
+                        std::fma(0.166666671633720397949219f, r, 0.5f)));
+  const float p = std::fma(est, r2, r) + 1.0f;
+  const auto pow2 = [](int32_t e) { return std::bit_cast<float>((e + 0x7F) << 23); };
+  const int32_t y = q >> 1;
+  const float value = p * pow2(y) * pow2(q - y);
+  return x >= -104.0f ? value : 0.0f;
+}
+
+// On AVX-512 the exponential is engine/cpu/vector_math_highway.cc's
+// FastExp, which claims Highway's Exp bit for bit: every float the
+// softmaxes, GELU and SiLU feed it, and the ends, give the same bits.
+TEST(VectorMathTest, AvxExpIsHighwaysBitForBit) {
+  if (std::string(VectorMathName()).find("AVX3") == std::string::npos) {
+    GTEST_SKIP() << "vector math is " << VectorMathName()
+                 << ": the AVX-512 exponential is not built";
+  }
+  std::vector<float> in = {-0.0f, 0.0f, -104.0f, -103.99999f, -104.00001f, -87.33654f,
+                           -std::numeric_limits<float>::infinity(), -1e-45f, -1e-30f,
+                           -0.34657359f, 0.34657359f, -149 * 0.6931472f, -126.5f * 0.6931472f,
+                           88.0f, 1e-30f, -150.0f, -1e30f};
+  Rng rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    const double scale = i % 3 == 0 ? 40.0 : i % 3 == 1 ? 2.0 : 0.1;
+    in.push_back(static_cast<float>(-std::abs(scale * rng.Normal())));
+  }
+  for (int i = 0; i < 1000; ++i) in.push_back(static_cast<float>(40.0 * rng.Normal()));
+  const int64_t n = static_cast<int64_t>(in.size());
+  const std::vector<float> zeros(in.size(), 0.0f);
+  std::vector<float> out(in.size());
+  ExpMinus(in.data(), zeros.data(), out.data(), n);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float expected = HighwayExp(in[i]);
+    if (std::memcmp(&out[i], &expected, sizeof(float)) != 0 && ++differ <= 5) {
+      ADD_FAILURE() << "exp(" << in[i] << "): " << out[i] << ", Highway's " << expected;
+    }
+  }
+  EXPECT_EQ(differ, 0) << "of " << n;
 }
 
 }  // namespace
