@@ -93,12 +93,15 @@ TEST_F(ChannelTest, CallCarriesTheTokenAndEndsWithinItsDeadline) {
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(service_.authorization(), "Bearer worker-token-1");
   const auto deadline = service_.deadline();
+  // The server sees the client's 7 s, within a second either way: gRPC
+  // sends the time left rounded up to its wire units (100 ms at this size),
+  // and the server converts its monotonic deadline to wall-clock time by
+  // reading both clocks, which a loaded machine can preempt in between
+  // (the former 100 ms upper margin failed once in a full `ctest -j2` run
+  // beside a benchmark, 2026-12-02). No deadline, or the default, is far
+  // outside either margin.
   EXPECT_GT(deadline, before + std::chrono::seconds(6));
-  // gRPC sends the time left rounded up to its wire units (100 ms at this
-  // size: 6.99 s left goes out as 7 s), so the server's deadline may fall up
-  // to that much past the client's; measured 8.7 ms past it under load.
-  EXPECT_LE(deadline, std::chrono::system_clock::now() + std::chrono::seconds(7) +
-                          std::chrono::milliseconds(100));
+  EXPECT_LE(deadline, std::chrono::system_clock::now() + std::chrono::seconds(8));
 }
 
 TEST_F(ChannelTest, NoTokenSendsNoAuthorizationHeader) {
