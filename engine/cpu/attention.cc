@@ -1,5 +1,7 @@
-// Causal multi-head attention from packed qkv, one (batch, head) pair per
-// task. Queries are taken in blocks of kBlock rows; a block only ever sees
+// Causal multi-head attention from packed qkv on BLAS products, one (batch,
+// head) pair per task: the path of builds without Highway (the GPU
+// machine's) and of SMALLEM_ATTENTION=blas; builds with Highway run
+// engine/cpu/attention_tiles.cc's register tiles instead, 1.4–1.5× faster. Queries are taken in blocks of kBlock rows; a block only ever sees
 // the keys at or before its last row, so the products are GEMMs on a
 // kBlock × r1 tile (r1 the block's end): the blocks above the diagonal are
 // never computed (at T = 128, 62.5 % of the full T × T products). Softmax's
@@ -28,12 +30,19 @@
 // through its packing path, several times slower.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "engine/cpu/attention_tiles.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/cpu_util.h"
+#include "engine/cpu/transpose.h"
 #include "engine/cpu/vector_math.h"
 #include "engine/op_checks.h"
 
@@ -54,53 +63,37 @@ AttentionLayout LayoutOf(int64_t batch, int64_t time, int64_t heads, int64_t hea
           1.0f / std::sqrt(static_cast<float>(head_dim))};
 }
 
-// Eight floats as one value for __builtin_shufflevector: the compiler picks
-// the shuffles of whatever vector unit it targets (SSE, AVX2, AVX-512).
-typedef float Float8 __attribute__((vector_size(32)));
-
-Float8 Load8(const float* p) {
-  Float8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+// Whether attention runs on engine/cpu/attention_tiles.cc's kernels: where
+// the build has them, unless SMALLEM_ATTENTION=blas asks for the products.
+bool UseTiles() {
+  static const bool tiles = [] {
+    const char* env = std::getenv("SMALLEM_ATTENTION");
+    const std::string_view asked = env == nullptr ? "auto" : env;
+#ifdef SMALLEM_HAVE_HWY
+    constexpr bool kBuilt = true;
+    constexpr const char* kChoices = "auto, tiles, blas";
+#else
+    constexpr bool kBuilt = false;
+    constexpr const char* kChoices = "auto, blas";
+#endif
+    if (asked == "auto") return kBuilt;
+    if (asked == "blas") return false;
+    if (asked == "tiles" && kBuilt) return true;
+    std::fprintf(stderr, "smallem: SMALLEM_ATTENTION=%s is not an attention kernel this build has: %s\n",
+                 std::string(asked).c_str(), kChoices);
+    std::exit(2);
+  }();
+  return tiles;
 }
 
-void Store8(float* p, Float8 v) { std::memcpy(p, &v, sizeof v); }
-
-// The 8 × 8 block at src (row stride ld) written transposed at dst (row
-// stride ldd): pairs of rows interleaved, then pairs of pairs, then halves.
-void Transpose8x8(const float* src, int64_t ld, float* dst, int64_t ldd) {
-  Float8 r[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i) r[i] = Load8(src + i * ld);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    for (int j = 0; j < 2; ++j) {
-      u[i + 2 * j] = __builtin_shufflevector(t[i + j], t[i + j + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-      u[i + 2 * j + 1] =
-          __builtin_shufflevector(t[i + j], t[i + j + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-  }
-  for (int i = 0; i < 4; ++i) {
-    Store8(dst + i * ldd, __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11));
-    Store8(dst + (i + 4) * ldd,
-           __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15));
-  }
-}
-
-// dst (cols, rows) = srcᵀ for src (rows, cols) with leading dimension ld:
-// 8 × 8 blocks, then the ragged edges element by element.
-void Transpose(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst) {
-  const int64_t rows8 = rows - rows % 8, cols8 = cols - cols % 8;
-  for (int64_t r = 0; r < rows8; r += 8) {
-    for (int64_t c = 0; c < cols8; c += 8) {
-      Transpose8x8(src + r * ld + c, ld, dst + c * rows + r, rows);
-    }
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = r < rows8 ? cols8 : 0; c < cols; ++c) dst[c * rows + r] = src[r * ld + c];
-  }
+// The tiles keep the softmax in a (B, H, T, T) buffer where their layout
+// fits in it (T ≥ 48 at 16 lanes), and otherwise recompute it.
+bool TilesKeepProbs(const Tensor& probs, int64_t time) {
+#ifdef SMALLEM_HAVE_HWY
+  return !probs.empty() && cpu::TiledAttentionPairProbs(time) <= time * time;
+#else
+  return false;
+#endif
 }
 
 // scores[i, j] = scale·q[r0 + i]·k[j] for the block's rows and keys [0, r1),
@@ -116,6 +109,14 @@ void BlockScores(const AttentionLayout& l, const float* q, const float* kt,
 void CpuBackend::AttentionForward(const AttentionParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionForward)) return;
   CheckAttention(p);
+#ifdef SMALLEM_HAVE_HWY
+  if (UseTiles()) {
+    cpu::TiledAttentionForward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
+                               TilesKeepProbs(p.probs, p.time) ? p.probs.f32() : nullptr,
+                               p.batch, p.time, p.heads, p.head_dim, threads_);
+    return;
+  }
+#endif
   const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
   float* lse = p.lse.empty() ? nullptr : p.lse.f32();
   float* saved = p.probs.empty() ? nullptr : p.probs.f32();
@@ -132,7 +133,7 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
     float* lse_bh = lse == nullptr ? nullptr : lse + pair * l.t;
     float* scratch = cpu::ThreadScratch((kBlock + l.d) * l.t);
     float* kt = scratch + kBlock * l.t;
-    Transpose(k, l.t, l.d, 3 * l.c, kt);
+    cpu::Transpose(k, l.t, l.d, 3 * l.c, kt, l.t);
     for (int64_t r0 = 0; r0 < l.t; r0 += kBlock) {
       const int64_t r1 = std::min(l.t, r0 + kBlock);
       float* scores = saved == nullptr ? scratch : saved + (pair * l.t + r0) * l.t;
@@ -158,6 +159,25 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionBackward)) return;
   if (p.grad_qkv.empty()) return;
   CheckAttentionBackward(p);
+#ifdef SMALLEM_HAVE_HWY
+  if (UseTiles()) {
+    const float* probs = TilesKeepProbs(p.probs, p.time) ? p.probs.f32() : nullptr;
+    if (p.overwrite) {
+      cpu::TiledAttentionBackward(p.qkv.f32(), p.lse.f32(), probs, p.grad_out.f32(),
+                                  p.grad_qkv.f32(), p.batch, p.time, p.heads, p.head_dim,
+                                  threads_);
+      return;
+    }
+    // The kernels write: the gradient goes to scratch, then is added.
+    const int64_t n = p.grad_qkv.numel();
+    std::vector<float> grad(static_cast<size_t>(n));
+    cpu::TiledAttentionBackward(p.qkv.f32(), p.lse.f32(), probs, p.grad_out.f32(), grad.data(),
+                                p.batch, p.time, p.heads, p.head_dim, threads_);
+    float* into = p.grad_qkv.f32();
+    for (int64_t i = 0; i < n; ++i) into[i] += grad[static_cast<size_t>(i)];
+    return;
+  }
+#endif
   const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
   const float* qkv = p.qkv.f32();
   const float* out = p.out.f32();
@@ -189,8 +209,8 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* kt = d_scores + kBlock * l.t;
     float* vt = kt + l.d * l.t;
     float* delta = vt + l.d * l.t;
-    if (saved_bh == nullptr) Transpose(k, l.t, l.d, ld, kt);  // only to recompute P
-    Transpose(v, l.t, l.d, ld, vt);
+    if (saved_bh == nullptr) cpu::Transpose(k, l.t, l.d, ld, kt, l.t);  // only to recompute P
+    cpu::Transpose(v, l.t, l.d, ld, vt, l.t);
     for (int64_t t = 0; t < l.t; ++t) {
       const float* o_row = o + t * l.c;
       const float* d_o_row = d_o + t * l.c;
