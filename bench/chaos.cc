@@ -282,14 +282,24 @@ absl::StatusOr<ChaosReport> RunChaos(const ChaosOptions& o) {
     if (Since(start) > o.timeout_s) {
       c.StopAll();
       return absl::DeadlineExceededError(absl::StrCat(
-          "chaos: not every run finished within ", o.timeout_s, " s (", kills, " kills)"));
+          "not every run finished within ", o.timeout_s, " s (", kills, " kills)"));
     }
     if (kills >= o.kills && AllEnded(c)) break;
     if (kills >= o.kills) continue;
     // The first kill, of a worker, waits until every worker's run holds a
     // checkpoint, so that at least one run is killed and resumed whatever
     // the schedule.
-    if (kills == 0 && CheckpointsHeld(c) < o.workers) continue;
+    if (kills == 0 && CheckpointsHeld(c) < o.workers) {
+      // Runs that all end first leave nothing to kill: say so now rather
+      // than wait for the timeout.
+      if (AllEnded(c)) {
+        c.StopAll();
+        return absl::FailedPreconditionError(absl::StrCat(
+            "every run ended before the first kill could hit one: runs of ", o.steps,
+            " steps are too short on this machine; give more steps"));
+      }
+      continue;
+    }
     // Kill one process and start it again at once.
     if (kills > 0 && coin(rng) < o.coordinator_share) {
       c.KillCoordinator();

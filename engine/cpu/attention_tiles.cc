@@ -62,13 +62,11 @@ constexpr bool kManyRegs = true;  // AVX-512's 32 vector registers
 #else
 constexpr bool kManyRegs = false;
 #endif
-// Keys per step of the score kernels (forward: that many accumulators;
-// backward: twice, scores and dP).
+// Keys per step of the forward's score kernel (that many accumulators; the
+// two-block form twice as many).
 constexpr int kScoreKeys = kManyRegs ? 8 : 4;
-constexpr int kScoreKeys2 = kManyRegs ? 8 : 4;  // two query blocks: twice the accumulators
-constexpr int kBackScoreKeys = kManyRegs ? 8 : 4;
-constexpr int kBackScoreKeys2 = kManyRegs ? 4 : 2;  // two query blocks
-// dP alone (P kept): keys per step, one and two query blocks.
+// Keys per step of the backward's dot products (scores, dP): one query
+// block and two.
 constexpr int kDotKeys = kManyRegs ? 16 : 8;
 constexpr int kDotKeys2 = kManyRegs ? 8 : 4;
 // Rows per step of O = P·V and dQ = dS·K (rows × 2 vector accumulators).
@@ -80,53 +78,80 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // ---- Packing ---------------------------------------------------------------
 
+// The copies of a head width that is not a multiple of the lanes (the
+// kernels then work on rows padded to Dp).
 // dst (rows, ldd) = src's (rows, cols) of row stride ld, zero-padded.
 void PackRows(const float* src, int64_t rows, int64_t cols, int64_t ld, float* dst, int64_t ldd) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), full = cols - cols % L;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* from = src + r * ld;
-    float* to = dst + r * ldd;
-    int64_t c = 0;
-    for (; c < full; c += L) hn::StoreU(hn::LoadU(df, from + c), df, to + c);
-    for (; c < cols; ++c) to[c] = from[c];
-    for (; c < ldd; ++c) to[c] = 0.0f;
+    std::memcpy(dst + r * ldd, src + r * ld, cols * sizeof(float));
+    std::fill(dst + r * ldd + cols, dst + (r + 1) * ldd, 0.0f);
   }
 }
 
 // dst's (rows, cols) of row stride ld = src's (row stride lds).
 void UnpackRows(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ld) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df)), full = cols - cols % L;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* from = src + r * lds;
-    float* to = dst + r * ld;
-    int64_t c = 0;
-    for (; c < full; c += L) hn::StoreU(hn::LoadU(df, from + c), df, to + c);
-    for (; c < cols; ++c) to[c] = from[c];
-  }
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ld, src + r * lds, cols * sizeof(float));
 }
 
 // ---- Kernels -----------------------------------------------------------------
 
-// st[k·L + lane] = Σ_{d < D} qt[d·ldq + lane] · key[k·ldk + d], k < NK, for
-// keys j0 + k and the queries r0 + lane: a key after a lane's query gets −∞
-// there. m = max(m, each stored vector).
+// acc[k][lane] = Σ_{d < D} xt[d·ldt + lane] · rows[k·ld + d], k < NK: one
+// query block (queries in lanes, from Qᵀ or dOᵀ) against NK rows of K or V,
+// their entries broadcast; one load of xt[d] feeds NK independent chains.
 template <int NK>
-HWY_INLINE void Scores(const float* HWY_RESTRICT qt, int64_t ldq, const float* HWY_RESTRICT key,
-                       int64_t ldk, int64_t D, float* HWY_RESTRICT st, int64_t j0, int64_t r0,
-                       VF& m) {
+HWY_INLINE void LaneDots(const float* HWY_RESTRICT xt, int64_t ldt,
+                         const float* HWY_RESTRICT rows, int64_t ld, int64_t D, VF (&acc)[NK]) {
   const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  VF acc[NK];
 #pragma GCC unroll 16
   for (int k = 0; k < NK; ++k) acc[k] = hn::Zero(df);
 #pragma GCC unroll 4
   for (int64_t d = 0; d < D; ++d) {
-    const VF q = hn::LoadU(df, qt + d * ldq);
+    const VF x = hn::LoadU(df, xt + d * ldt);
 #pragma GCC unroll 16
-    for (int k = 0; k < NK; ++k) acc[k] = hn::MulAdd(q, hn::Set(df, key[k * ldk + d]), acc[k]);
+    for (int k = 0; k < NK; ++k) acc[k] = hn::MulAdd(x, hn::Set(df, rows[k * ld + d]), acc[k]);
   }
+}
+
+// LaneDots for two query blocks at once, xt's lanes [0, L) into a and
+// [L, 2L) into b: each broadcast entry feeds both.
+template <int NK>
+HWY_INLINE void LaneDots2(const float* HWY_RESTRICT xt, int64_t ldt,
+                          const float* HWY_RESTRICT rows, int64_t ld, int64_t D, VF (&a)[NK],
+                          VF (&b)[NK]) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+#pragma GCC unroll 16
+  for (int k = 0; k < NK; ++k) a[k] = b[k] = hn::Zero(df);
+#pragma GCC unroll 4
+  for (int64_t d = 0; d < D; ++d) {
+    const VF xa = hn::LoadU(df, xt + d * ldt);
+    const VF xb = hn::LoadU(df, xt + d * ldt + L);
+#pragma GCC unroll 16
+    for (int k = 0; k < NK; ++k) {
+      const VF r = hn::Set(df, rows[k * ld + d]);
+      a[k] = hn::MulAdd(xa, r, a[k]);
+      b[k] = hn::MulAdd(xb, r, b[k]);
+    }
+  }
+}
+
+// out[k·L + lane] = acc[k][lane], k < NK.
+template <int NK>
+HWY_INLINE void StoreLanes(const VF (&acc)[NK], float* HWY_RESTRICT out) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+#pragma GCC unroll 16
+  for (int k = 0; k < NK; ++k) hn::StoreU(acc[k], df, out + k * L);
+}
+
+// The scores of keys j0 + k (k < NK) for the queries r0 + lane, stored as
+// StoreLanes does, −∞ where the key comes after the lane's query; m, the
+// block's running maximum, raised to them.
+template <int NK>
+HWY_INLINE void StoreScores(const VF (&acc)[NK], int64_t j0, int64_t r0, float* HWY_RESTRICT st,
+                            VF& m) {
+  const DF df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const VF query = hn::Iota(df, static_cast<float>(r0));
   const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
 #pragma GCC unroll 16
@@ -139,42 +164,26 @@ HWY_INLINE void Scores(const float* HWY_RESTRICT qt, int64_t ldq, const float* H
   }
 }
 
-// Scores of keys j0 + k (k < NK) for two query blocks at once, [r0, r0 + L)
-// into sa and [r0 + L, r0 + 2L) into sb (each broadcast of a key entry feeds
-// both): the keys must precede the second block (j0 + NK ≤ r0 + L), so only
-// the first block's lanes are masked. ma, mb the blocks' running maxima.
+// Scores of keys j0 + k (k < NK) for the block of queries r0 + lane, from
+// Qᵀ (qt) and K's rows: st[k·L + lane] = q·k, masked as StoreScores.
 template <int NK>
-HWY_INLINE void Scores2(const float* HWY_RESTRICT qt, int64_t ldq, const float* HWY_RESTRICT key,
-                        int64_t ldk, int64_t D, float* HWY_RESTRICT sa, float* HWY_RESTRICT sb,
-                        int64_t j0, int64_t r0, VF& ma, VF& mb) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+HWY_INLINE void Scores(const float* qt, int64_t ldq, const float* key, int64_t ldk, int64_t D,
+                       float* st, int64_t j0, int64_t r0, VF& m) {
+  VF acc[NK];
+  LaneDots<NK>(qt, ldq, key, ldk, D, acc);
+  StoreScores(acc, j0, r0, st, m);
+}
+
+// Scores for two query blocks at once, [r0, r0 + L) into sa and
+// [r0 + L, r0 + 2L) into sb; ma, mb their running maxima.
+template <int NK>
+HWY_INLINE void Scores2(const float* qt, int64_t ldq, const float* key, int64_t ldk, int64_t D,
+                        float* sa, float* sb, int64_t j0, int64_t r0, VF& ma, VF& mb) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(DF()));
   VF acc_a[NK], acc_b[NK];
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) acc_a[k] = acc_b[k] = hn::Zero(df);
-#pragma GCC unroll 4
-  for (int64_t d = 0; d < D; ++d) {
-    const VF qa = hn::LoadU(df, qt + d * ldq);
-    const VF qb = hn::LoadU(df, qt + d * ldq + L);
-#pragma GCC unroll 16
-    for (int k = 0; k < NK; ++k) {
-      const VF kv = hn::Set(df, key[k * ldk + d]);
-      acc_a[k] = hn::MulAdd(qa, kv, acc_a[k]);
-      acc_b[k] = hn::MulAdd(qb, kv, acc_b[k]);
-    }
-  }
-  const VF query = hn::Iota(df, static_cast<float>(r0));
-  const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) {
-    VF a = acc_a[k];
-    if (j0 + k > r0)
-      a = hn::IfThenElse(hn::Lt(query, hn::Set(df, static_cast<float>(j0 + k))), neg_inf, a);
-    ma = hn::Max(ma, a);
-    mb = hn::Max(mb, acc_b[k]);
-    hn::StoreU(a, df, sa + k * L);
-    hn::StoreU(acc_b[k], df, sb + k * L);
-  }
+  LaneDots2<NK>(qt, ldq, key, ldk, D, acc_a, acc_b);
+  StoreScores(acc_a, j0, r0, sa, ma);
+  StoreScores(acc_b, j0, r0 + L, sb, mb);
 }
 
 // Rows i < R of out (row stride ldo), DV vectors of columns:
@@ -319,115 +328,53 @@ HWY_INLINE void KeyRowsAllColumns(const BlockBuffers& bufs, int64_t b_first, int
   }
 }
 
-// s[k] = Σ_d qt[d]·key[k][d] and dp[k] = Σ_d gt[d]·val[k][d], k < NK.
+// The backward's scores and dP of keys j0 + k (k < NK) for one query block:
+// s_out from Qᵀ and K's rows, dp_out from dOᵀ and V's, as StoreLanes lays
+// them out (the scores unmasked: BlockGradients masks P).
 template <int NK>
-HWY_INLINE void ScoresAndGrads(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT gt,
-                               int64_t ldt, const float* HWY_RESTRICT key,
-                               const float* HWY_RESTRICT val, int64_t ld, int64_t D,
-                               float* HWY_RESTRICT s_out, float* HWY_RESTRICT dp_out) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  VF as[NK], ap[NK];
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) as[k] = ap[k] = hn::Zero(df);
-#pragma GCC unroll 4
-  for (int64_t d = 0; d < D; ++d) {
-    const VF q = hn::LoadU(df, qt + d * ldt);
-    const VF g = hn::LoadU(df, gt + d * ldt);
-#pragma GCC unroll 16
-    for (int k = 0; k < NK; ++k) {
-      as[k] = hn::MulAdd(q, hn::Set(df, key[k * ld + d]), as[k]);
-      ap[k] = hn::MulAdd(g, hn::Set(df, val[k * ld + d]), ap[k]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) {
-    hn::StoreU(as[k], df, s_out + k * L);
-    hn::StoreU(ap[k], df, dp_out + k * L);
-  }
-}
-
-// ScoresAndGrads for two query blocks at once (Qᵀ, dOᵀ columns [0, 2L) of
-// qt, gt): block a's into sa/pa, block b's into sb/pb.
-template <int NK>
-HWY_INLINE void ScoresAndGrads2(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT gt,
-                                int64_t ldt, const float* HWY_RESTRICT key,
-                                const float* HWY_RESTRICT val, int64_t ld, int64_t D,
-                                float* HWY_RESTRICT sa, float* HWY_RESTRICT pa,
-                                float* HWY_RESTRICT sb, float* HWY_RESTRICT pb) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  VF as[NK], ap[NK], bs[NK], bp[NK];
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) as[k] = ap[k] = bs[k] = bp[k] = hn::Zero(df);
-#pragma GCC unroll 4
-  for (int64_t d = 0; d < D; ++d) {
-    const VF qa = hn::LoadU(df, qt + d * ldt), qb = hn::LoadU(df, qt + d * ldt + L);
-    const VF ga = hn::LoadU(df, gt + d * ldt), gb = hn::LoadU(df, gt + d * ldt + L);
-#pragma GCC unroll 16
-    for (int k = 0; k < NK; ++k) {
-      const VF kv = hn::Set(df, key[k * ld + d]);
-      const VF vv = hn::Set(df, val[k * ld + d]);
-      as[k] = hn::MulAdd(qa, kv, as[k]);
-      bs[k] = hn::MulAdd(qb, kv, bs[k]);
-      ap[k] = hn::MulAdd(ga, vv, ap[k]);
-      bp[k] = hn::MulAdd(gb, vv, bp[k]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) {
-    hn::StoreU(as[k], df, sa + k * L);
-    hn::StoreU(ap[k], df, pa + k * L);
-    hn::StoreU(bs[k], df, sb + k * L);
-    hn::StoreU(bp[k], df, pb + k * L);
-  }
-}
-
-// out[k·L + lane] = Σ_d xt[d·ldt + lane]·rows[k·ld + d] for k < NK: dP of
-// one query block from dOᵀ and V, where P is kept (no scores to recompute).
-template <int NK>
-HWY_INLINE void Dots(const float* HWY_RESTRICT xt, int64_t ldt, const float* HWY_RESTRICT rows,
-                     int64_t ld, int64_t D, float* HWY_RESTRICT out) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+HWY_INLINE void ScoresAndGrads(const float* qt, const float* gt, int64_t ldt, const float* key,
+                               const float* val, int64_t ld, int64_t D, float* s_out,
+                               float* dp_out) {
   VF acc[NK];
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) acc[k] = hn::Zero(df);
-#pragma GCC unroll 4
-  for (int64_t d = 0; d < D; ++d) {
-    const VF x = hn::LoadU(df, xt + d * ldt);
-#pragma GCC unroll 16
-    for (int k = 0; k < NK; ++k) acc[k] = hn::MulAdd(x, hn::Set(df, rows[k * ld + d]), acc[k]);
-  }
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) hn::StoreU(acc[k], df, out + k * L);
+  LaneDots<NK>(qt, ldt, key, ld, D, acc);
+  StoreLanes(acc, s_out);
+  LaneDots<NK>(gt, ldt, val, ld, D, acc);
+  StoreLanes(acc, dp_out);
 }
 
-// Dots for two query blocks at once (xt columns [0, 2L)): into oa and ob.
+// ScoresAndGrads for two query blocks at once: block a's into sa/pa,
+// block b's into sb/pb.
 template <int NK>
-HWY_INLINE void Dots2(const float* HWY_RESTRICT xt, int64_t ldt, const float* HWY_RESTRICT rows,
-                      int64_t ld, int64_t D, float* HWY_RESTRICT oa, float* HWY_RESTRICT ob) {
-  const DF df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+HWY_INLINE void ScoresAndGrads2(const float* qt, const float* gt, int64_t ldt, const float* key,
+                                const float* val, int64_t ld, int64_t D, float* sa, float* pa,
+                                float* sb, float* pb) {
   VF acc_a[NK], acc_b[NK];
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) acc_a[k] = acc_b[k] = hn::Zero(df);
-#pragma GCC unroll 4
-  for (int64_t d = 0; d < D; ++d) {
-    const VF xa = hn::LoadU(df, xt + d * ldt);
-    const VF xb = hn::LoadU(df, xt + d * ldt + L);
-#pragma GCC unroll 16
-    for (int k = 0; k < NK; ++k) {
-      const VF r = hn::Set(df, rows[k * ld + d]);
-      acc_a[k] = hn::MulAdd(xa, r, acc_a[k]);
-      acc_b[k] = hn::MulAdd(xb, r, acc_b[k]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int k = 0; k < NK; ++k) {
-    hn::StoreU(acc_a[k], df, oa + k * L);
-    hn::StoreU(acc_b[k], df, ob + k * L);
-  }
+  LaneDots2<NK>(qt, ldt, key, ld, D, acc_a, acc_b);
+  StoreLanes(acc_a, sa);
+  StoreLanes(acc_b, sb);
+  LaneDots2<NK>(gt, ldt, val, ld, D, acc_a, acc_b);
+  StoreLanes(acc_a, pa);
+  StoreLanes(acc_b, pb);
+}
+
+// dP of one query block where P is kept (no scores to recompute): from dOᵀ
+// (xt) and V's rows, into out as StoreLanes lays it out.
+template <int NK>
+HWY_INLINE void Dots(const float* xt, int64_t ldt, const float* rows, int64_t ld, int64_t D,
+                     float* out) {
+  VF acc[NK];
+  LaneDots<NK>(xt, ldt, rows, ld, D, acc);
+  StoreLanes(acc, out);
+}
+
+// Dots for two query blocks at once (xt's lanes [0, 2L)): into oa and ob.
+template <int NK>
+HWY_INLINE void Dots2(const float* xt, int64_t ldt, const float* rows, int64_t ld, int64_t D,
+                      float* oa, float* ob) {
+  VF acc_a[NK], acc_b[NK];
+  LaneDots2<NK>(xt, ldt, rows, ld, D, acc_a, acc_b);
+  StoreLanes(acc_a, oa);
+  StoreLanes(acc_b, ob);
 }
 
 // ---- Per pair ------------------------------------------------------------------
@@ -443,6 +390,20 @@ Shape ShapeOf(int64_t T, int64_t H, int64_t D) {
   bool direct = D % L == 0;
   return {T,     D, H * D, L, RoundUp(T, L), RoundUp(D, L), 1.0f / std::sqrt(static_cast<float>(D)),
           direct};
+}
+
+// K's and V's rows for the kernels: read in place where the head width is a
+// multiple of the lanes (packing them contiguous, to dodge L1 set conflicts,
+// measured slower: the copy costs more), otherwise packed into kp and vp.
+// Returns their row stride.
+int64_t KeyValueRows(const Shape& s, const float** k, const float** v, int64_t ld, float* kp,
+                     float* vp) {
+  if (s.direct) return ld;
+  PackRows(*k, s.T, s.D, ld, kp, s.Dp);
+  PackRows(*v, s.T, s.D, ld, vp, s.Dp);
+  *k = kp;
+  *v = vp;
+  return s.Dp;
 }
 
 // Softmax of a block's scores st (keys [0, nk), max m) in place, its lse,
@@ -516,18 +477,7 @@ void ForwardPair(const Shape& s, const float* q, const float* k, const float* v,
   float* vp = kp + T * Dp;
   float* o_block = vp + T * Dp;
   Transpose(q, T, D, ld, qt, ldt);
-  // K and V rows are read in place when D allows (packing them contiguous
-  // to dodge L1 set conflicts measured slower: the copy costs more).
-  int64_t ldkv = ld;
-  if (!s.direct) {
-    PackRows(k, T, D, ld, kp, Dp);
-    PackRows(v, T, D, ld, vp, Dp);
-    k = kp;
-    v = vp;
-    ldkv = Dp;
-  }
-  kp = const_cast<float*>(k);
-  vp = const_cast<float*>(v);
+  const int64_t ldkv = KeyValueRows(s, &k, &v, ld, kp, vp);
 
   const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
   for (int64_t r0 = 0; r0 < T; r0 += 2 * L) {
@@ -540,26 +490,26 @@ void ForwardPair(const Shape& s, const float* q, const float* k, const float* v,
       sb = probs + PairProbsOffset(L, r0 / L + 1);
     }
     if (two) {
-      for (; j + kScoreKeys2 <= nka; j += kScoreKeys2) {
-        Scores2<kScoreKeys2>(qt + r0, ldt, kp + j * ldkv, ldkv, D, sa + j * L, sb + j * L, j, r0,
+      for (; j + kScoreKeys <= nka; j += kScoreKeys) {
+        Scores2<kScoreKeys>(qt + r0, ldt, k + j * ldkv, ldkv, D, sa + j * L, sb + j * L, j, r0,
                              ma, mb);
       }
       for (; j < nka; ++j) {
-        Scores2<1>(qt + r0, ldt, kp + j * ldkv, ldkv, D, sa + j * L, sb + j * L, j, r0, ma, mb);
+        Scores2<1>(qt + r0, ldt, k + j * ldkv, ldkv, D, sa + j * L, sb + j * L, j, r0, ma, mb);
       }
       for (; j + kScoreKeys <= nkb; j += kScoreKeys) {
-        Scores<kScoreKeys>(qt + r0 + L, ldt, kp + j * ldkv, ldkv, D, sb + j * L, j, r0 + L, mb);
+        Scores<kScoreKeys>(qt + r0 + L, ldt, k + j * ldkv, ldkv, D, sb + j * L, j, r0 + L, mb);
       }
       for (; j < nkb; ++j)
-        Scores<1>(qt + r0 + L, ldt, kp + j * ldkv, ldkv, D, sb + j * L, j, r0 + L, mb);
+        Scores<1>(qt + r0 + L, ldt, k + j * ldkv, ldkv, D, sb + j * L, j, r0 + L, mb);
     } else {
       for (; j + kScoreKeys <= nka; j += kScoreKeys) {
-        Scores<kScoreKeys>(qt + r0, ldt, kp + j * ldkv, ldkv, D, sa + j * L, j, r0, ma);
+        Scores<kScoreKeys>(qt + r0, ldt, k + j * ldkv, ldkv, D, sa + j * L, j, r0, ma);
       }
-      for (; j < nka; ++j) Scores<1>(qt + r0, ldt, kp + j * ldkv, ldkv, D, sa + j * L, j, r0, ma);
+      for (; j < nka; ++j) Scores<1>(qt + r0, ldt, k + j * ldkv, ldkv, D, sa + j * L, j, r0, ma);
     }
-    SoftmaxRows(s, r0, sa, ma, vp, ldkv, o, ldo, lse, inv, o_block, probs != nullptr);
-    if (two) SoftmaxRows(s, r0 + L, sb, mb, vp, ldkv, o, ldo, lse, inv, o_block, probs != nullptr);
+    SoftmaxRows(s, r0, sa, ma, v, ldkv, o, ldo, lse, inv, o_block, probs != nullptr);
+    if (two) SoftmaxRows(s, r0 + L, sb, mb, v, ldkv, o, ldo, lse, inv, o_block, probs != nullptr);
   }
 }
 
@@ -657,14 +607,8 @@ void BackwardPair(const Shape& s, const float* q, const float* k, const float* v
   }
   Transpose(g, T, D, ldo, gt, Tp);
   // Rows read in place where D allows (as in the forward).
-  int64_t ldkv = ld, ldq = ld, ldg = ldo;
-  if (!s.direct) {
-    PackRows(k, T, D, ld, kp, Dp);
-    PackRows(v, T, D, ld, vp, Dp);
-    k = kp;
-    v = vp;
-    ldkv = Dp;
-  }
+  const int64_t ldkv = KeyValueRows(s, &k, &v, ld, kp, vp);
+  int64_t ldq = ld, ldg = ldo;
   if (!s.direct) {
     PackRows(q, T, D, ld, qp, Dp);
     PackRows(g, T, D, ldo, gp, Dp);
@@ -720,16 +664,16 @@ void BackwardPair(const Shape& s, const float* q, const float* k, const float* v
         }
         for (; j < nkl; ++j) Dots<1>(gt + rl, Tp, v + j * ldkv, ldkv, D, dsl + j * L);
       } else if (two) {
-        for (; j + kBackScoreKeys2 <= nka; j += kBackScoreKeys2) {
-          ScoresAndGrads2<kBackScoreKeys2>(qt + r0, gt + r0, Tp, k + j * ldkv, v + j * ldkv, ldkv,
+        for (; j + kDotKeys <= nka; j += kDotKeys) {
+          ScoresAndGrads2<kDotKeys>(qt + r0, gt + r0, Tp, k + j * ldkv, v + j * ldkv, ldkv,
                                            D, pa + j * L, dsa + j * L, pb + j * L, dsb + j * L);
         }
         for (; j < nka; ++j) {
           ScoresAndGrads2<1>(qt + r0, gt + r0, Tp, k + j * ldkv, v + j * ldkv, ldkv, D, pa + j * L,
                              dsa + j * L, pb + j * L, dsb + j * L);
         }
-        for (; j + kBackScoreKeys <= nkb; j += kBackScoreKeys) {
-          ScoresAndGrads<kBackScoreKeys>(qt + r0 + L, gt + r0 + L, Tp, k + j * ldkv, v + j * ldkv,
+        for (; j + kDotKeys <= nkb; j += kDotKeys) {
+          ScoresAndGrads<kDotKeys>(qt + r0 + L, gt + r0 + L, Tp, k + j * ldkv, v + j * ldkv,
                                          ldkv, D, pb + j * L, dsb + j * L);
         }
         for (; j < nkb; ++j) {
@@ -737,8 +681,8 @@ void BackwardPair(const Shape& s, const float* q, const float* k, const float* v
                             pb + j * L, dsb + j * L);
         }
       } else {
-        for (; j + kBackScoreKeys <= nka; j += kBackScoreKeys) {
-          ScoresAndGrads<kBackScoreKeys>(qt + r0, gt + r0, Tp, k + j * ldkv, v + j * ldkv, ldkv, D,
+        for (; j + kDotKeys <= nka; j += kDotKeys) {
+          ScoresAndGrads<kDotKeys>(qt + r0, gt + r0, Tp, k + j * ldkv, v + j * ldkv, ldkv, D,
                                          pa + j * L, dsa + j * L);
         }
         for (; j < nka; ++j) {

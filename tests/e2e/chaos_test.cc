@@ -21,7 +21,10 @@ TEST(ChaosTest, KilledWorkersAndCoordinatorLoseNoRunAndResumeBitForBit) {
   o.workers = 3;
   o.variants = 3;
   o.seeds = 2;
-  o.steps = 1500;
+  // Long enough that the first kill finds every worker mid-run: ~5–10 s a
+  // run here (2026-12-02; 1500 steps became too few once attention ran on
+  // register tiles, and every run ended before the first kill).
+  o.steps = 6000;
   o.kills = 6;
   o.min_gap_s = 0.5;
   o.max_gap_s = 1.5;
