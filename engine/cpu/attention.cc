@@ -1,8 +1,9 @@
 // Causal multi-head attention from packed qkv on BLAS products, one (batch,
 // head) pair per task: the path of builds without Highway (the GPU
 // machine's) and of SMALLEM_ATTENTION=blas; builds with Highway run
-// engine/cpu/attention_tiles.cc's register tiles instead, 1.4–1.5× faster. Queries are taken in blocks of kBlock rows; a block only ever sees
-// the keys at or before its last row, so the products are GEMMs on a
+// engine/cpu/attention_tiles.cc's register tiles instead, 1.3–1.4× faster
+// in the step. Queries are taken in blocks of kBlock rows; a block only
+// ever sees the keys at or before its last row, so the products are GEMMs on a
 // kBlock × r1 tile (r1 the block's end): the blocks above the diagonal are
 // never computed (at T = 128, 62.5 % of the full T × T products). Softmax's
 // exp and sums are vector_math.h's; each row of P is normalized before P·V.
@@ -79,7 +80,8 @@ bool UseTiles() {
     if (asked == "auto") return kBuilt;
     if (asked == "blas") return false;
     if (asked == "tiles" && kBuilt) return true;
-    std::fprintf(stderr, "smallem: SMALLEM_ATTENTION=%s is not an attention kernel this build has: %s\n",
+    std::fprintf(stderr,
+                 "smallem: SMALLEM_ATTENTION=%s is not an attention kernel this build has: %s\n",
                  std::string(asked).c_str(), kChoices);
     std::exit(2);
   }();

@@ -451,8 +451,6 @@ void SoftmaxRows(const Shape& s, int64_t r0, float* st, VF m, const float* vp, i
   }
 }
 
-// Query blocks go two at a time through the score kernel (one broadcast of a
-// key entry feeds both), then one at a time through softmax and P·V.
 // Floats of a pair's kept P: block b's (keys min(T, bL + L), L lanes) at
 // PairProbsOffset(b).
 int64_t PairProbsOffset(int64_t L, int64_t b) { return L * L * b * (b + 1) / 2; }
@@ -461,6 +459,9 @@ int64_t PairProbsFloats(int64_t L, int64_t T) {
   return PairProbsOffset(L, nb - 1) + L * T;
 }
 
+// One pair's forward. Query blocks go two at a time through the score
+// kernel (one broadcast of a key entry feeds both), then one at a time
+// through softmax and P·V.
 void ForwardPair(const Shape& s, const float* q, const float* k, const float* v, int64_t ld,
                  float* o, int64_t ldo, float* lse, float* probs) {
   const DF df;
@@ -584,7 +585,8 @@ void BackwardPair(const Shape& s, const float* q, const float* k, const float* v
   // for a ragged head_dim dQ, dK, dV as (T, Dp).
   const int64_t out_floats = s.direct ? 0 : 3 * T * Dp;
   // The offsets go last, 8-byte aligned.
-  const int64_t float_count = RoundUp(2 * D * Tp + Tp + 4 * T * Dp + 2 * chunk_floats + out_floats, 2);
+  const int64_t float_count =
+      RoundUp(2 * D * Tp + Tp + 4 * T * Dp + 2 * chunk_floats + out_floats, 2);
   float* qt = ThreadScratch(float_count + 2 * (2 * nb + 2));
   float* gt = qt + D * Tp;
   float* lsep = gt + D * Tp;
