@@ -88,15 +88,13 @@ bool UseTiles() {
   return tiles;
 }
 
+#ifdef SMALLEM_HAVE_HWY
 // The tiles keep the softmax in a (B, H, T, T) buffer where their layout
 // fits in it (T ≥ 48 at 16 lanes), and otherwise recompute it.
 bool TilesKeepProbs(const Tensor& probs, int64_t time) {
-#ifdef SMALLEM_HAVE_HWY
   return !probs.empty() && cpu::TiledAttentionPairProbs(time) <= time * time;
-#else
-  return false;
-#endif
 }
+#endif
 
 // scores[i, j] = scale·q[r0 + i]·k[j] for the block's rows and keys [0, r1),
 // from kt = Kᵀ (head_dim, T).
@@ -111,14 +109,14 @@ void BlockScores(const AttentionLayout& l, const float* q, const float* kt,
 void CpuBackend::AttentionForward(const AttentionParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionForward)) return;
   CheckAttention(p);
+  if (UseTiles()) {  // false, or a refusal, in a build without Highway
 #ifdef SMALLEM_HAVE_HWY
-  if (UseTiles()) {
     cpu::TiledAttentionForward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
                                TilesKeepProbs(p.probs, p.time) ? p.probs.f32() : nullptr,
                                p.batch, p.time, p.heads, p.head_dim, threads_);
     return;
-  }
 #endif
+  }
   const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
   float* lse = p.lse.empty() ? nullptr : p.lse.f32();
   float* saved = p.probs.empty() ? nullptr : p.probs.f32();
@@ -161,8 +159,8 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionBackward)) return;
   if (p.grad_qkv.empty()) return;
   CheckAttentionBackward(p);
-#ifdef SMALLEM_HAVE_HWY
   if (UseTiles()) {
+#ifdef SMALLEM_HAVE_HWY
     const float* probs = TilesKeepProbs(p.probs, p.time) ? p.probs.f32() : nullptr;
     if (p.overwrite) {
       cpu::TiledAttentionBackward(p.qkv.f32(), p.lse.f32(), probs, p.grad_out.f32(),
@@ -178,8 +176,8 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     float* into = p.grad_qkv.f32();
     for (int64_t i = 0; i < n; ++i) into[i] += grad[static_cast<size_t>(i)];
     return;
-  }
 #endif
+  }
   const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
   const float* qkv = p.qkv.f32();
   const float* out = p.out.f32();
