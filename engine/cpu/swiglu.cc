@@ -28,11 +28,10 @@ void CpuBackend::SwiGluBackward(const SwiGluBackwardParams& p) {
   const float* g = p.grad_out.f32();
   float* grad_gate = p.grad_gate.empty() ? nullptr : p.grad_gate.f32();
   float* grad_up = p.grad_up.empty() ? nullptr : p.grad_up.f32();
-  const auto backward = p.overwrite ? cpu::SwiGluBackwardWrite : cpu::SwiGluBackward;
   cpu::ForChunks(threads_, p.gate.numel(), [&](int64_t begin, int64_t count) {
-    backward(gate + begin, up + begin, g + begin,
-             grad_gate == nullptr ? nullptr : grad_gate + begin,
-             grad_up == nullptr ? nullptr : grad_up + begin, count);
+    cpu::SwiGluBackward(gate + begin, up + begin, g + begin,
+                        grad_gate == nullptr ? nullptr : grad_gate + begin,
+                        grad_up == nullptr ? nullptr : grad_up + begin, p.overwrite, count);
   });
 }
 

@@ -38,14 +38,11 @@ void SiluBackward(const float* in, const float* grad_out, float* grad_in,
                   int64_t n);
 
 // SwiGLU: out = silu(gate)·up. Backward accumulates into whichever of
-// grad_gate and grad_up is non-null.
+// grad_gate and grad_up is non-null, or with overwrite writes the values it
+// would add to zeros (the gradients' prior contents are never read).
 void SwiGluForward(const float* gate, const float* up, float* out, int64_t n);
 void SwiGluBackward(const float* gate, const float* up, const float* grad_out,
-                    float* grad_gate, float* grad_up, int64_t n);
-// The same into gradients never read: the values SwiGluBackward adds to
-// zeros, written.
-void SwiGluBackwardWrite(const float* gate, const float* up, const float* grad_out,
-                         float* grad_gate, float* grad_up, int64_t n);
+                    float* grad_gate, float* grad_up, bool overwrite, int64_t n);
 
 // max of x[0, n), n ≥ 1.
 float Max(const float* x, int64_t n);

@@ -66,13 +66,6 @@ void Map(int64_t n, F f) {
 
 }  // namespace
 
-void GeluForward(const float* in, float* out, int64_t n) {
-  Map(n, [&](auto d, int64_t i) {
-    const auto x = hn::LoadU(d, in + i);
-    hn::StoreU(hn::Mul(x, Sigmoid(d, GeluArg(d, x))), d, out + i);
-  });
-}
-
 void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n) {
   Map(n, [&](auto d, int64_t i) {
     auto x = hn::LoadU(d, in + i);
@@ -80,6 +73,8 @@ void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n) 
     hn::StoreU(hn::Mul(x, Sigmoid(d, GeluArg(d, x))), d, out + i);
   });
 }
+
+void GeluForward(const float* in, float* out, int64_t n) { BiasGeluForward(in, nullptr, out, n); }
 
 namespace {
 
@@ -197,37 +192,22 @@ void SwiGluForward(const float* gate, const float* up, float* out, int64_t n) {
   });
 }
 
-namespace {
-
-// SwiGluBackward, adding to the gradients or, when write, to zeros.
-void SwiGluBackwardInto(const float* gate, const float* up, const float* grad_out,
-                        float* grad_gate, float* grad_up, bool write, int64_t n) {
+void SwiGluBackward(const float* gate, const float* up, const float* grad_out,
+                    float* grad_gate, float* grad_up, bool overwrite, int64_t n) {
   Map(n, [&](auto d, int64_t i) {
     const auto x = hn::LoadU(d, gate + i);
     const auto s = Sigmoid(d, x);
     const auto g = hn::LoadU(d, grad_out + i);
     if (grad_up != nullptr) {
-      const auto acc = write ? hn::Zero(d) : hn::LoadU(d, grad_up + i);
+      const auto acc = overwrite ? hn::Zero(d) : hn::LoadU(d, grad_up + i);
       hn::StoreU(hn::MulAdd(g, hn::Mul(x, s), acc), d, grad_up + i);
     }
     if (grad_gate != nullptr) {
       const auto slope = hn::Mul(hn::LoadU(d, up + i), SiluSlope(d, x, s));
-      const auto acc = write ? hn::Zero(d) : hn::LoadU(d, grad_gate + i);
+      const auto acc = overwrite ? hn::Zero(d) : hn::LoadU(d, grad_gate + i);
       hn::StoreU(hn::MulAdd(g, slope, acc), d, grad_gate + i);
     }
   });
-}
-
-}  // namespace
-
-void SwiGluBackward(const float* gate, const float* up, const float* grad_out,
-                    float* grad_gate, float* grad_up, int64_t n) {
-  SwiGluBackwardInto(gate, up, grad_out, grad_gate, grad_up, /*write=*/false, n);
-}
-
-void SwiGluBackwardWrite(const float* gate, const float* up, const float* grad_out,
-                         float* grad_gate, float* grad_up, int64_t n) {
-  SwiGluBackwardInto(gate, up, grad_out, grad_gate, grad_up, /*write=*/true, n);
 }
 
 // The softmax rows are short (attention's row t has t + 1 entries), so their

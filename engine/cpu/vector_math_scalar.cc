@@ -3,7 +3,6 @@
 // GCC vectorizes under `omp simd`.
 #ifndef SMALLEM_HAVE_HWY
 
-#include <algorithm>
 #include <limits>
 
 #include "engine/cpu/cpu_util.h"
@@ -19,20 +18,11 @@ inline float GeluArg(float x) { return kTwoSqrt2OverPi * x * (1.0f + kCubic * x 
 
 }  // namespace
 
-void GeluForward(const float* in, float* out, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * Sigmoid(GeluArg(in[i]));
-}
-
-void GeluBackward(const float* in, const float* grad_out, float* grad_in,
-                  int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = in[i];
-    const float s = Sigmoid(GeluArg(x));
-    const float du = kTwoSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    grad_in[i] += grad_out[i] * (s + x * s * (1.0f - s) * du);
-  }
+// GELU'(x) = σ + x·σ(1 − σ)·2u', 2u' = 2√(2/π)(1 + 3·0.044715x²).
+inline float GeluSlope(float x) {
+  const float s = Sigmoid(GeluArg(x));
+  const float du = kTwoSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+  return s + x * s * (1.0f - s) * du;
 }
 
 void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n) {
@@ -43,14 +33,19 @@ void BiasGeluForward(const float* in, const float* bias, float* out, int64_t n) 
   }
 }
 
+void GeluForward(const float* in, float* out, int64_t n) { BiasGeluForward(in, nullptr, out, n); }
+
+void GeluBackward(const float* in, const float* grad_out, float* grad_in,
+                  int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) grad_in[i] += grad_out[i] * GeluSlope(in[i]);
+}
+
 void BiasGeluBackward(const float* in, const float* bias, const float* grad_out, float* grad_in,
                       bool overwrite, float* grad_bias, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const float x = bias == nullptr ? in[i] : in[i] + bias[i];
-    const float s = Sigmoid(GeluArg(x));
-    const float du = kTwoSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    const float v = grad_out[i] * (s + x * s * (1.0f - s) * du);
+    const float v = grad_out[i] * GeluSlope(bias == nullptr ? in[i] : in[i] + bias[i]);
     if (grad_in != nullptr) grad_in[i] = overwrite ? v : grad_in[i] + v;
     if (grad_bias != nullptr) grad_bias[i] += v;
   }
@@ -75,24 +70,21 @@ void SwiGluForward(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] * Sigmoid(gate[i]) * up[i];
 }
 
-void SwiGluBackwardWrite(const float* gate, const float* up, const float* grad_out,
-                         float* grad_gate, float* grad_up, int64_t n) {
-  if (grad_up != nullptr) std::fill(grad_up, grad_up + n, 0.0f);
-  if (grad_gate != nullptr) std::fill(grad_gate, grad_gate + n, 0.0f);
-  SwiGluBackward(gate, up, grad_out, grad_gate, grad_up, n);
-}
-
 void SwiGluBackward(const float* gate, const float* up, const float* grad_out,
-                    float* grad_gate, float* grad_up, int64_t n) {
+                    float* grad_gate, float* grad_up, bool overwrite, int64_t n) {
+  // With overwrite the sum starts from 0: the value added to zeros.
   if (grad_up != nullptr) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) grad_up[i] += grad_out[i] * gate[i] * Sigmoid(gate[i]);
+    for (int64_t i = 0; i < n; ++i) {
+      grad_up[i] = (overwrite ? 0.0f : grad_up[i]) + grad_out[i] * gate[i] * Sigmoid(gate[i]);
+    }
   }
   if (grad_gate != nullptr) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const float s = Sigmoid(gate[i]);
-      grad_gate[i] += grad_out[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
+      grad_gate[i] = (overwrite ? 0.0f : grad_gate[i]) +
+                     grad_out[i] * up[i] * s * (1.0f + gate[i] * (1.0f - s));
     }
   }
 }
