@@ -88,13 +88,15 @@ bool UseTiles() {
   return tiles;
 }
 
+// Whether the tiles' layout of the kept softmax fits a (B, H, T, T) buffer
+// (T ≥ 48 at 16 lanes); where it does not they recompute it.
+bool TilesFitProbs(int64_t time) {
 #ifdef SMALLEM_HAVE_HWY
-// The tiles keep the softmax in a (B, H, T, T) buffer where their layout
-// fits in it (T ≥ 48 at 16 lanes), and otherwise recompute it.
-bool TilesKeepProbs(const Tensor& probs, int64_t time) {
-  return !probs.empty() && cpu::TiledAttentionPairProbs(time) <= time * time;
-}
+  return cpu::TiledAttentionPairProbs(time) <= time * time;
+#else
+  return false;
 #endif
+}
 
 // scores[i, j] = scale·q[r0 + i]·k[j] for the block's rows and keys [0, r1),
 // from kt = Kᵀ (head_dim, T).
@@ -106,13 +108,18 @@ void BlockScores(const AttentionLayout& l, const float* q, const float* kt,
 
 }  // namespace
 
+bool CpuBackend::SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const {
+  if (batch * heads * time * time * int64_t{sizeof(float)} > (int64_t{32} << 20)) return false;
+  return !UseTiles() || TilesFitProbs(time);
+}
+
 void CpuBackend::AttentionForward(const AttentionParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionForward)) return;
   CheckAttention(p);
   if (UseTiles()) {  // false, or a refusal, in a build without Highway
 #ifdef SMALLEM_HAVE_HWY
     cpu::TiledAttentionForward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
-                               TilesKeepProbs(p.probs, p.time) ? p.probs.f32() : nullptr,
+                               !p.probs.empty() && TilesFitProbs(p.time) ? p.probs.f32() : nullptr,
                                p.batch, p.time, p.heads, p.head_dim, threads_);
     return;
 #endif
@@ -161,7 +168,7 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
   CheckAttentionBackward(p);
   if (UseTiles()) {
 #ifdef SMALLEM_HAVE_HWY
-    const float* probs = TilesKeepProbs(p.probs, p.time) ? p.probs.f32() : nullptr;
+    const float* probs = !p.probs.empty() && TilesFitProbs(p.time) ? p.probs.f32() : nullptr;
     if (p.overwrite) {
       cpu::TiledAttentionBackward(p.qkv.f32(), p.lse.f32(), probs, p.grad_out.f32(),
                                   p.grad_qkv.f32(), p.batch, p.time, p.heads, p.head_dim,

@@ -38,10 +38,9 @@ class CpuBackend final : public Backend {
   // speed mode, emulated, and slower than f32 here.
   DType ActivationDType() const override { return activation_dtype_; }
   // Up to 32 MiB per call (B = 16, H = 8 at T = 256; the tiny config's
-  // B = 16, H = 4, T = 128 is 4 MiB): engine/cpu/attention.cc.
-  bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const override {
-    return batch * heads * time * time * int64_t{sizeof(float)} <= (int64_t{32} << 20);
-  }
+  // B = 16, H = 4, T = 128 is 4 MiB), and on the register tiles only where
+  // their layout fits the buffer: engine/cpu/attention.cc.
+  bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const override;
   // Chunks where the head (vocab × width f32) fits in a quarter of one
   // core's L2: then a chunk's logits take another quarter, and the head's
   // gradient, accumulated chunk by chunk, a third (cpu_backend.cc).

@@ -430,11 +430,11 @@ void NaiveAttention(const Tensor& qkv, int64_t b_size, int64_t t_size, int64_t h
   }
 }
 
-// (B, T, H, D): small odd shapes, then T across several query blocks.
-// (B, T, H, D). On AVX-512 the register tiles (engine/cpu/attention_tiles.cc)
-// take 16 queries a block: T = 33 and D = 24 leave ragged blocks and padded
-// rows, T = 33 is too short for them to keep the softmax and T = 256 splits
-// their backward into chunks.
+// (B, T, H, D): small odd shapes, then T across several query blocks. On
+// AVX-512 the register tiles (engine/cpu/attention_tiles.cc) take 16
+// queries a block: T = 33 and D = 24 leave ragged blocks and padded rows,
+// T = 33 is too short for them to keep the softmax and T = 256 splits their
+// backward into chunks.
 constexpr std::tuple<int64_t, int64_t, int64_t, int64_t> kAttentionShapes[] = {
     {2, 5, 3, 4}, {1, 150, 2, 8}, {2, 128, 4, 32}, {1, 33, 2, 24}, {1, 256, 1, 32}};
 
