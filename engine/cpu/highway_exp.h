@@ -22,7 +22,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // integer operations and two products, to stay clear of overflow in 2ⁿ;
 // AVX-512's vscalefps does that in one instruction, rounding once as the
 // second product does, and its rounding of n uses vrndscaleps: together
-// 1.4–1.8× Highway's throughput on one core (docs/benchmarks.md § The
+// 1.5–2× Highway's throughput on one core (docs/benchmarks.md § The
 // exponential). Other vectors use Highway's own.
 template <class D, class V>
 HWY_INLINE V FastExp(D d, V x) {
