@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     std::printf("{\"shape\":\"%s %c%c %lldx%lldx%lld\"", s.what, s.trans_a ? 'T' : 'N',
                 s.trans_b ? 'T' : 'N', static_cast<long long>(s.m), static_cast<long long>(s.n),
                 static_cast<long long>(s.k));
-    const cpu::GemmLibrary rule = cpu::GemmLibraryFor(s.m, s.n, s.k);
+    const cpu::GemmLibrary rule = cpu::GemmLibraryFor(s.trans_a, s.m, s.n, s.k);
     const bool in_step = std::string(s.what) != "attention";
     for (size_t i = 0; i < libraries.size(); ++i) {
       // Attention's blocks are in cache in the op (the pair's rows), always.

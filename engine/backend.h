@@ -439,12 +439,12 @@ class Backend {
     return false;
   }
   // Rows per chunk of the training loss computed with its (vocab, width)
-  // head (HeadLoss, engine/autograd/ops.h), for `rows` rows: `rows` (no
-  // chunks, the default) or fewer, where a chunk's logits and the head then
-  // stay in cache from the product that makes them to the products that
-  // read their gradient.
+  // head (HeadLoss, engine/autograd/ops.h), for `rows` rows: 0 (the plain
+  // composition, the default), `rows` (one chunk), or fewer, where a chunk's
+  // logits and the head then stay in cache from the product that makes them
+  // to the products that read their gradient.
   virtual int64_t HeadLossChunkRows(int64_t rows, int64_t vocab, int64_t width) const {
-    return rows;
+    return 0;
   }
 
   // Memory. Allocate returns zeroed, 64-byte aligned memory or an error

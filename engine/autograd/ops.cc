@@ -416,8 +416,8 @@ Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask, int64_t chu
   CHECK_EQ(tape.value(targets).numel(), n) << "one target per row";
   const Tensor ids = tape.value(targets).Reshaped({n});
   Backend& be = tape.backend();
-  const int64_t rows = chunk_rows > 0 ? chunk_rows : be.HeadLossChunkRows(n, v, c);
-  if (rows >= n || !tape.grad_enabled() || vx.dtype != DType::kF32) {
+  const int64_t rows = std::min(n, chunk_rows != 0 ? chunk_rows : be.HeadLossChunkRows(n, v, c));
+  if (rows <= 0 || !tape.grad_enabled() || vx.dtype != DType::kF32) {
     Var losses = CrossEntropy(tape, Linear(tape, x, table, Var{}, Output::kF32), targets);
     if (!mask.empty()) losses = Mul(tape, losses, tape.Input(mask));
     return Mean(tape, losses);
@@ -428,6 +428,8 @@ Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask, int64_t chu
   if (!mask.empty()) be.Mul(BinaryParams{.a = mask, .b = weights, .out = weights});
   const Tensor losses = tape.NewTensor({n}), lse = tape.NewTensor({n});
   const Tensor logits = tape.NewTensor({rows, v});
+  // Rows of logits per group of the loss: 256 KiB, well inside any L2.
+  const int64_t group = std::clamp<int64_t>((int64_t{256} << 10) / (v * 4), 1, rows);
   // The loss's gradients at a unit upstream gradient; the backward scales.
   const Tensor dx = tape.NewTensor({n, c}), dtable = tape.NewTensor({v, c});
   for (int64_t r0 = 0; r0 < n; r0 += rows) {
@@ -435,11 +437,17 @@ Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask, int64_t chu
     const Tensor xc = RowsOf(vx, r0, r), lc = RowsOf(logits, 0, r), tc = RowsOf(ids, r0, r);
     const Tensor lse_c = RowsOf(lse, r0, r);
     Gemm(be, xc, false, vt, true, lc, 1, r, v, c, 0.0f);
-    be.CrossEntropyForward(CrossEntropyParams{
-        .logits = lc, .targets = tc, .losses = RowsOf(losses, r0, r), .lse = lse_c});
-    be.CrossEntropyBackward(CrossEntropyBackwardParams{
-        .logits = lc, .targets = tc, .lse = lse_c, .grad_losses = RowsOf(weights, r0, r),
-        .grad_logits = lc, .overwrite = true});
+    // The loss and its gradient a group of rows at a time, so that the
+    // gradient reads the logits from cache even when the chunk's do not fit.
+    for (int64_t g0 = 0; g0 < r; g0 += group) {
+      const int64_t g = std::min(group, r - g0);
+      const Tensor lg = RowsOf(lc, g0, g), tg = RowsOf(tc, g0, g), lse_g = RowsOf(lse_c, g0, g);
+      be.CrossEntropyForward(CrossEntropyParams{
+          .logits = lg, .targets = tg, .losses = RowsOf(losses, r0 + g0, g), .lse = lse_g});
+      be.CrossEntropyBackward(CrossEntropyBackwardParams{
+          .logits = lg, .targets = tg, .lse = lse_g, .grad_losses = RowsOf(weights, r0 + g0, g),
+          .grad_logits = lg, .overwrite = true});
+    }
     Gemm(be, lc, false, vt, false, RowsOf(dx, r0, r), 1, r, c, v, 0.0f);
     Gemm(be, lc, true, xc, false, dtable, 1, v, c, r, r0 == 0 ? 0.0f : 1.0f);
   }

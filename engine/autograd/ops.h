@@ -82,10 +82,14 @@ Var Mean(Tape& tape, Var x);
 // Where the backend asks for chunks (Backend::HeadLossChunkRows) and grad is
 // enabled, the forward runs the loss's whole backward chunk by chunk of
 // rows, each chunk's logits still in cache: product, loss, its gradient in
-// place, and the products with it that give x's and table's gradients, kept
-// for the backward to scale by the loss's own gradient; no (N, V) buffer
-// exists. Otherwise it is Mean(Mul(CrossEntropy(Linear(x, table)), mask)),
-// with f32 logits. `chunk_rows` > 0 overrides the backend (tests).
+// place (a few rows at a time, each group's logits read from cache the
+// second time), and the products with it that give x's and table's
+// gradients, kept for the backward to scale by the loss's own gradient; a
+// single chunk holds all N rows where the head is too large to chunk.
+// Otherwise it is Mean(Mul(CrossEntropy(Linear(x, table)), mask)), with f32
+// logits. `chunk_rows` > 0 overrides the backend, kPlainHeadLoss asks for
+// the plain composition (tests, benches).
+inline constexpr int64_t kPlainHeadLoss = -1;
 Var HeadLoss(Tape& tape, Var x, Var table, Var targets, Tensor mask = {},
              int64_t chunk_rows = 0);
 

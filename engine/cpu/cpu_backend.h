@@ -43,7 +43,8 @@ class CpuBackend final : public Backend {
   bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const override;
   // Chunks where the head (vocab × width f32) fits in a quarter of one
   // core's L2: then a chunk's logits take another quarter, and the head's
-  // gradient, accumulated chunk by chunk, a third (cpu_backend.cc).
+  // gradient, accumulated chunk by chunk, a third (cpu_backend.cc); one
+  // chunk of every row otherwise (each chunk would read the head again).
   int64_t HeadLossChunkRows(int64_t rows, int64_t vocab, int64_t width) const override;
   void set_activation_dtype(DType dtype) { activation_dtype_ = dtype; }
 

@@ -23,7 +23,7 @@ inline constexpr int64_t kParallelMin = 1 << 14;
 // c = alpha·op(a)·op(b) + beta·c on the calling thread, row-major with
 // leading dimensions (BLAS conventions: beta = 0 never reads c). op(a) is
 // (m, k), op(b) is (k, n). Runs single-threaded (the ops split work across
-// threads themselves) on GemmLibraryFor(m, n, k). Defined in matmul.cc.
+// threads themselves) on GemmLibraryFor(trans_a, m, n, k). Defined in matmul.cc.
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc);
@@ -32,12 +32,15 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 // loop (the GPU machine's build, which has neither).
 enum class GemmLibrary { kOneDnn, kOpenBlas, kLoop };
 // Below this many multiply-adds (m·n·k) a product runs on OpenBLAS where the
-// build has it, at or above it on oneDNN (matmul.cc says why).
+// build has it, at or above it on oneDNN, except a transposed first operand
+// of at least kTallTransposed rows, also OpenBLAS's (matmul.cc says why).
 inline constexpr int64_t kSmallProduct = int64_t{1} << 19;
-// The library for an (m, n, k) product: the default rule above, or the one
-// the environment variable SMALLEM_GEMM=onednn|openblas|loop names (auto,
-// the default, is the rule); a name the build lacks exits with a message.
-GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k);
+inline constexpr int64_t kTallTransposed = 4096;
+// The library for an (m, n, k) product, op(a) = aᵀ when trans_a: the default
+// rule above, or the one the environment variable
+// SMALLEM_GEMM=onednn|openblas|loop names (auto, the default, is the rule);
+// a name the build lacks exits with a message.
+GemmLibrary GemmLibraryFor(bool trans_a, int64_t m, int64_t n, int64_t k);
 // Gemm on a given library: the Matmul op picks it from the whole product
 // and runs it in slabs, so the thread count never changes a row's rounding.
 void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n,

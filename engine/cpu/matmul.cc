@@ -8,8 +8,10 @@
 // AVX-512 kernels are 1.1–1.2× faster than OpenBLAS 0.3.21's — and OpenBLAS
 // the smaller ones (attention's blocks), where its small-matrix kernels are
 // 1.1–1.6× faster than oneDNN's (smallem_gemm_bench; docs/benchmarks.md §
-// The products' library). oneDNN threads through the same OpenMP runtime
-// as the ops.
+// The products' library). A transposed first operand of kTallTransposed
+// rows or more — the head's gradient Gᵀ·X at vocabularies from 4096 — goes
+// to OpenBLAS too: 1.15–1.3× faster there than on oneDNN, which packs that
+// operand poorly. oneDNN threads through the same OpenMP runtime as the ops.
 #include <omp.h>
 
 #include <algorithm>
@@ -121,10 +123,11 @@ const std::optional<GemmLibrary>& Asked() {
 
 }  // namespace
 
-GemmLibrary GemmLibraryFor(int64_t m, int64_t n, int64_t k) {
+GemmLibrary GemmLibraryFor(bool trans_a, int64_t m, int64_t n, int64_t k) {
   if (Asked().has_value()) return *Asked();
 #if defined(SMALLEM_HAVE_DNNL) && defined(SMALLEM_HAVE_OPENBLAS)
-  return m * n * k < kSmallProduct ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
+  const bool small = m * n * k < kSmallProduct, tall_transposed = trans_a && m >= kTallTransposed;
+  return small || tall_transposed ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
 #elif defined(SMALLEM_HAVE_DNNL)
   return GemmLibrary::kOneDnn;
 #elif defined(SMALLEM_HAVE_OPENBLAS)
@@ -144,8 +147,8 @@ const char* GemmLibraryName(GemmLibrary library) {
 }
 
 std::vector<GemmLibrary> GemmLibrariesInUse() {
-  const GemmLibrary large = GemmLibraryFor(kSmallProduct, 1, 1);
-  const GemmLibrary small = GemmLibraryFor(1, 1, 1);
+  const GemmLibrary large = GemmLibraryFor(false, kSmallProduct, 1, 1);
+  const GemmLibrary small = GemmLibraryFor(false, 1, 1, 1);
   if (small == large) return {large};
   return {large, small};
 }
@@ -185,8 +188,8 @@ void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t 
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b,
           int64_t ldb, float beta, float* c, int64_t ldc) {
-  GemmOn(GemmLibraryFor(m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
-         c, ldc);
+  GemmOn(GemmLibraryFor(trans_a, m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+         beta, c, ldc);
 }
 
 }  // namespace cpu
@@ -215,7 +218,7 @@ void CpuBackend::Matmul(const MatmulParams& p) {
   float* out = p.out.f32();
   // Chosen from the whole product, not a slab: the library, and so a row's
   // rounding, never depends on the thread count.
-  const cpu::GemmLibrary library = cpu::GemmLibraryFor(p.m, p.n, p.k);
+  const cpu::GemmLibrary library = cpu::GemmLibraryFor(p.trans_a, p.m, p.n, p.k);
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t item = task / parts;

@@ -95,7 +95,8 @@ class Model {
   // What a training step minimizes: the mean next-token loss plus
   // mtp_weight × the mean over depths of each depth's mean over its scored
   // rows; `next_token` is the mean next-token loss alone (what training
-  // reports). Without MTP both are Mean(Losses(...)).
+  // reports). Without MTP both are Mean(Losses(...)) in value, to rounding
+  // (HeadLoss takes the loss with its gradient where the backend asks).
   struct TrainingLoss {
     Var total;
     Var next_token;

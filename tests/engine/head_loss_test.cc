@@ -2,7 +2,8 @@
 // chunks of rows, with the loss's backward run in the forward, it gives the
 // loss and gradients of the plain composition Mean(Mul(CrossEntropy(Linear)),
 // mask)), matches central differences, never reads a fresh gradient, and
-// scales by the loss's own gradient; the CPU's chunk rule.
+// scales by the loss's own gradient; a single chunk of a head too large to
+// chunk, its loss taken in groups of rows, does too; the CPU's chunk rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,10 +28,10 @@ class HeadLossTest : public testing::CpuOpTest {
     std::vector<float> grad_x, grad_table;
   };
 
-  HeadLossTest()
+  explicit HeadLossTest(int64_t vocab = kVocab)
       : x_(Random({kRows, kWidth}, -2, 2)),
-        table_(Random({kVocab, kWidth})),
-        targets_(Ids({kRows}, kVocab)),
+        table_(Random({vocab, kWidth})),
+        targets_(Ids({kRows}, vocab)),
         mask_(Zeros({kRows})) {
     for (int64_t i = 0; i < kRows; ++i) mask_.f32()[i] = i % 3 == 0 ? 0.0f : 0.5f * (i % 5);
   }
@@ -79,9 +80,10 @@ class HeadLossTest : public testing::CpuOpTest {
 
 TEST_F(HeadLossTest, ChunksGiveThePlainCompositionsLossAndGradients) {
   for (const bool masked : {false, true}) {
-    const Result plain = Run(kRows, masked);
-    // 16-row chunks with a ragged last one, one row at a time, two chunks.
-    for (const int64_t rows : {16, 1, 100}) {
+    const Result plain = Run(kPlainHeadLoss, masked);
+    // 16-row chunks with a ragged last one, one row at a time, two chunks,
+    // one chunk.
+    for (const int64_t rows : {int64_t{16}, int64_t{1}, int64_t{100}, kRows}) {
       const Result chunked = Run(rows, masked);
       EXPECT_NEAR(chunked.loss, plain.loss, 1e-6 * std::abs(plain.loss))
           << rows << " rows a chunk" << (masked ? ", masked" : "");
@@ -121,8 +123,25 @@ TEST_F(HeadLossTest, ChunkedGradientsMatchCentralDifferences) {
   }
 }
 
+// A head of 4096 rows: its loss runs in groups of 16 rows (256 KiB of
+// logits each), the last one ragged.
+class LargeHeadLossTest : public HeadLossTest {
+ protected:
+  LargeHeadLossTest() : HeadLossTest(4096) {}
+};
+
+TEST_F(LargeHeadLossTest, OneChunkInGroupsGivesThePlainComposition) {
+  for (const bool masked : {false, true}) {
+    const Result plain = Run(kPlainHeadLoss, masked), one_chunk = Run(kRows, masked);
+    EXPECT_NEAR(one_chunk.loss, plain.loss, 1e-6 * std::abs(plain.loss))
+        << (masked ? "masked" : "");
+    ExpectClose(one_chunk.grad_x, plain.grad_x, "grad x");
+    ExpectClose(one_chunk.grad_table, plain.grad_table, "grad table");
+  }
+}
+
 // Chunks where the head fits in a quarter of one core's L2, in whole 16-row
-// groups; none for a head too large (the GPT-2 vocabulary at width 768).
+// groups; one chunk for a head too large (the GPT-2 vocabulary at width 768).
 TEST(HeadLossChunkRowsTest, CpuChunksSmallHeadsOnly) {
   CpuBackend be(1);
   const int64_t rows = int64_t{1} << 20;

@@ -124,7 +124,8 @@ std::vector<float> TrainerLosses(const RunSpec& spec) {
 // The trainer's step written out by hand the way it used to run: batches
 // built on the host (TrainBatches::Next) and copied in, then either AdamW
 // with the learning rate and step count as kernel arguments (`adamw`), or
-// the optimizer's own Step (anything else).
+// the optimizer's own Step (anything else); the loss the trainer's
+// (Model::TrainingObjective).
 std::vector<float> HandWrittenLosses(const RunSpec& spec) {
   CpuBackend be(2);
   absl::StatusOr<Dataset> data = Dataset::Open(spec.data);
@@ -158,7 +159,7 @@ std::vector<float> HandWrittenLosses(const RunSpec& spec) {
     be.CopyToDevice(in.data, inputs.data(), in.bytes());
     be.CopyToDevice(tg.data, targets.data(), tg.bytes());
     (*model)->ZeroGrad();
-    const Var loss = Mean(tape, (*model)->Losses(tape, in, tg, B, T));
+    const Var loss = (*model)->TrainingObjective(tape, in, tg, B, T).total;
     tape.Backward(loss);
     if (!plain_adamw) {
       (*optimizer)->Step(lr_scale);
