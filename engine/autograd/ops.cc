@@ -74,12 +74,19 @@ Tensor GradOrCopyOf(Tape& t, Var v, const Tensor& gy) {
 
 // Records out = a + b, computed by the caller. The gradient of each input
 // is dy: the first input with no gradient yet takes dy's memory
-// (Tape::ShareGrad), the other a copy, so a residual add zeroes no buffer.
+// (Tape::ShareGrad), the other a copy, so a residual add zeroes no buffer;
+// where the order of the records allows (Tape::MayShareGradAcross: a
+// residual add's branch and stream), both take it and nothing is copied.
 Var RecordAdd(Tape& tape, Var a, Var b, Tensor out) {
+  // The branch: the input made after the other's last use, the add its only.
+  const Var branch = tape.MayShareGradAcross(a, b)   ? a
+                     : tape.MayShareGradAcross(b, a) ? b
+                                                     : Var{};
   return tape.Record(Op::kAdd, out, {a, b}, [=](Tape& t, Var y) {
     const Tensor gy = t.Grad(y);
     const bool a_shares = a.valid() && t.ShareGrad(y, a);
-    const bool b_shares = !a_shares && b.valid() && t.ShareGrad(y, b);
+    const bool both = a_shares && branch.valid() && t.uses(branch) == 1;
+    const bool b_shares = (!a_shares || both) && b.valid() && t.ShareGrad(y, b);
     const Tensor ga = a_shares ? Tensor{} : GradOrCopyOf(t, a, gy);
     const Tensor gb = b_shares ? Tensor{} : GradOrCopyOf(t, b, gy);
     if (ga.empty() && gb.empty()) return;

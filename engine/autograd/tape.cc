@@ -21,9 +21,11 @@ Var Tape::Input(Tensor value) {
 
 Var Tape::Record(Op op, Tensor value, std::initializer_list<Var> inputs, BackwardFn backward) {
   bool requires_grad = false;
+  const auto id = static_cast<int32_t>(nodes_.size());
   for (Var in : inputs) {
     if (!in.valid()) continue;
     ++nodes_[in.id].uses;
+    nodes_[in.id].last_use = id;
     requires_grad |= grad_enabled_ && nodes_[in.id].requires_grad;
   }
   Node node{.op = op, .value = value, .requires_grad = requires_grad};
@@ -32,7 +34,7 @@ Var Tape::Record(Op op, Tensor value, std::initializer_list<Var> inputs, Backwar
     node.backward = std::move(backward);
   }
   nodes_.push_back(std::move(node));
-  return Var{static_cast<int32_t>(nodes_.size() - 1)};
+  return Var{id};
 }
 
 Tensor Tape::Grad(Var v) {

@@ -84,6 +84,16 @@ class Tape {
   // because y's gradient is complete when y's rule runs and nothing reads it
   // after that rule; v's later contributions then accumulate into it.
   bool ShareGrad(Var y, Var v);
+  // Whether an add about to be recorded, out = a + b, may give both inputs
+  // its gradient buffer (ShareGrad on each): when a has no use yet and b's
+  // last use came before a was made. a's producer is then the one rule that
+  // reads a's gradient, and it runs before every rule that adds into b's
+  // (those were recorded before a), so one buffer serves both; the add's
+  // rule must still find a used by the add alone (uses(a) == 1).
+  bool MayShareGradAcross(Var a, Var b) const {
+    return a.valid() && b.valid() && nodes_[a.id].uses == 0 && nodes_[b.id].last_use < a.id;
+  }
+  int32_t uses(Var v) const { return nodes_[v.id].uses; }
 
   // Seeds d(loss)/d(loss) = 1 (loss must be a scalar) and runs every rule in
   // reverse order of recording.
@@ -105,6 +115,7 @@ class Tape {
     bool requires_grad = false;
     bool grad_ready = false;  // grad holds a valid (possibly zero) sum
     int32_t uses = 0;         // records that take this value as an input
+    int32_t last_use = -1;    // the latest of those records
     BackwardFn backward;
   };
 
