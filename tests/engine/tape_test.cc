@@ -7,6 +7,8 @@
 // again after the add), they keep separate buffers and stay right.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "engine/arena.h"
@@ -21,73 +23,74 @@ constexpr int64_t kN = 6;
 
 class TapeShareTest : public testing::CpuOpTest {
  protected:
-  // Where each case's records go: p a parameter, r = p·c1 the stream, the
-  // branch from r through u = r·c2, loss = mean((branch + r)·w) plus each
-  // case's extra terms.
   TapeShareTest()
       : p_(Random({kN})), c1_(Random({kN})), c2_(Random({kN})), c3_(Random({kN})),
         w_(Random({kN})) {}
 
-  Var Const(Tape& tape, const Tensor& t) { return tape.Input(t); }
+  // Records r = p·c1, the stream, and then what `build` records from it (it
+  // returns the branch and the loss); runs the backward and checks p's
+  // gradient against want(i), with w(i) = w_i / N (the gradient of
+  // mean(y·w) at y_i). Returns whether branch and stream shared one buffer.
+  bool Check(const std::function<std::pair<Var, Var>(Tape&, Var)>& build,
+             const std::function<float(int64_t, float)>& want) {
+    Arena arena(backend_, 1 << 20);
+    Tape tape(backend_, arena);
+    const Tensor grad_p = Zeros({kN});
+    const Var r = Mul(tape, tape.Param(p_, grad_p), tape.Input(c1_));
+    const auto [branch, loss] = build(tape, r);
+    tape.Backward(loss);
+    const std::vector<float> got = Values(grad_p);
+    for (int64_t i = 0; i < kN; ++i) EXPECT_NEAR(got[i], want(i, w_.f32()[i] / kN), 1e-6f) << i;
+    return tape.Grad(branch).data == tape.Grad(r).data;
+  }
+
+  Var Times(Tape& tape, Var x, const Tensor& c) { return Mul(tape, x, tape.Input(c)); }
+  Var Scored(Tape& tape, Var y) { return Mean(tape, Times(tape, y, w_)); }
+  float c1(int64_t i) const { return c1_.f32()[i]; }
+  float c2(int64_t i) const { return c2_.f32()[i]; }
+  float c3(int64_t i) const { return c3_.f32()[i]; }
 
   Tensor p_, c1_, c2_, c3_, w_;
 };
 
 TEST_F(TapeShareTest, AResidualAddsBranchAndStreamShareOneBuffer) {
   for (const bool stream_first : {false, true}) {  // the model adds stream + branch
-    Arena arena(backend_, 1 << 20);
-    Tape tape(backend_, arena);
-    const Tensor grad_p = Zeros({kN});
-    const Var r = Mul(tape, tape.Param(p_, grad_p), Const(tape, c1_));
-    const Var u = Mul(tape, r, Const(tape, c2_));  // r's last use before the branch
-    const Var branch = Mul(tape, u, Const(tape, c3_));
-    const Var y = stream_first ? Add(tape, r, branch) : Add(tape, branch, r);
-    tape.Backward(Mean(tape, Mul(tape, y, Const(tape, w_))));
-    EXPECT_EQ(tape.Grad(branch).data, tape.Grad(r).data) << "one buffer, " << stream_first;
-    const std::vector<float> got = Values(grad_p);
-    for (int64_t i = 0; i < kN; ++i) {
-      const float w = w_.f32()[i] / kN, c1 = c1_.f32()[i];
-      EXPECT_NEAR(got[i], w * c1 * (1 + c2_.f32()[i] * c3_.f32()[i]), 1e-6f) << i;
-    }
+    const bool shared = Check(
+        [&](Tape& tape, Var r) {
+          const Var u = Times(tape, r, c2_);  // r's last use before the branch
+          const Var branch = Times(tape, u, c3_);
+          const Var y = stream_first ? Add(tape, r, branch) : Add(tape, branch, r);
+          return std::pair{branch, Scored(tape, y)};
+        },
+        [&](int64_t i, float w) { return w * c1(i) * (1 + c2(i) * c3(i)); });
+    EXPECT_TRUE(shared) << "stream first: " << stream_first;
   }
 }
 
 TEST_F(TapeShareTest, AStreamUsedAfterTheBranchWasMadeKeepsItsOwnBuffer) {
-  Arena arena(backend_, 1 << 20);
-  Tape tape(backend_, arena);
-  const Tensor grad_p = Zeros({kN});
-  const Var r = Mul(tape, tape.Param(p_, grad_p), Const(tape, c1_));
-  const Var branch = Mul(tape, r, Const(tape, c3_));
-  // r used again between the branch and the add: this rule adds into r's
-  // gradient after the add's and before the branch's rule reads the branch's.
-  const Var v = Mul(tape, r, Const(tape, c2_));
-  const Var y = Add(tape, branch, r);
-  tape.Backward(Add(tape, Mean(tape, Mul(tape, y, Const(tape, w_))), Mean(tape, v)));
-  EXPECT_NE(tape.Grad(branch).data, tape.Grad(r).data);
-  const std::vector<float> got = Values(grad_p);
-  for (int64_t i = 0; i < kN; ++i) {
-    const float w = w_.f32()[i] / kN, c1 = c1_.f32()[i];
-    EXPECT_NEAR(got[i], c1 * (w * (c3_.f32()[i] + 1) + c2_.f32()[i] / kN), 1e-6f) << i;
-  }
+  const bool shared = Check(
+      [&](Tape& tape, Var r) {
+        const Var branch = Times(tape, r, c3_);
+        // r used again between the branch and the add: this rule adds into
+        // r's gradient after the add's and before the branch's reads it.
+        const Var v = Times(tape, r, c2_);
+        const Var y = Add(tape, branch, r);
+        return std::pair{branch, Add(tape, Scored(tape, y), Mean(tape, v))};
+      },
+      [&](int64_t i, float w) { return c1(i) * (w * (c3(i) + 1) + c2(i) / kN); });
+  EXPECT_FALSE(shared);
 }
 
 TEST_F(TapeShareTest, ABranchUsedAgainAfterTheAddKeepsItsOwnBuffer) {
-  Arena arena(backend_, 1 << 20);
-  Tape tape(backend_, arena);
-  const Tensor grad_p = Zeros({kN});
-  const Var r = Mul(tape, tape.Param(p_, grad_p), Const(tape, c1_));
-  const Var u = Mul(tape, r, Const(tape, c2_));
-  const Var branch = Mul(tape, u, Const(tape, c3_));
-  const Var y = Add(tape, branch, r);
-  const Var again = Mul(tape, branch, Const(tape, c2_));  // branch read after the add
-  tape.Backward(Add(tape, Mean(tape, Mul(tape, y, Const(tape, w_))), Mean(tape, again)));
-  EXPECT_NE(tape.Grad(branch).data, tape.Grad(r).data);
-  const std::vector<float> got = Values(grad_p);
-  for (int64_t i = 0; i < kN; ++i) {
-    const float w = w_.f32()[i] / kN, c1 = c1_.f32()[i], c2 = c2_.f32()[i], c3 = c3_.f32()[i];
-    const float d_branch = w + c2 / kN;
-    EXPECT_NEAR(got[i], c1 * (w + d_branch * c3 * c2), 1e-6f) << i;
-  }
+  const bool shared = Check(
+      [&](Tape& tape, Var r) {
+        const Var branch = Times(tape, Times(tape, r, c2_), c3_);
+        const Var y = Add(tape, branch, r);
+        const Var again = Times(tape, branch, c2_);  // branch read after the add
+        return std::pair{branch, Add(tape, Scored(tape, y), Mean(tape, again))};
+      },
+      [&](int64_t i, float w) { return c1(i) * (w + (w + c2(i) / kN) * c3(i) * c2(i)); });
+  EXPECT_FALSE(shared);
 }
 
 }  // namespace
