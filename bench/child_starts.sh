@@ -3,7 +3,7 @@
 # embed 32, context 32, batch 4) N times, stops each with SIGTERM after a
 # random 0.05–1 s, and counts the starts that did not end as a SIGTERM'd
 # child should (exit 143): the check for a process that crashes early in
-# its run (docs/reliability.md § oneDNN's first calls).
+# its run (docs/reliability.md § Known, open: a heap-corruption crash).
 #   bench/child_starts.sh BUILD_DIR DATA_DIR [N=400]
 set -euo pipefail
 build=$(cd "$1" && pwd); data=$(cd "$2" && pwd); n=${3:-400}

@@ -15,13 +15,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <optional>
-#include <set>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,48 +71,17 @@ void LoopGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }
 
 #ifdef SMALLEM_HAVE_DNNL
-// oneDNN 2.6's sgemm corrupts the heap when a product's first calls run
-// concurrently with others: 2-thread training processes aborted in
-// oneDNN's free() ("corrupted size vs. prev_size while consolidating") in
-// about 1 start in 100, within their first second, and never in 400 starts
-// with every call serialized (docs/reliability.md § oneDNN's first calls).
-// So a call of a shape not seen before runs alone — it holds this gate
-// exclusively — and every later call of a seen shape shares it.
-class OneDnnFirstCalls {
- public:
-  template <class Call>
-  void Run(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float beta,
-           const Call& call) {
-    const Key key{m, n, k, (trans_a ? 1 : 0) + (trans_b ? 2 : 0), beta == 0.0f ? 0 : 1};
-    {
-      std::shared_lock<std::shared_mutex> shared(gate_);
-      if (seen_.contains(key)) return call();
-    }
-    std::unique_lock<std::shared_mutex> alone(gate_);
-    call();
-    seen_.insert(key);
-  }
-
- private:
-  using Key = std::array<int64_t, 5>;
-  std::shared_mutex gate_;
-  std::set<Key> seen_;
-};
-
 void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                 float alpha, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float beta, float* c, int64_t ldc) {
-  static OneDnnFirstCalls* const first_calls = new OneDnnFirstCalls;
   // oneDNN runs sequentially inside an active parallel region and otherwise
   // on omp_get_max_threads() threads: held to one here, so that a product's
   // result never depends on the thread count.
   const int caller_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (caller_threads != 1) omp_set_num_threads(1);
-  dnnl_status_t status = dnnl_success;
-  first_calls->Run(trans_a, trans_b, m, n, k, beta, [&] {
-    status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
-                        ldb, beta, c, ldc);
-  });
+  const dnnl_status_t status =
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                 ldb, beta, c, ldc);
   if (caller_threads != 1) omp_set_num_threads(caller_threads);
   CHECK_EQ(status, dnnl_success) << "dnnl_sgemm(" << m << ", " << n << ", " << k
                                  << ") failed with status " << status;
