@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <vector>
 
@@ -75,22 +76,28 @@ class HeadLossTest : public testing::CpuOpTest {
     }
   }
 
+  // Each chunk size, masked and not, gives the plain composition's loss and
+  // gradients.
+  void ExpectChunksGiveThePlainComposition(std::initializer_list<int64_t> chunk_rows) {
+    for (const bool masked : {false, true}) {
+      const Result plain = Run(kPlainHeadLoss, masked);
+      for (const int64_t rows : chunk_rows) {
+        const Result chunked = Run(rows, masked);
+        EXPECT_NEAR(chunked.loss, plain.loss, 1e-6 * std::abs(plain.loss))
+            << rows << " rows a chunk" << (masked ? ", masked" : "");
+        ExpectClose(chunked.grad_x, plain.grad_x, "grad x");
+        ExpectClose(chunked.grad_table, plain.grad_table, "grad table");
+      }
+    }
+  }
+
   Tensor x_, table_, targets_, mask_;
 };
 
 TEST_F(HeadLossTest, ChunksGiveThePlainCompositionsLossAndGradients) {
-  for (const bool masked : {false, true}) {
-    const Result plain = Run(kPlainHeadLoss, masked);
-    // 16-row chunks with a ragged last one, one row at a time, two chunks,
-    // one chunk.
-    for (const int64_t rows : {int64_t{16}, int64_t{1}, int64_t{100}, kRows}) {
-      const Result chunked = Run(rows, masked);
-      EXPECT_NEAR(chunked.loss, plain.loss, 1e-6 * std::abs(plain.loss))
-          << rows << " rows a chunk" << (masked ? ", masked" : "");
-      ExpectClose(chunked.grad_x, plain.grad_x, "grad x");
-      ExpectClose(chunked.grad_table, plain.grad_table, "grad table");
-    }
-  }
+  // 16-row chunks with a ragged last one, one row at a time, two chunks,
+  // one chunk.
+  ExpectChunksGiveThePlainComposition({16, 1, 100, kRows});
 }
 
 TEST_F(HeadLossTest, ChunkedGradientsScaleWithTheLosssGradient) {
@@ -131,13 +138,7 @@ class LargeHeadLossTest : public HeadLossTest {
 };
 
 TEST_F(LargeHeadLossTest, OneChunkInGroupsGivesThePlainComposition) {
-  for (const bool masked : {false, true}) {
-    const Result plain = Run(kPlainHeadLoss, masked), one_chunk = Run(kRows, masked);
-    EXPECT_NEAR(one_chunk.loss, plain.loss, 1e-6 * std::abs(plain.loss))
-        << (masked ? "masked" : "");
-    ExpectClose(one_chunk.grad_x, plain.grad_x, "grad x");
-    ExpectClose(one_chunk.grad_table, plain.grad_table, "grad table");
-  }
+  ExpectChunksGiveThePlainComposition({kRows});
 }
 
 // Chunks where the head fits in a quarter of one core's L2, in whole 16-row
