@@ -13,6 +13,8 @@
 // to OpenBLAS too: 1.15–1.3× faster there than on oneDNN, which packs that
 // operand poorly. oneDNN threads through the same OpenMP runtime as the ops.
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -79,9 +81,19 @@ void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
   // result never depends on the thread count.
   const int caller_threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (caller_threads != 1) omp_set_num_threads(1);
+  // oneDNN's no-copy sgemm kernels move the stack pointer onto a heap
+  // workspace for any k over 84. A signal handler that ran on this thread
+  // then would write its frame below that workspace, into the heap's own
+  // bookkeeping: the SIGTERM that stops a training child corrupted its heap
+  // that way. The thread takes no signal inside the call; one sent meanwhile
+  // waits for the mask to lift, or goes to another thread.
+  sigset_t all, caller_mask;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &caller_mask);
   const dnnl_status_t status =
       dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
                  ldb, beta, c, ldc);
+  pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
   if (caller_threads != 1) omp_set_num_threads(caller_threads);
   CHECK_EQ(status, dnnl_success) << "dnnl_sgemm(" << m << ", " << n << ", " << k
                                  << ") failed with status " << status;

@@ -114,9 +114,14 @@ TEST(MoeModelTest, FutureTokensDoNotChangePastOutputs) {
       tape.set_grad_enabled(false);
       return ToHost(be, tape.value((*model)->Logits(tape, Tokens(arena, be, ids), 1, 6)));
     };
+    // Within rounding, not bit for bit: the changed token can move to
+    // another expert, which changes how many rows each expert's product
+    // has, and neither BLAS library promises a row the same bits at every
+    // product height (docs/design-notes.md). A token seen from the past
+    // moves the logits by orders of magnitude more.
     const std::vector<float> la = logits(a), lb = logits(b);
     for (int64_t i = 0; i < (t + 1) * 11; ++i) {
-      ASSERT_EQ(la[i], lb[i]) << "position " << i / 11 << " saw token " << t + 1;
+      ASSERT_NEAR(la[i], lb[i], 1e-5) << "position " << i / 11 << " saw token " << t + 1;
     }
   }
 }
