@@ -10,7 +10,11 @@
 # VOCABS ("256 8192"). JSON lines of every run go to stderr. Both sides
 # inherit the rest of the environment: on a shared, loaded machine run it
 # with OMP_WAIT_POLICY=passive (docs/benchmarks.md § Threads), which helps
-# both sides' OpenMP teams alike.
+# both sides' OpenMP teams alike. PyTorch runs on tcmalloc where it is
+# installed (SMALLEM_BENCH_PEERS=1 scripts/setup): it frees and allocates
+# its large tensors every step, and glibc gives blocks of 32 MiB and more
+# back to the kernel, so each step faults the vocab-8192 logits in again;
+# tcmalloc keeps them (docs/benchmarks.md § CPU training throughput).
 set -euo pipefail
 build=${1:-build}
 repeats=${2:-1}
@@ -18,12 +22,14 @@ steps=${STEPS:-20}
 warmup=${WARMUP:-3}
 all=$(nproc)
 here=$(cd "$(dirname "$0")" && pwd)
+tcmalloc=$(ls /usr/lib/*/libtcmalloc_minimal.so.4 2>/dev/null | head -n 1 || true)
 tps() { sed -E 's/.*"tokens_per_s": ?([0-9.]+).*/\1/'; }
 ratio() { echo "$1 / $2" | bc -l; }
 max() { echo "if ($1 > $2) $1 else $2" | bc -l; }
 
 echo "# $(date -u +%F) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
-  "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}, $steps steps after $warmup"
+  "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-default}, $steps steps after $warmup," \
+  "PyTorch's allocator: $([[ -n $tcmalloc ]] && echo tcmalloc || echo glibc)"
 printf '%-3s %-6s %-5s | %9s %9s | %9s %9s | %13s %13s\n' rep arch vocab \
   "ours 1t" "ours ${all}t" "torch 1t" "torch ${all}t" "1t/torch best" "${all}t/torch best"
 for rep in $(seq 1 "$repeats"); do
@@ -39,7 +45,7 @@ for rep in $(seq 1 "$repeats"); do
         # falls back to SSE3 ones on CPUs newer than it knows; smallem asks
         # for better ones itself, engine/cpu/blas_core.cc): same sgemm.
         core=$(sed -E 's/.*"blas_core":"([^"]*)".*/\1/' <<<"$line")
-        line=$(OPENBLAS_CORETYPE=$core /usr/bin/python3 "$here/torch_peer.py" --arch "$arch" --vocab "$vocab" \
+        line=$(OPENBLAS_CORETYPE=$core LD_PRELOAD=$tcmalloc /usr/bin/python3 "$here/torch_peer.py" --arch "$arch" --vocab "$vocab" \
                --threads "$threads" --steps "$steps" --warmup "$warmup")
         echo "$line" >&2
         torch[$threads]=$(tps <<<"$line")
