@@ -33,7 +33,8 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 enum class GemmLibrary { kOneDnn, kOpenBlas, kLoop };
 // Below this many multiply-adds (m·n·k) a product runs on OpenBLAS where the
 // build has it, at or above it on oneDNN, except a transposed first operand
-// of at least kTallTransposed rows, also OpenBLAS's (matmul.cc says why).
+// of at least kTallTransposed rows, also OpenBLAS's where it runs AVX-512
+// kernels (BlasCoreIsAvx512; matmul.cc says why).
 inline constexpr int64_t kSmallProduct = int64_t{1} << 19;
 inline constexpr int64_t kTallTransposed = 4096;
 // The library for an (m, n, k) product, op(a) = aᵀ when trans_a: the default
@@ -62,6 +63,9 @@ std::string GemmLibraryName();
 // blas_core.cc. Not thread-safe against concurrent products: CpuBackend's
 // constructor calls it.
 const std::string& EnsureBlasCore();
+// Whether that kernel set is one of OpenBLAS's AVX-512 ones (SkylakeX,
+// Cooperlake, SapphireRapids). Defined in matmul.cc.
+bool BlasCoreIsAvx512();
 
 // The row ops on host memory, for CpuBackend and for Backend's default
 // (copy-to-host) implementations: row_sum_squares.cc and row_scale.cc. in is

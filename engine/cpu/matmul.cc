@@ -10,8 +10,10 @@
 // 1.1–1.6× faster than oneDNN's (smallem_gemm_bench; docs/benchmarks.md §
 // The products' library). A transposed first operand of kTallTransposed
 // rows or more — the head's gradient Gᵀ·X at vocabularies from 4096 — goes
-// to OpenBLAS too: 1.15–1.3× faster there than on oneDNN, which packs that
-// operand poorly. oneDNN threads through the same OpenMP runtime as the ops.
+// to OpenBLAS too where OpenBLAS runs its AVX-512 kernels: 1.15–1.3× faster
+// there than oneDNN, which packs that operand poorly; on its AVX2 kernels
+// (a user's OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) it is 1.5× slower.
+// oneDNN threads through the same OpenMP runtime as the ops.
 #include <omp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -135,10 +137,22 @@ const std::optional<GemmLibrary>& Asked() {
 
 }  // namespace
 
+bool BlasCoreIsAvx512() {
+  static const bool avx512 = [] {
+    const std::string& core = EnsureBlasCore();
+    for (const char* name : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+      if (core == name) return true;
+    }
+    return false;
+  }();
+  return avx512;
+}
+
 GemmLibrary GemmLibraryFor(bool trans_a, int64_t m, int64_t n, int64_t k) {
   if (Asked().has_value()) return *Asked();
 #if defined(SMALLEM_HAVE_DNNL) && defined(SMALLEM_HAVE_OPENBLAS)
-  const bool small = m * n * k < kSmallProduct, tall_transposed = trans_a && m >= kTallTransposed;
+  const bool small = m * n * k < kSmallProduct;
+  const bool tall_transposed = trans_a && m >= kTallTransposed && BlasCoreIsAvx512();
   return small || tall_transposed ? GemmLibrary::kOpenBlas : GemmLibrary::kOneDnn;
 #elif defined(SMALLEM_HAVE_DNNL)
   return GemmLibrary::kOneDnn;

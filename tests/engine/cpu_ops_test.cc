@@ -52,6 +52,25 @@ TEST_F(CpuOpTest, DeviceClassNamesTheThreadCount) {
   EXPECT_GE(CpuBackend().threads(), 1);
 }
 
+// The head's gradient Gᵀ·X at a large vocabulary goes to OpenBLAS only on
+// its AVX-512 kernels; on its AVX2 ones oneDNN is faster (matmul.cc).
+TEST_F(CpuOpTest, TallTransposedProductsGoToOpenBlasOnlyOnItsAvx512Kernels) {
+  if (cpu::GemmLibrariesInUse().size() < 2) {
+    GTEST_SKIP() << "the rule needs both oneDNN and OpenBLAS, and no SMALLEM_GEMM";
+  }
+  const bool avx512 = cpu::BlasCoreIsAvx512();
+  EXPECT_EQ(avx512, CpuBackend::BlasCore() == "SkylakeX" ||
+                        CpuBackend::BlasCore() == "Cooperlake" ||
+                        CpuBackend::BlasCore() == "SapphireRapids");
+  EXPECT_EQ(cpu::GemmLibraryFor(true, cpu::kTallTransposed, 128, 2048),
+            avx512 ? cpu::GemmLibrary::kOpenBlas : cpu::GemmLibrary::kOneDnn)
+      << CpuBackend::BlasCore();
+  EXPECT_EQ(cpu::GemmLibraryFor(true, cpu::kTallTransposed / 2, 128, 2048),
+            cpu::GemmLibrary::kOneDnn);
+  EXPECT_EQ(cpu::GemmLibraryFor(false, cpu::kTallTransposed, 128, 2048),
+            cpu::GemmLibrary::kOneDnn);
+}
+
 TEST_F(CpuOpTest, FillAndCopiesMoveExactBytes) {
   Tensor t = Zeros({3, 7});
   backend_.Fill(t, 2.5f);
