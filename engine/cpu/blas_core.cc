@@ -10,6 +10,7 @@
 // OpenBLAS, or with one that is not DYNAMIC_ARCH, is left alone.
 #include <cctype>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 #include "engine/cpu/cpu_util.h"
@@ -32,15 +33,25 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// OpenBLAS's x86 cores without AVX2 kernels, its fallbacks for unknown CPUs.
-bool IsPreAvx2Core(const std::string& name) {
-  for (const char* core : {"prescott", "core2", "penryn", "dunnington", "nehalem",
-                           "sandybridge", "atom", "nano", "katmai", "coppermine",
-                           "northwood", "banias", "athlon", "opteron", "barcelona",
-                           "bobcat", "unknown"}) {
+// Whether the lower-case core name starts with one of `cores`.
+bool IsCoreAmong(const std::string& name, std::initializer_list<const char*> cores) {
+  for (const char* core : cores) {
     if (name.rfind(core, 0) == 0) return true;
   }
   return false;
+}
+
+// OpenBLAS's x86 cores without AVX2 kernels, its fallbacks for unknown CPUs.
+bool IsPreAvx2Core(const std::string& name) {
+  return IsCoreAmong(name, {"prescott", "core2", "penryn", "dunnington", "nehalem",
+                            "sandybridge", "atom", "nano", "katmai", "coppermine",
+                            "northwood", "banias", "athlon", "opteron", "barcelona",
+                            "bobcat", "unknown"});
+}
+
+// OpenBLAS's x86 cores with AVX-512 kernels.
+bool IsAvx512Core(const std::string& name) {
+  return IsCoreAmong(name, {"skylakex", "cooperlake", "sapphirerapids"});
 }
 
 std::string SelectBlasCore() {
@@ -74,6 +85,11 @@ std::string SelectBlasCore() {
 const std::string& EnsureBlasCore() {
   static const std::string* const core = new std::string(SelectBlasCore());
   return *core;
+}
+
+bool BlasCoreIsAvx512() {
+  static const bool avx512 = IsAvx512Core(Lower(EnsureBlasCore()));
+  return avx512;
 }
 
 }  // namespace smallem::cpu

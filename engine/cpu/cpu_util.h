@@ -64,7 +64,7 @@ std::string GemmLibraryName();
 // constructor calls it.
 const std::string& EnsureBlasCore();
 // Whether that kernel set is one of OpenBLAS's AVX-512 ones (SkylakeX,
-// Cooperlake, SapphireRapids). Defined in matmul.cc.
+// Cooperlake, SapphireRapids), decided once.
 bool BlasCoreIsAvx512();
 
 // The row ops on host memory, for CpuBackend and for Backend's default

@@ -137,17 +137,6 @@ const std::optional<GemmLibrary>& Asked() {
 
 }  // namespace
 
-bool BlasCoreIsAvx512() {
-  static const bool avx512 = [] {
-    const std::string& core = EnsureBlasCore();
-    for (const char* name : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
-      if (core == name) return true;
-    }
-    return false;
-  }();
-  return avx512;
-}
-
 GemmLibrary GemmLibraryFor(bool trans_a, int64_t m, int64_t n, int64_t k) {
   if (Asked().has_value()) return *Asked();
 #if defined(SMALLEM_HAVE_DNNL) && defined(SMALLEM_HAVE_OPENBLAS)
