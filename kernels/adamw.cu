@@ -52,7 +52,7 @@ cudaError_t LaunchAdamW(float* param, const float* grad, float* m, float* v,
                         int64_t count, const AdamWHyper& hyper,
                         cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
-  AdamWKernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(AdamWKernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(
       param, grad, m, v, grad_norm_sq, scalars, count, hyper);
   return cudaGetLastError();
 }

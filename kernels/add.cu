@@ -38,7 +38,7 @@ cudaError_t LaunchAddForward(ActIn a, ActIn b, ActOut out, int64_t count,
   if (count <= 0) return cudaSuccess;
   const auto kernel = AnyBf16({a.bf16, b.bf16, out.bf16}) ? AddForwardKernel<true>
                                                           : AddForwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(a, b, out, count);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(a, b, out, count);
   return cudaGetLastError();
 }
 
@@ -48,7 +48,7 @@ cudaError_t LaunchAddBackward(ActIn grad_out, ActOut grad_a, ActOut grad_b,
   const auto kernel = AnyBf16({grad_out.bf16, grad_a.bf16, grad_b.bf16})
                           ? AddBackwardKernel<true>
                           : AddBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(grad_out, grad_a, grad_b,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(grad_out, grad_a, grad_b,
                                                                      count);
   return cudaGetLastError();
 }

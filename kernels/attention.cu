@@ -136,7 +136,7 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     AttentionForwardKernel(ActIn qkv, ActOut out, float* lse, Geometry g) {
   constexpr int kLanesD = D / kWarpSize;  // output channels per lane
-  extern __shared__ __align__(16) float smem[];
+  SMALLEM_DYNAMIC_SHARED(float, smem, 16);
   float* q_s = smem;                       // (kRows, D), pre-scaled
   float* k_s = q_s + kRows * D;            // (kTile, Padded<D>)
   float* v_s = k_s + kTile * Padded<D>();  // (kTile, D)
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kThreads)
     AttentionBackwardQueryKernel(ActIn qkv, const float* lse, const float* delta,
                                  ActIn grad_out, ActOut grad_qkv, Geometry g) {
   constexpr int kLanesD = D / kWarpSize;
-  extern __shared__ __align__(16) float smem[];
+  SMALLEM_DYNAMIC_SHARED(float, smem, 16);
   float* q_s = smem;                        // (kRows, D), pre-scaled
   float* do_s = q_s + kRows * D;            // (kRows, D)
   float* k_s = do_s + kRows * D;            // (kTile, Padded<D>)
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kThreads)
     AttentionBackwardKeyKernel(ActIn qkv, const float* lse, const float* delta,
                                ActIn grad_out, ActOut grad_qkv, Geometry g) {
   constexpr int kLanesD = D / kWarpSize;
-  extern __shared__ __align__(16) float smem[];
+  SMALLEM_DYNAMIC_SHARED(float, smem, 16);
   float* k_s = smem;                        // (kRows, D)
   float* v_s = k_s + kRows * D;             // (kRows, D)
   float* q_s = v_s + kRows * D;             // (kTile, Padded<D>), pre-scaled
@@ -426,7 +426,7 @@ cudaError_t Forward(ActIn qkv, ActOut out, float* lse, const AttentionShape& s,
   if (cudaError_t e = AllowSmem(AttentionForwardKernel<D>, smem); e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(s.batch * s.heads),
                   static_cast<unsigned>((s.time + kRows - 1) / kRows));
-  AttentionForwardKernel<D><<<grid, kThreads, smem, stream>>>(qkv, out, lse, GeometryOf(s));
+  SMALLEM_LAUNCH(AttentionForwardKernel<D>, grid, kThreads, smem, stream)(qkv, out, lse, GeometryOf(s));
   return cudaGetLastError();
 }
 
@@ -445,7 +445,7 @@ cudaError_t Backward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out, Act
       e != cudaSuccess) {
     return e;
   }
-  AttentionBackwardQueryKernel<D><<<grid, kThreads, query_smem, stream>>>(
+  SMALLEM_LAUNCH(AttentionBackwardQueryKernel<D>, grid, kThreads, query_smem, stream)(
       qkv, lse, delta, grad_out, grad_qkv, g);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
 
@@ -453,7 +453,7 @@ cudaError_t Backward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out, Act
   if (cudaError_t e = AllowSmem(AttentionBackwardKeyKernel<D>, key_smem); e != cudaSuccess) {
     return e;
   }
-  AttentionBackwardKeyKernel<D><<<grid, kThreads, key_smem, stream>>>(
+  SMALLEM_LAUNCH(AttentionBackwardKeyKernel<D>, grid, kThreads, key_smem, stream)(
       qkv, lse, delta, grad_out, grad_qkv, g);
   return cudaGetLastError();
 }

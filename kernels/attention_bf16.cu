@@ -248,7 +248,7 @@ constexpr size_t ForwardSmemBytes() {
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     AttentionForwardBf16Kernel(ActIn qkv, ActOut out, float* lse, Geometry g) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  SMALLEM_DYNAMIC_SHARED(unsigned char, smem, 128);
   bf16* q_s = reinterpret_cast<bf16*>(smem);                 // (kRows, D), pre-scaled
   bf16* k_s = reinterpret_cast<bf16*>(smem + TileBytes<D>());      // (kTile, D)
   bf16* v_s = reinterpret_cast<bf16*>(smem + 2 * TileBytes<D>());  // (kTile, D)
@@ -351,7 +351,7 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     AttentionBackwardQueryBf16Kernel(ActIn qkv, const float* lse, const float* delta,
                                      ActIn grad_out, ActOut grad_qkv, Geometry g) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  SMALLEM_DYNAMIC_SHARED(unsigned char, smem, 128);
   bf16* q_s = reinterpret_cast<bf16*>(smem);                        // (kRows, D), pre-scaled
   bf16* do_s = reinterpret_cast<bf16*>(smem + TileBytes<D>());      // (kRows, D)
   bf16* k_s = reinterpret_cast<bf16*>(smem + 2 * TileBytes<D>());   // (kTile, D)
@@ -427,7 +427,7 @@ template <int D>
 __global__ void __launch_bounds__(kThreads)
     AttentionBackwardKeyBf16Kernel(ActIn qkv, const float* lse, const float* delta,
                                    ActIn grad_out, ActOut grad_qkv, Geometry g) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  SMALLEM_DYNAMIC_SHARED(unsigned char, smem, 128);
   bf16* k_s = reinterpret_cast<bf16*>(smem);                        // (kRows, D)
   bf16* v_s = reinterpret_cast<bf16*>(smem + TileBytes<D>());       // (kRows, D)
   bf16* q_s = reinterpret_cast<bf16*>(smem + 2 * TileBytes<D>());   // (kTile, D), pre-scaled
@@ -537,7 +537,7 @@ cudaError_t Forward(ActIn qkv, ActOut out, float* lse, const AttentionShape& s,
                     cudaStream_t stream) {
   constexpr size_t smem = ForwardSmemBytes<D>();
   if (cudaError_t e = AllowSmem(AttentionForwardBf16Kernel<D>, smem); e != cudaSuccess) return e;
-  AttentionForwardBf16Kernel<D><<<GridOf(s), kThreads, smem, stream>>>(qkv, out, lse,
+  SMALLEM_LAUNCH(AttentionForwardBf16Kernel<D>, GridOf(s), kThreads, smem, stream)(qkv, out, lse,
                                                                       GeometryOf(s));
   return cudaGetLastError();
 }
@@ -555,7 +555,7 @@ cudaError_t Backward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out, Act
       e != cudaSuccess) {
     return e;
   }
-  AttentionBackwardQueryBf16Kernel<D><<<GridOf(s), kThreads, query_smem, stream>>>(
+  SMALLEM_LAUNCH(AttentionBackwardQueryBf16Kernel<D>, GridOf(s), kThreads, query_smem, stream)(
       qkv, lse, delta, grad_out, grad_qkv, g);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
 
@@ -563,7 +563,7 @@ cudaError_t Backward(ActIn qkv, ActIn out, const float* lse, ActIn grad_out, Act
   if (cudaError_t e = AllowSmem(AttentionBackwardKeyBf16Kernel<D>, key_smem); e != cudaSuccess) {
     return e;
   }
-  AttentionBackwardKeyBf16Kernel<D><<<GridOf(s), kThreads, key_smem, stream>>>(
+  SMALLEM_LAUNCH(AttentionBackwardKeyBf16Kernel<D>, GridOf(s), kThreads, key_smem, stream)(
       qkv, lse, delta, grad_out, grad_qkv, g);
   return cudaGetLastError();
 }

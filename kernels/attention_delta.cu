@@ -39,7 +39,7 @@ cudaError_t Delta(ActIn out, ActIn grad_out, float* delta, const AttentionShape&
                   cudaStream_t stream) {
   const int64_t rows = s.batch * s.time * s.heads;
   constexpr int kThreads = 256;
-  AttentionDeltaKernel<D><<<GridStrideBlocks(rows * kWarpSize, kThreads), kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(AttentionDeltaKernel<D>, GridStrideBlocks(rows * kWarpSize, kThreads), kThreads, 0, stream)(
       out, grad_out, delta, static_cast<int>(s.time), static_cast<int>(s.heads), rows);
   return cudaGetLastError();
 }

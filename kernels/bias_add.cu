@@ -59,7 +59,7 @@ cudaError_t LaunchBiasAddForward(ActOut x, const float* bias, int64_t rows,
                                  int64_t cols, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   const auto kernel = x.bf16 ? BiasAddForwardKernel<true> : BiasAddForwardKernel<false>;
-  kernel<<<GridStrideBlocks(rows * cols, kThreads), kThreads, 0, stream>>>(x, bias, rows,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(rows * cols, kThreads), kThreads, 0, stream)(x, bias, rows,
                                                                            cols);
   return cudaGetLastError();
 }
@@ -76,9 +76,9 @@ cudaError_t LaunchBiasAddBackward(ActIn grad_out, float* grad_bias,
   const auto blocks = static_cast<unsigned>((parts + kWarps - 1) / kWarps);
   const auto partial_kernel =
       grad_out.bf16 ? BiasBackwardPartialKernel<true> : BiasBackwardPartialKernel<false>;
-  partial_kernel<<<blocks, kThreads, 0, stream>>>(grad_out, rows, cols, scratch);
+  SMALLEM_LAUNCH(partial_kernel, blocks, kThreads, 0, stream)(grad_out, rows, cols, scratch);
   const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
-  BiasBackwardFinalKernel<<<column_blocks, kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(BiasBackwardFinalKernel, column_blocks, kThreads, 0, stream)(
       scratch, parts, cols, grad_bias);
   return cudaGetLastError();
 }

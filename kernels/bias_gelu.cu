@@ -84,7 +84,7 @@ cudaError_t LaunchBiasGeluForward(ActIn x, const float* bias, ActOut out, int64_
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   const auto kernel = AnyBf16({x.bf16, out.bf16}) ? BiasGeluForwardKernel<true>
                                                   : BiasGeluForwardKernel<false>;
-  kernel<<<GridStrideBlocks(rows * cols, kThreads), kThreads, 0, stream>>>(x, bias, out, rows,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(rows * cols, kThreads), kThreads, 0, stream)(x, bias, out, rows,
                                                                           cols);
   return cudaGetLastError();
 }
@@ -105,11 +105,11 @@ cudaError_t LaunchBiasGeluBackward(ActIn x, const float* bias, ActIn grad_out, A
   const auto kernel = AnyBf16({x.bf16, grad_out.bf16, grad_x.bf16})
                           ? BiasGeluBackwardKernel<true>
                           : BiasGeluBackwardKernel<false>;
-  kernel<<<blocks, kThreads, 0, stream>>>(x, bias, grad_out, grad_x, overwrite, rows, cols,
+  SMALLEM_LAUNCH(kernel, blocks, kThreads, 0, stream)(x, bias, grad_out, grad_x, overwrite, rows, cols,
                                           partial);
   if (grad_bias != nullptr) {
     const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
-    BiasGeluBiasFinalKernel<<<column_blocks, kThreads, 0, stream>>>(partial, parts, cols,
+    SMALLEM_LAUNCH(BiasGeluBiasFinalKernel, column_blocks, kThreads, 0, stream)(partial, parts, cols,
                                                                    grad_bias);
   }
   return cudaGetLastError();

@@ -128,7 +128,7 @@ cudaError_t LaunchCrossEntropyForward(const float* logits,
   if (vocab <= 0) return cudaErrorInvalidValue;
   constexpr int64_t kMaxBlocks = int64_t{1} << 20;
   const auto blocks = static_cast<unsigned>(std::min(rows, kMaxBlocks));
-  CrossEntropyForwardKernel<<<blocks, kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(CrossEntropyForwardKernel, blocks, kThreads, 0, stream)(
       logits, targets, losses, lse, rows, vocab);
   return cudaGetLastError();
 }
@@ -147,10 +147,10 @@ cudaError_t LaunchCrossEntropyBackward(const float* logits,
   }
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
   if (grad_logits.bf16) {
-    CrossEntropyBackwardKernel<true><<<grid, kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(CrossEntropyBackwardKernel<true>, grid, kThreads, 0, stream)(
         logits, targets, lse, grad_losses, grad_logits, vocab, overwrite);
   } else {
-    CrossEntropyBackwardKernel<false><<<grid, kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(CrossEntropyBackwardKernel<false>, grid, kThreads, 0, stream)(
         logits, targets, lse, grad_losses, grad_logits, vocab, overwrite);
   }
   return cudaGetLastError();

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/launch.cuh"
+
 #include <algorithm>
 #include <cstdint>
 #include <map>

@@ -106,8 +106,7 @@ cudaError_t LaunchEmbeddingForward(const int32_t* ids, const float* table,
                                    float* out, int64_t count, int64_t vocab,
                                    int64_t cols, cudaStream_t stream) {
   if (count <= 0 || cols <= 0) return cudaSuccess;
-  EmbeddingForwardKernel<<<GridStrideBlocks(count * cols, kThreads), kThreads, 0,
-                           stream>>>(ids, table, out, count, vocab, cols);
+  SMALLEM_LAUNCH(EmbeddingForwardKernel, GridStrideBlocks(count * cols, kThreads), kThreads, 0, stream)(ids, table, out, count, vocab, cols);
   return cudaGetLastError();
 }
 
@@ -118,7 +117,7 @@ cudaError_t LaunchEmbeddingBackward(const int32_t* ids, const float* grad_out,
   if (count <= 0 || cols <= 0 || vocab <= 0 || grad_table == nullptr) return cudaSuccess;
   constexpr int64_t kMaxBlocks = int64_t{1} << 20;
   const auto blocks = static_cast<unsigned>(std::min(vocab, kMaxBlocks));
-  EmbeddingBackwardKernel<<<blocks, kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(EmbeddingBackwardKernel, blocks, kThreads, 0, stream)(
       ids, grad_out, grad_table, count, vocab, cols);
   return cudaGetLastError();
 }

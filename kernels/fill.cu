@@ -18,7 +18,7 @@ __global__ void FillKernel(T* data, int64_t count, T value) {
 template <typename T>
 cudaError_t Fill(T* data, int64_t count, T value, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  FillKernel<T><<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(FillKernel<T>, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(
       data, count, value);
   return cudaGetLastError();
 }

@@ -42,8 +42,7 @@ cudaError_t LaunchGatherSequences(const int32_t* tokens, int64_t count,
                                   int64_t time, int32_t* inputs,
                                   int32_t* targets, cudaStream_t stream) {
   if (rows <= 0 || time <= 0) return cudaSuccess;
-  GatherSequencesKernel<<<GridStrideBlocks(rows * time, kThreads), kThreads, 0,
-                          stream>>>(tokens, count, starts, rows, time, inputs,
+  SMALLEM_LAUNCH(GatherSequencesKernel, GridStrideBlocks(rows * time, kThreads), kThreads, 0, stream)(tokens, count, starts, rows, time, inputs,
                                     targets);
   return cudaGetLastError();
 }

@@ -42,7 +42,7 @@ cudaError_t LaunchGeluForward(ActIn in, ActOut out, int64_t count, cudaStream_t 
   if (count <= 0) return cudaSuccess;
   const auto kernel =
       AnyBf16({in.bf16, out.bf16}) ? GeluForwardKernel<true> : GeluForwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(in, out, count);
   return cudaGetLastError();
 }
 
@@ -52,7 +52,7 @@ cudaError_t LaunchGeluBackward(ActIn in, ActIn grad_out, ActOut grad_in, int64_t
   const auto kernel = AnyBf16({in.bf16, grad_out.bf16, grad_in.bf16})
                           ? GeluBackwardKernel<true>
                           : GeluBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(in, grad_out, grad_in,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(in, grad_out, grad_in,
                                                                      count);
   return cudaGetLastError();
 }

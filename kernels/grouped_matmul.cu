@@ -149,7 +149,7 @@ cudaError_t LaunchGroupedMatmulForward(ActIn x, const float* weight, const int32
                                        ActOut out, int64_t rows, int64_t groups, int64_t m,
                                        int64_t k, cudaStream_t stream) {
   if (rows * m <= 0) return cudaSuccess;
-  ForwardKernel<<<GroupRowsGrid(m, rows, groups), dim3(kSide, kSide), 0, stream>>>(
+  SMALLEM_LAUNCH(ForwardKernel, GroupRowsGrid(m, rows, groups), dim3(kSide, kSide), 0, stream)(
       x, weight, offsets, out, m, k);
   return cudaGetLastError();
 }
@@ -159,12 +159,12 @@ cudaError_t LaunchGroupedMatmulBackward(ActIn x, const float* weight, const int3
                                         int64_t rows, int64_t groups, int64_t m, int64_t k,
                                         bool overwrite_x, cudaStream_t stream) {
   if (grad_x.data != nullptr && rows * k > 0) {
-    BackwardXKernel<<<GroupRowsGrid(k, rows, groups), dim3(kSide, kSide), 0, stream>>>(
+    SMALLEM_LAUNCH(BackwardXKernel, GroupRowsGrid(k, rows, groups), dim3(kSide, kSide), 0, stream)(
         grad_out, weight, offsets, grad_x, m, k, overwrite_x);
   }
   if (grad_weight != nullptr && groups * m * k > 0) {
     const dim3 grid(Tiles(k), Tiles(m), static_cast<unsigned>(groups));
-    BackwardWeightKernel<<<grid, dim3(kSide, kSide), 0, stream>>>(grad_out, x, offsets,
+    SMALLEM_LAUNCH(BackwardWeightKernel, grid, dim3(kSide, kSide), 0, stream)(grad_out, x, offsets,
                                                                    grad_weight, m, k);
   }
   return cudaGetLastError();

@@ -105,7 +105,7 @@ cudaError_t LaunchLatentQkvForward(ActIn q, ActIn kv, ActIn k_rope, ActOut out,
                           ? LatentQkvForwardKernel<true>
                           : LatentQkvForwardKernel<false>;
   const int64_t count = shape.rows * WidthsOf(shape).out;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(q, kv, k_rope, out, shape);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(q, kv, k_rope, out, shape);
   return cudaGetLastError();
 }
 
@@ -120,7 +120,7 @@ cudaError_t LaunchLatentQkvBackward(ActIn grad_out, ActOut grad_q, ActOut grad_k
           : LatentQkvBackwardKernel<false>;
   const Widths w = WidthsOf(shape);
   const int64_t count = shape.rows * (w.q + w.kv + shape.rope_dim);
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(
       grad_out, grad_q, grad_kv, grad_k_rope, shape);
   return cudaGetLastError();
 }

@@ -141,7 +141,7 @@ cudaError_t LaunchLayerNormForward(ActIn x, ActIn residual, const float* gain,
   const auto kernel = AnyBf16({x.bf16, residual.bf16, sum.bf16, out.bf16})
                           ? LayerNormForwardKernel<true>
                           : LayerNormForwardKernel<false>;
-  kernel<<<blocks, kThreads, 0, stream>>>(x, residual, gain, bias, sum, out, mean, rstd,
+  SMALLEM_LAUNCH(kernel, blocks, kThreads, 0, stream)(x, residual, gain, bias, sum, out, mean, rstd,
                                           rows, cols, eps);
   return cudaGetLastError();
 }
@@ -168,16 +168,16 @@ cudaError_t LaunchLayerNormBackward(ActIn x, const float* gain,
   const auto kernel = AnyBf16({x.bf16, grad_out.bf16, grad_x.bf16})
                           ? LayerNormBackwardKernel<true>
                           : LayerNormBackwardKernel<false>;
-  kernel<<<blocks, kThreads, 0, stream>>>(x, gain, mean, rstd, grad_out, grad_x,
+  SMALLEM_LAUNCH(kernel, blocks, kThreads, 0, stream)(x, gain, mean, rstd, grad_out, grad_x,
                                           partial_gain, partial_bias, rows, cols);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
   if (grad_gain != nullptr) {
-    LayerNormBackwardColumnsKernel<<<column_blocks, kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(LayerNormBackwardColumnsKernel, column_blocks, kThreads, 0, stream)(
         partial_gain, parts, cols, grad_gain);
   }
   if (grad_bias != nullptr) {
-    LayerNormBackwardColumnsKernel<<<column_blocks, kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(LayerNormBackwardColumnsKernel, column_blocks, kThreads, 0, stream)(
         partial_bias, parts, cols, grad_bias);
   }
   return cudaGetLastError();

@@ -271,10 +271,10 @@ cudaError_t MatmulContext::Stage(ActIn src, int64_t count, bool to_bf16, void** 
     return e;
   }
   if (to_bf16) {
-    StageBf16Kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(StageBf16Kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(
         static_cast<const float*>(src.data), static_cast<__nv_bfloat16*>(*staging), count);
   } else {
-    WidenKernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(WidenKernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(
         static_cast<const __nv_bfloat16*>(src.data), static_cast<float*>(*staging), count);
   }
   *staged = *staging;
@@ -313,7 +313,7 @@ cudaError_t MatmulContext::RunOnce(const MatmulArgs& args, MatmulPrecision preci
     }
     out = staging_out_;
     if (args.beta != 0.0f) {
-      CopyOutKernel<<<GridStrideBlocks(args.batch * rows_cols, kThreads), kThreads, 0, stream>>>(
+      SMALLEM_LAUNCH(CopyOutKernel, GridStrideBlocks(args.batch * rows_cols, kThreads), kThreads, 0, stream)(
           static_cast<__nv_bfloat16*>(args.out.data), static_cast<float*>(staging_out_),
           args.batch, rows_cols, args.stride_out, /*to_out=*/false);
       if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
@@ -353,7 +353,7 @@ cudaError_t MatmulContext::RunOnce(const MatmulArgs& args, MatmulPrecision preci
   }
   ++launches_;
   if (out_staged) {
-    CopyOutKernel<<<GridStrideBlocks(args.batch * rows_cols, kThreads), kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(CopyOutKernel, GridStrideBlocks(args.batch * rows_cols, kThreads), kThreads, 0, stream)(
         static_cast<__nv_bfloat16*>(args.out.data), static_cast<float*>(staging_out_),
         args.batch, rows_cols, args.stride_out, /*to_out=*/true);
     return cudaGetLastError();
@@ -366,8 +366,7 @@ cudaError_t MatmulContext::Run(const MatmulArgs& args, MatmulPrecision precision
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return cudaSuccess;
   if (args.k <= 0) {
     // An empty sum: out = beta·out (BLAS semantics).
-    ScaleOutKernel<<<GridStrideBlocks(args.batch * args.m * args.n, kThreads), kThreads, 0,
-                     stream>>>(args.out, args.batch, args.m * args.n, args.stride_out,
+    SMALLEM_LAUNCH(ScaleOutKernel, GridStrideBlocks(args.batch * args.m * args.n, kThreads), kThreads, 0, stream)(args.out, args.batch, args.m * args.n, args.stride_out,
                                args.beta);
     return cudaGetLastError();
   }

@@ -77,7 +77,7 @@ cudaError_t LaunchMoeDispatchForward(ActIn x, const int32_t* order, ActOut out, 
                                      int64_t c, int64_t k, cudaStream_t stream) {
   const int64_t count = n * k * c;
   if (count <= 0) return cudaSuccess;
-  DispatchKernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(x, order, out,
+  SMALLEM_LAUNCH(DispatchKernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(x, order, out,
                                                                             n * k, c, k);
   return cudaGetLastError();
 }
@@ -85,7 +85,7 @@ cudaError_t LaunchMoeDispatchForward(ActIn x, const int32_t* order, ActOut out, 
 cudaError_t LaunchMoeDispatchBackward(ActIn grad_out, const int32_t* position, ActOut grad_x,
                                       int64_t n, int64_t c, int64_t k, cudaStream_t stream) {
   if (n * c <= 0) return cudaSuccess;
-  DispatchBackwardKernel<<<GridStrideBlocks(n * c, kThreads), kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(DispatchBackwardKernel, GridStrideBlocks(n * c, kThreads), kThreads, 0, stream)(
       grad_out, position, grad_x, n, c, k);
   return cudaGetLastError();
 }
@@ -94,7 +94,7 @@ cudaError_t LaunchMoeCombineForward(ActIn rows, const float* gates, const int32_
                                     ActOut out, int64_t n, int64_t c, int64_t k,
                                     cudaStream_t stream) {
   if (n * c <= 0) return cudaSuccess;
-  CombineKernel<<<GridStrideBlocks(n * c, kThreads), kThreads, 0, stream>>>(rows, gates,
+  SMALLEM_LAUNCH(CombineKernel, GridStrideBlocks(n * c, kThreads), kThreads, 0, stream)(rows, gates,
                                                                            position, out, n, c, k);
   return cudaGetLastError();
 }
@@ -105,11 +105,11 @@ cudaError_t LaunchMoeCombineBackward(ActIn rows, const float* gates, const int32
                                      cudaStream_t stream) {
   if (n * c <= 0) return cudaSuccess;
   if (grad_rows.data != nullptr) {
-    CombineBackwardRowsKernel<<<GridStrideBlocks(n * k * c, kThreads), kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(CombineBackwardRowsKernel, GridStrideBlocks(n * k * c, kThreads), kThreads, 0, stream)(
         gates, position, grad_out, grad_rows, n, c, k, overwrite_rows);
   }
   if (grad_gates != nullptr) {
-    CombineBackwardGatesKernel<<<(n * k + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(CombineBackwardGatesKernel, (n * k + kThreads - 1) / kThreads, kThreads, 0, stream)(
         rows, position, grad_out, grad_gates, n, c, k);
   }
   return cudaGetLastError();

@@ -47,7 +47,7 @@ __global__ void RouteTopKKernel(const float* logits, const float* bias, int64_t 
 __global__ void RouteSortKernel(const int32_t* experts, int64_t slots, int64_t e,
                                 int32_t* order, int32_t* position, int32_t* offsets,
                                 float* load) {
-  extern __shared__ int32_t counts[];
+  SMALLEM_DYNAMIC_SHARED(int32_t, counts, alignof(int32_t));
   for (int64_t x = threadIdx.x; x < e; x += blockDim.x) {
     int32_t c = 0;
     for (int64_t s = 0; s < slots; ++s) c += experts[s] == x;
@@ -121,10 +121,10 @@ cudaError_t LaunchMoeRouteForward(const float* logits, const float* bias, int64_
                                   int32_t* position, int32_t* offsets, float* load,
                                   cudaStream_t stream) {
   if (n > 0) {
-    RouteTopKKernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(logits, bias, n, e,
+    SMALLEM_LAUNCH(RouteTopKKernel, (n + kThreads - 1) / kThreads, kThreads, 0, stream)(logits, bias, n, e,
                                                                             k, experts, gates);
   }
-  RouteSortKernel<<<1, kThreads, e * sizeof(int32_t), stream>>>(experts, n * k, e, order,
+  SMALLEM_LAUNCH(RouteSortKernel, 1, kThreads, e * sizeof(int32_t), stream)(experts, n * k, e, order,
                                                                  position, offsets, load);
   return cudaGetLastError();
 }
@@ -135,14 +135,14 @@ cudaError_t LaunchMoeRouteBackward(const float* logits, const int32_t* experts,
                                    int64_t e, int64_t k, float aux_coefficient,
                                    cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  RouteBackwardKernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(RouteBackwardKernel, (n + kThreads - 1) / kThreads, kThreads, 0, stream)(
       logits, experts, gates, offsets, grad_gates, grad_logits, n, e, k, aux_coefficient);
   return cudaGetLastError();
 }
 
 cudaError_t LaunchMoeBalance(float* bias, float* load, float* last_load, int64_t e, float rate,
                              cudaStream_t stream) {
-  BalanceKernel<<<1, kThreads, 0, stream>>>(bias, load, last_load, e, rate);
+  SMALLEM_LAUNCH(BalanceKernel, 1, kThreads, 0, stream)(bias, load, last_load, e, rate);
   return cudaGetLastError();
 }
 

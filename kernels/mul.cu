@@ -40,7 +40,7 @@ cudaError_t LaunchMulForward(ActIn a, ActIn b, ActOut out, int64_t count,
   if (count <= 0) return cudaSuccess;
   const auto kernel = AnyBf16({a.bf16, b.bf16, out.bf16}) ? MulForwardKernel<true>
                                                           : MulForwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(a, b, out, count);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(a, b, out, count);
   return cudaGetLastError();
 }
 
@@ -51,7 +51,7 @@ cudaError_t LaunchMulBackward(ActIn a, ActIn b, ActIn grad_out, ActOut grad_a,
       AnyBf16({a.bf16, b.bf16, grad_out.bf16, grad_a.bf16, grad_b.bf16})
           ? MulBackwardKernel<true>
           : MulBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(a, b, grad_out, grad_a,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(a, b, grad_out, grad_a,
                                                                      grad_b, count);
   return cudaGetLastError();
 }

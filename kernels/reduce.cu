@@ -75,12 +75,12 @@ cudaError_t LaunchReduce(const float* in, int64_t count, ReduceKind kind,
   const auto blocks = static_cast<unsigned>(parts);
   // An empty input still runs: its partials are 0, so out = 0 (or out += 0).
   if (kind == ReduceKind::kSumSquares) {
-    ReducePartialKernel<true><<<blocks, kThreads, 0, stream>>>(in, count, partial);
+    SMALLEM_LAUNCH(ReducePartialKernel<true>, blocks, kThreads, 0, stream)(in, count, partial);
   } else {
-    ReducePartialKernel<false><<<blocks, kThreads, 0, stream>>>(in, count, partial);
+    SMALLEM_LAUNCH(ReducePartialKernel<false>, blocks, kThreads, 0, stream)(in, count, partial);
   }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  ReduceFinalKernel<<<1, kThreads, 0, stream>>>(partial, parts, accumulate, out);
+  SMALLEM_LAUNCH(ReduceFinalKernel, 1, kThreads, 0, stream)(partial, parts, accumulate, out);
   return cudaGetLastError();
 }
 

@@ -115,7 +115,7 @@ cudaError_t LaunchRmsNormForward(ActIn x, ActIn residual, const float* gain,
   const auto kernel = AnyBf16({x.bf16, residual.bf16, sum.bf16, out.bf16})
                           ? RmsNormForwardKernel<true>
                           : RmsNormForwardKernel<false>;
-  kernel<<<blocks, kThreads, 0, stream>>>(x, residual, gain, sum, out, rstd, rows, cols,
+  SMALLEM_LAUNCH(kernel, blocks, kThreads, 0, stream)(x, residual, gain, sum, out, rstd, rows, cols,
                                           eps);
   return cudaGetLastError();
 }
@@ -136,12 +136,12 @@ cudaError_t LaunchRmsNormBackward(ActIn x, const float* gain, const float* rstd,
   const auto kernel = AnyBf16({x.bf16, grad_out.bf16, grad_x.bf16})
                           ? RmsNormBackwardKernel<true>
                           : RmsNormBackwardKernel<false>;
-  kernel<<<blocks, kThreads, 0, stream>>>(x, gain, rstd, grad_out, grad_x, partial_gain,
+  SMALLEM_LAUNCH(kernel, blocks, kThreads, 0, stream)(x, gain, rstd, grad_out, grad_x, partial_gain,
                                           rows, cols);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (grad_gain != nullptr) {
     const auto column_blocks = static_cast<unsigned>((cols + kThreads - 1) / kThreads);
-    RmsNormBackwardColumnsKernel<<<column_blocks, kThreads, 0, stream>>>(
+    SMALLEM_LAUNCH(RmsNormBackwardColumnsKernel, column_blocks, kThreads, 0, stream)(
         partial_gain, parts, cols, grad_gain);
   }
   return cudaGetLastError();

@@ -97,8 +97,7 @@ cudaError_t LaunchRopeForward(ActIn x, ActOut out, const float* cos,
   // and cheaper than a second kernel.
   const auto kernel =
       AnyBf16({x.bf16, out.bf16}) ? RopeForwardKernel<true> : RopeForwardKernel<false>;
-  kernel<<<GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads), kThreads, 0,
-           stream>>>(x, out, cos, sin, shape);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads), kThreads, 0, stream)(x, out, cos, sin, shape);
   return cudaGetLastError();
 }
 
@@ -109,8 +108,7 @@ cudaError_t LaunchRopeBackward(ActIn grad_out, ActOut grad_in,
   if (!Valid(shape) || grad_in.data == grad_out.data) return cudaErrorInvalidValue;
   const auto kernel = AnyBf16({grad_out.bf16, grad_in.bf16}) ? RopeBackwardKernel<true>
                                                              : RopeBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads), kThreads, 0,
-           stream>>>(grad_out, grad_in, cos, sin, shape);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(shape.rows * UnitsPerRow(shape), kThreads), kThreads, 0, stream)(grad_out, grad_in, cos, sin, shape);
   return cudaGetLastError();
 }
 

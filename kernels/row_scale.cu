@@ -41,7 +41,7 @@ cudaError_t LaunchRowScale(const float* in, int64_t rows, int64_t cols,
                            const float* scale, float alpha, float eps,
                            float* out, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  RowScaleKernel<<<GridStrideBlocks(rows * cols, kThreads), kThreads, 0, stream>>>(
+  SMALLEM_LAUNCH(RowScaleKernel, GridStrideBlocks(rows * cols, kThreads), kThreads, 0, stream)(
       in, rows, cols, numer, denom, scale, alpha, eps, out);
   return cudaGetLastError();
 }

@@ -49,7 +49,7 @@ cudaError_t LaunchRowSumSquares(const float* in, int64_t rows, int64_t cols,
                                 cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   const auto blocks = static_cast<unsigned>(std::min(rows, kMaxBlocks));
-  RowSumSquaresKernel<<<blocks, kThreads, 0, stream>>>(in, rows, std::max<int64_t>(cols, 0),
+  SMALLEM_LAUNCH(RowSumSquaresKernel, blocks, kThreads, 0, stream)(in, rows, std::max<int64_t>(cols, 0),
                                                        alpha, beta, out);
   return cudaGetLastError();
 }

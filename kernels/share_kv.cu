@@ -48,7 +48,7 @@ cudaError_t LaunchShareKvForward(ActIn q, ActIn source, ActOut out, int64_t rows
   if (count <= 0) return cudaSuccess;
   const auto kernel = AnyBf16({q.bf16, source.bf16, out.bf16}) ? ShareKvForwardKernel<true>
                                                                : ShareKvForwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(q, source, out, rows,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(q, source, out, rows,
                                                                      channels);
   return cudaGetLastError();
 }
@@ -62,7 +62,7 @@ cudaError_t LaunchShareKvBackward(ActIn grad_out, ActOut grad_q, ActOut grad_sou
   const auto kernel = AnyBf16({grad_out.bf16, grad_q.bf16, grad_source.bf16})
                           ? ShareKvBackwardKernel<true>
                           : ShareKvBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(grad_out, grad_q,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(grad_out, grad_q,
                                                                      grad_source, rows, channels);
   return cudaGetLastError();
 }

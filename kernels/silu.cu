@@ -40,7 +40,7 @@ cudaError_t LaunchSiluForward(ActIn in, ActOut out, int64_t count, cudaStream_t 
   if (count <= 0) return cudaSuccess;
   const auto kernel =
       AnyBf16({in.bf16, out.bf16}) ? SiluForwardKernel<true> : SiluForwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(in, out, count);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(in, out, count);
   return cudaGetLastError();
 }
 
@@ -50,7 +50,7 @@ cudaError_t LaunchSiluBackward(ActIn in, ActIn grad_out, ActOut grad_in, int64_t
   const auto kernel = AnyBf16({in.bf16, grad_out.bf16, grad_in.bf16})
                           ? SiluBackwardKernel<true>
                           : SiluBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(in, grad_out, grad_in,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(in, grad_out, grad_in,
                                                                      count);
   return cudaGetLastError();
 }

@@ -46,7 +46,7 @@ cudaError_t LaunchSwiGluForward(ActIn gate, ActIn up, ActOut out, int64_t count,
   if (count <= 0) return cudaSuccess;
   const auto kernel = AnyBf16({gate.bf16, up.bf16, out.bf16}) ? SwiGluForwardKernel<true>
                                                               : SwiGluForwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(gate, up, out, count);
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(gate, up, out, count);
   return cudaGetLastError();
 }
 
@@ -57,7 +57,7 @@ cudaError_t LaunchSwiGluBackward(ActIn gate, ActIn up, ActIn grad_out, ActOut gr
       AnyBf16({gate.bf16, up.bf16, grad_out.bf16, grad_gate.bf16, grad_up.bf16})
           ? SwiGluBackwardKernel<true>
           : SwiGluBackwardKernel<false>;
-  kernel<<<GridStrideBlocks(count, kThreads), kThreads, 0, stream>>>(gate, up, grad_out,
+  SMALLEM_LAUNCH(kernel, GridStrideBlocks(count, kThreads), kThreads, 0, stream)(gate, up, grad_out,
                                                                      grad_gate, grad_up, count);
   return cudaGetLastError();
 }

@@ -16,7 +16,8 @@ rules=(
   "rpc|rpc/ base/ smallem/v1/"
   "engine/data|engine/data/ base/"
   "engine|engine/ spec/ base/"
-  "kernels|kernels/ engine/ spec/ base/"
+  "kernels|kernels/ engine/ spec/ base/ emulator/launch.h"
+  "emulator|emulator/"
   "server/http|server/http/ server/queue/ server/store/ server/report/ server/analysis/ rpc/ base/"
   "server|server/ rpc/ spec/ engine/data/ base/ smallem/v1/"
   "worker|worker/ rpc/ engine/ spec/ base/ kernels/cuda_backend.h smallem/v1/"
@@ -24,7 +25,7 @@ rules=(
   "fuzz|fuzz/ server/grid/ engine/io/ engine/data/ spec/ base/"
 )
 # Everything a project include can start with.
-project='^(base|spec|rpc|engine|kernels|server|worker|cli|fuzz|smallem/v1|tests|bench)/'
+project='^(base|spec|rpc|engine|kernels|emulator|server|worker|cli|fuzz|smallem/v1|tests|bench)/'
 
 bad=0
 while IFS= read -r file; do
@@ -46,6 +47,6 @@ while IFS= read -r file; do
       bad=1
     fi
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file")
-done < <(find base spec rpc engine kernels server worker cli fuzz -type f \
+done < <(find base spec rpc engine kernels emulator server worker cli fuzz -type f \
            \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null | sort)
 exit "$bad"

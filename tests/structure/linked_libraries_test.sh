@@ -20,5 +20,12 @@ for b in "$worker" "$coordinator"; do
 done
 check "$worker" 'libsqlite3|libyaml-cpp' "the worker daemon ($worker)"
 check "$coordinator" 'libopenblas|libdnnl|libgomp|libcublas' "the coordinator ($coordinator)"
-(( fail )) || echo "ok: the worker links no SQLite/YAML, the coordinator no OpenBLAS/OpenMP/cuBLAS"
+# The emulated device (emulator/) is test-only; it is a static library, so
+# look for its symbols rather than at ldd.
+for b in "$worker" "$coordinator"; do
+  if nm -C "$b" 2>/dev/null | grep -q ' smallem::emu::'; then
+    echo "FAIL: $b contains the emulated device (emulator/)"; fail=1
+  fi
+done
+(( fail )) || echo "ok: the worker links no SQLite/YAML, the coordinator no OpenBLAS/OpenMP/cuBLAS, neither the emulator"
 exit "$fail"
