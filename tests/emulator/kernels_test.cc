@@ -261,5 +261,134 @@ TEST_F(EmulatedKernelsTest, Bf16ActivationsAreRoundedOnceOnStore) {
   });
 }
 
+double Gelu(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+TEST_F(EmulatedKernelsTest, ElementwiseForwardsAndBackwardsMatchTheirFormulas) {
+  const int64_t count = 1237;  // not a multiple of a block
+  const auto a = Random(count, 16), b = Random(count, 17), g = Random(count, 18);
+  DeviceBuffer<float> da(a), db(b), dg(g), out(6 * count);
+  const auto result = UnderTwoSchedules([&] {
+    cudaMemset(out.get(), 0, 6 * count * sizeof(float));
+    float* o = out.get();
+    EXPECT_EQ(LaunchGeluForward({da.get()}, {o}, count, nullptr), cudaSuccess);
+    EXPECT_EQ(LaunchGeluBackward({da.get()}, {dg.get()}, {o + count}, count, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(LaunchSiluForward({da.get()}, {o + 2 * count}, count, nullptr), cudaSuccess);
+    EXPECT_EQ(LaunchSwiGluForward({da.get()}, {db.get()}, {o + 3 * count}, count, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(LaunchMulForward({da.get()}, {db.get()}, {o + 4 * count}, count, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(LaunchMulBackward({da.get()}, {db.get()}, {dg.get()}, {o + 5 * count}, {}, count,
+                                nullptr),
+              cudaSuccess);
+    return out.Download();
+  });
+  std::vector<double> want(6 * count);
+  for (int64_t i = 0; i < count; ++i) {
+    const double x = a[i], y = b[i], h = 1e-4;
+    const double sigmoid = 1.0 / (1.0 + std::exp(-x));
+    want[i] = Gelu(x);
+    want[count + i] = (Gelu(x + h) - Gelu(x - h)) / (2 * h) * g[i];
+    want[2 * count + i] = x * sigmoid;
+    want[3 * count + i] = x * sigmoid * y;
+    want[4 * count + i] = x * y;
+    want[5 * count + i] = double{g[i]} * y;
+  }
+  ExpectClose(result, want, 2e-4);  // the gelu derivative by central differences
+}
+
+TEST_F(EmulatedKernelsTest, RowSumSquaresSumsEachRowInDouble) {
+  const int64_t rows = 5, cols = 1031;
+  const auto in = Random(rows * cols, 19), start = Random(rows, 20);
+  DeviceBuffer<float> din(in), out(start);
+  const auto result = UnderTwoSchedules([&] {
+    out.Upload(start);
+    EXPECT_EQ(LaunchRowSumSquares(din.get(), rows, cols, 0.5f, 2.0f, out.get(), nullptr),
+              cudaSuccess);
+    return out.Download();
+  });
+  for (int64_t r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (int64_t c = 0; c < cols; ++c) squares += double{in[r * cols + c]} * in[r * cols + c];
+    EXPECT_NEAR(result[r], 0.5 * squares + 2.0 * start[r], 1e-5 * (0.5 * squares + 1));
+  }
+}
+
+TEST_F(EmulatedKernelsTest, AdamWStepWithClippingMatchesTheUpdateRule) {
+  const int64_t count = 300;
+  const auto param = Random(count, 21), grad = Random(count, 22);
+  const auto m0 = Random(count, 23, 0.1f);
+  std::vector<float> v0(count);
+  for (int64_t i = 0; i < count; ++i) v0[i] = 0.01f * (1 + i % 7);
+  double norm_sq = 0;
+  for (float x : grad) norm_sq += double{x} * x;
+  const std::vector<float> norm = {static_cast<float>(norm_sq)};
+  AdamWHyper hyper;
+  hyper.lr = 1e-2f;
+  hyper.weight_decay = 0.1f;
+  hyper.max_grad_norm = 1.0f;
+  hyper.correction1 = 1 / (1 - 0.9f * 0.9f);
+  hyper.correction2 = 1 / (1 - 0.95f * 0.95f);
+  DeviceBuffer<float> dp(param), dgrad(grad), dm(m0), dv(v0), dnorm(norm);
+  const auto result = UnderTwoSchedules([&] {
+    dp.Upload(param);
+    dm.Upload(m0);
+    dv.Upload(v0);
+    EXPECT_EQ(LaunchAdamW(dp.get(), dgrad.get(), dm.get(), dv.get(), dnorm.get(), nullptr, count,
+                          hyper, nullptr),
+              cudaSuccess);
+    return dp.Download();
+  });
+  const double clip = std::min(1.0, 1.0 / std::sqrt(norm_sq));
+  std::vector<double> want(count);
+  for (int64_t i = 0; i < count; ++i) {
+    const double gi = grad[i] * clip;
+    const double m = 0.9 * m0[i] + 0.1 * gi, v = 0.95 * v0[i] + 0.05 * gi * gi;
+    const double update = m * hyper.correction1 / (std::sqrt(v * hyper.correction2) + 1e-8);
+    want[i] = param[i] * (1 - 1e-2 * 0.1) - 1e-2 * update;
+  }
+  ExpectClose(result, want, 1e-5);
+}
+
+TEST_F(EmulatedKernelsTest, RopeRotatesAdjacentPairsOfEachHead) {
+  RopeShape shape;
+  shape.rows = 6;
+  shape.time = 3;
+  shape.head_dim = 8;
+  shape.rotate_channels = 16;
+  shape.width = 20;  // two heads rotate, four channels pass through
+  shape.position_offset = 1;
+  const int64_t positions = shape.time + shape.position_offset;
+  std::vector<float> cos(positions * 4), sin(positions * 4);
+  for (int64_t p = 0; p < positions; ++p) {
+    for (int64_t i = 0; i < 4; ++i) {
+      const double angle = p * std::pow(10000.0, -2.0 * i / 8);
+      cos[p * 4 + i] = static_cast<float>(std::cos(angle));
+      sin[p * 4 + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  const auto x = Random(shape.rows * shape.width, 24);
+  DeviceBuffer<float> dx(x), dcos(cos), dsin(sin), out(shape.rows * shape.width);
+  const auto result = UnderTwoSchedules([&] {
+    EXPECT_EQ(LaunchRopeForward({dx.get()}, {out.get()}, dcos.get(), dsin.get(), shape, nullptr),
+              cudaSuccess);
+    return out.Download();
+  });
+  std::vector<double> want(x.begin(), x.end());
+  for (int64_t r = 0; r < shape.rows; ++r) {
+    const int64_t p = r % shape.time + shape.position_offset;
+    for (int64_t c = 0; c < shape.rotate_channels; c += 2) {
+      const int64_t i = (c % shape.head_dim) / 2;
+      const double a = x[r * shape.width + c], b = x[r * shape.width + c + 1];
+      want[r * shape.width + c] = a * cos[p * 4 + i] - b * sin[p * 4 + i];
+      want[r * shape.width + c + 1] = a * sin[p * 4 + i] + b * cos[p * 4 + i];
+    }
+  }
+  ExpectClose(result, want, 1e-5);
+}
+
 }  // namespace
 }  // namespace smallem::emu
