@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -83,6 +84,17 @@ std::string DefaultCoordinatorAddress() {
 }
 
 absl::Status CheckCoordinatorAddress(const std::string& address) {
+  // A URL (copied from the dashboard's address bar, say) is not a gRPC
+  // target: gRPC would look the whole of it up as a host name.
+  for (const char* scheme : {"http://", "https://"}) {
+    if (!absl::StartsWithIgnoreCase(address, scheme)) continue;
+    const std::string rest = address.substr(std::strlen(scheme));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--coordinator ", SanitizeLine(address, 200), ": drop the ", scheme,
+        " and give HOST:PORT, the coordinator's gRPC address (e.g. --coordinator ",
+        SanitizeLine(rest.substr(0, rest.find('/')), 200), ")",
+        scheme == std::string("https://") ? "; a TLS coordinator takes --tls-ca FILE" : ""));
+  }
   // gRPC's own target forms (dns:///…, unix:…, ipv4:…) pass as they are.
   if (address.find("://") != std::string::npos || address.rfind("unix:", 0) == 0 ||
       address.rfind("ipv4:", 0) == 0 || address.rfind("ipv6:", 0) == 0) {
