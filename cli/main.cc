@@ -1,6 +1,7 @@
 // smallemctl: parses flags and calls the verb's Run function; nothing else
 // (but for saying "did you mean" when a verb or a flag is mistyped).
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,19 @@ void SpecOption(CLI::App* cmd, std::vector<std::function<void()>>* apply, nlohma
   apply->push_back([=] {
     if (opt->count() > 0) (*spec)[key] = *value;
   });
+}
+
+// CLI::ExistingFile, but never echoing the value: a token pasted where its
+// file's path belongs must not reach the terminal (or a shared log).
+CLI::Validator TokenFileExists() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(path, ec)) return "";
+        return "no such file (the value is not shown, in case it is the token itself; give the "
+               "path of a file holding the token)";
+      },
+      "FILE", "TokenFileExists");
 }
 
 std::vector<std::string> VerbNames(const CLI::App& app) {
@@ -296,9 +310,9 @@ int main(int argc, char** argv) {
                     "Coordinator HOST:PORT (default $SMALLEM_COORDINATOR or 127.0.0.1:7070)");
     cmd->add_option("--timeout", service->deadline_s, "Seconds per call")->capture_default_str();
     cmd->add_option("--token-file", service->token_file,
-                    "File holding the coordinator's client token (default $SMALLEM_CLIENT_TOKEN,\n"
-                    "the token itself)")
-        ->check(CLI::ExistingFile);
+                    "Path of a file holding the coordinator's client token, not the token\n"
+                    "(default: the token itself in $SMALLEM_CLIENT_TOKEN)")
+        ->check(TokenFileExists());
     cmd->add_option("--tls-ca", service->tls_ca,
                     "PEM root certificate of a TLS coordinator (default $SMALLEM_TLS_CA;\n"
                     "neither: plaintext)")

@@ -177,6 +177,33 @@ TEST_F(CliUsageTest, ACoordinatorAddressWithoutAPortIsCalledWhatItIs) {
   EXPECT_EQ(o.last_error.find("--listen"), std::string::npos) << o.last_error;
 }
 
+// A token pasted where its file's path belongs is never printed back, by
+// any verb that takes --token-file; the help says the flag takes a path.
+TEST_F(CliUsageTest, ATokenGivenAsTheTokenFileIsNeverEchoed) {
+  const std::string token = "12EQtzUVpasted0123456789abcdef";
+  for (const char* verb : {"status", "submit", "watch", "report", "noise", "export", "cancel",
+                           "retry", "workers"}) {
+    std::vector<std::string> args = {verb};
+    if (std::string(verb) == "submit") args.push_back("grid.yaml");
+    if (std::string(verb) == "watch") args.push_back("1");
+    if (std::string(verb) == "report" || std::string(verb) == "noise" ||
+        std::string(verb) == "export") {
+      args.push_back("demo");
+    }
+    args.insert(args.end(), {"--token-file", token, "--coordinator", "127.0.0.1:1"});
+    testing::CtlOutput o = RunCtl(args);
+    EXPECT_NE(o.exit.exit_code, 0) << verb;
+    EXPECT_EQ(o.out.find("12EQtzUV"), std::string::npos) << verb << ": " << o.out;
+    EXPECT_EQ(o.last_error.find("12EQtzUV"), std::string::npos) << verb << ": " << o.last_error;
+    EXPECT_NE(o.last_error.find("--token-file: no such file"), std::string::npos)
+        << verb << ": " << o.last_error;
+  }
+  testing::CtlOutput help = RunCtl({"status", "--help"});
+  EXPECT_NE(help.out.find("file holding the coordinator's client token, not the token"),
+            std::string::npos)
+      << help.out;
+}
+
 TEST_F(CliUsageTest, WatchingARunThatDoesNotExistPrintsOnlyTheError) {
   testing::TempDir dir;
   absl::StatusOr<testing::CoordinatorProcess> coordinator =
