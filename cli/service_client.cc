@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -209,6 +210,17 @@ absl::StatusOr<std::string> ServiceClient::BudgetChangeNote(const Grid& grid) {
     if (!wanted.count(run.budget())) ++left[run.budget()];
   }
   if (left.empty()) return std::string();
+  // Said once, when the budget changes: not again on every later submission
+  // of the same grid. The latest submission that queued anything is the one
+  // whose runs were created last (one submission's runs share a time); when
+  // it asked for this budget, this grid changes nothing the note would tell.
+  int64_t latest_ms = 0;
+  for (const v1::Run& run : before->runs()) latest_ms = std::max(latest_ms, run.created_unix_ms());
+  for (const v1::Run& run : before->runs()) {
+    if (run.created_unix_ms() == latest_ms && run.budget() == BudgetKey(grid.budget)) {
+      return std::string();
+    }
+  }
   std::vector<std::string> parts;
   int runs = 0;
   for (const auto& [budget, count] : left) {

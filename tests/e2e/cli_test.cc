@@ -181,6 +181,30 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
       << resubmitted.out;
 }
 
+// The budget-change note is news once: a later submission of the same
+// grid is told nothing, going back to the old budget is told again.
+TEST_F(CliTest, TheBudgetChangeNoteIsGivenOnlyWhenTheBudgetChanges) {
+  const std::string data = dir_.Join("data");
+  ASSERT_TRUE(testing::PrepareTinyDataset(dir_.path(), data).ok());
+  absl::StatusOr<testing::CoordinatorProcess> coordinator =
+      testing::StartCoordinatorProcess({"--db", db()});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const std::string shorter = dir_.Join("shorter.yaml");
+  const std::string longer = dir_.Join("longer.yaml");
+  testing::WriteFile(shorter, testing::TinyGridYaml("budget", data, 2, 1, 20));
+  testing::WriteFile(longer, testing::TinyGridYaml("budget", data, 2, 1, 40));
+  const auto submit = [&](const std::string& grid) {
+    Output o = RunCtl({"submit", grid, "--coordinator", coordinator->address});
+    EXPECT_EQ(o.exit.exit_code, 0) << o.last_error;
+    return o.out.find("submitted before with another budget") != std::string::npos;
+  };
+  EXPECT_FALSE(submit(shorter));  // new
+  EXPECT_TRUE(submit(longer));    // 20 → 40
+  EXPECT_FALSE(submit(longer));   // nothing changed since
+  EXPECT_FALSE(submit(longer));
+  EXPECT_TRUE(submit(shorter));   // back to 20
+}
+
 TEST_F(CliTest, AGridWhoseDatasetIsMissingNamesTheFileLineAndKey) {
   const std::string grid = dir_.Join("nodata.yaml");
   testing::WriteFile(grid, testing::TinyGridYaml("nodata", dir_.Join("absent"), 1, 1));
