@@ -24,6 +24,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "base/text.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/service_commands.h"
@@ -301,8 +302,9 @@ int RunLocal(const RunLocalArgs& args) {
       std::clamp(counts.queued() + counts.leased() - submitted->runs_added() -
                      submitted->runs_reissued(),
                  0, submitted->runs_unchanged());
-  std::printf("%s: %d runs (%d new, %d reissued, %d already done, %d pending) — database %s\n",
-              name.c_str(), submitted->runs_total(), submitted->runs_added(),
+  std::printf("%s: %s (%d new, %d reissued, %d already done, %d pending) — database %s\n",
+              name.c_str(), CountedNoun(submitted->runs_total(), "run", "runs").c_str(),
+              submitted->runs_added(),
               submitted->runs_reissued(), submitted->runs_unchanged() - pending, pending,
               args.db.c_str());
 

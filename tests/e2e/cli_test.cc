@@ -313,6 +313,28 @@ TEST_F(CliTest, InterruptedRunStopsItsWorkersRequeuesTheRunAndSaysHowToResume) {
   EXPECT_EQ(run.lease_losses, 0);
   EXPECT_EQ(run.engine_failures, 0);
   EXPECT_EQ((*(*store)->ListAttempts(1))[0].outcome, kReleasedOutcome);
+
+  // Run again, the run it left is counted as pending, not as done.
+  absl::StatusOr<std::unique_ptr<ChildProcess>> again = ChildProcess::Spawn(
+      testing::CtlBinary(),
+      {"run", dir_.Join("grid.yaml"), "--db", db(), "--cache", cache(), "--threads", "1"});
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::vector<std::string> out;
+  const auto counted = [&] {
+    for (const std::string& line : out) {
+      if (line.find(" (0 new, ") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor(counted, again->get(), &out)) << absl::StrJoin(out, "\n");
+  kill((*again)->pid(), SIGINT);
+  while ((*again)->Poll(100, &out)) {
+  }
+  (*again)->Wait();
+  EXPECT_NE(absl::StrJoin(out, "\n").find("long: 1 run (0 new, 0 reissued, 0 already done, "
+                                           "1 pending)"),
+            std::string::npos)
+      << absl::StrJoin(out, "\n");
 }
 
 TEST_F(CliTest, KilledSmallemctlTakesItsWorkersAndTheirChildrenWithIt) {
