@@ -1,6 +1,7 @@
 #include "base/text.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 
 namespace smallem {
@@ -115,6 +116,16 @@ std::string SanitizeText(std::string_view text, size_t max_bytes) {
 
 std::string SanitizeLine(std::string_view text, size_t max_bytes) {
   return Sanitize(text, max_bytes, /*one_line=*/true);
+}
+
+std::string CountedNoun(long long count, std::string_view singular, std::string_view plural) {
+  return std::to_string(count) + " " + std::string(count == 1 ? singular : plural);
+}
+
+std::string ShortestDecimal(double value) {
+  char buffer[64];
+  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, r.ptr);
 }
 
 }  // namespace smallem

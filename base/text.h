@@ -30,6 +30,15 @@ std::string SanitizeLine(std::string_view text, size_t max_bytes);
 // a huge word costs nothing.
 std::string ClosestWord(std::string_view word, const std::vector<std::string>& candidates);
 
+// "1 document", "0 documents", "3 variants": `count` and the noun that
+// agrees with it. Pure.
+std::string CountedNoun(long long count, std::string_view singular, std::string_view plural);
+
+// The shortest decimal that reads back as exactly `value` ("0.1", not
+// 0.10000000000000001; "1e-07"): for CSV cells and other text that a
+// program parses again. Pure.
+std::string ShortestDecimal(double value);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_BASE_TEXT_H_

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
+#include "base/text.h"
 #include "cli/progress.h"
 #include "engine/data/dataset.h"
 
@@ -93,13 +94,15 @@ int RunDataPrepare(const DataPrepareArgs& args) {
   std::printf("  source:          %s\n", meta.value("source", "").c_str());
   std::printf("  vocabulary:      %s tokens%s\n", WithCommas(dataset->vocab()).c_str(),
               dataset->vocab() < args.vocab ? " (the corpus ran out of pairs to merge)" : "");
-  std::printf("  train:           %s tokens (%.1f MB of text, %lld documents)\n",
+  std::printf("  train:           %s tokens (%.1f MB of text, %s)\n",
               WithCommas(static_cast<int64_t>(dataset->train.size())).c_str(),
               train_bytes / 1e6,
-              static_cast<long long>(meta.value("train_documents", int64_t{0})));
-  std::printf("  validation:      %s tokens (%.1f MB of text, %lld documents)\n",
+              CountedNoun(meta.value("train_documents", int64_t{0}), "document", "documents")
+                  .c_str());
+  std::printf("  validation:      %s tokens (%.1f MB of text, %s)\n",
               WithCommas(static_cast<int64_t>(dataset->val.size())).c_str(), val_bytes / 1e6,
-              static_cast<long long>(meta.value("val_documents", int64_t{0})));
+              CountedNoun(meta.value("val_documents", int64_t{0}), "document", "documents")
+                  .c_str());
   std::printf("  bytes per token: %.3f\n", meta.value("bytes_per_token", 0.0));
   std::printf("  content hash:    %s\n", dataset->content_hash().c_str());
   std::printf("\nNext: smallemctl train --data %s\n", options.out_dir.c_str());

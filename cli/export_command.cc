@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "base/exit_codes.h"
 #include "base/files.h"
+#include "base/text.h"
 #include "cli/service_client.h"
 #include "cli/tfevents.h"
 #include "engine/train/schedule.h"
@@ -125,7 +126,8 @@ absl::Status WriteTensorBoard(const std::string& dir, const std::vector<Exported
   return absl::OkStatus();
 }
 
-std::string Cell(double v) { return absl::StrFormat("%.17g", v); }
+// Exact and short: 1.2345, not 1.2344999999999999.
+std::string Cell(double v) { return ShortestDecimal(v); }
 
 std::string Quoted(std::string_view text) {
   if (text.find_first_of(",\"\n") == std::string_view::npos) return std::string(text);

@@ -1,10 +1,12 @@
 // smallemctl: parses flags and calls the verb's Run function; nothing else
 // (but for saying "did you mean" when a verb or a flag is mistyped).
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "base/exit_codes.h"
 #include "base/text.h"
 #include "cli/data_command.h"
 #include "cli/export_command.h"
@@ -27,6 +29,19 @@ void SpecOption(CLI::App* cmd, std::vector<std::function<void()>>* apply, nlohma
   });
 }
 
+// CLI::ExistingFile, but never echoing the value: a token pasted where its
+// file's path belongs must not reach the terminal (or a shared log).
+CLI::Validator TokenFileExists() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(path, ec)) return "";
+        return "no such file (the value is not shown, in case it is the token itself; give the "
+               "path of a file holding the token)";
+      },
+      "FILE", "TokenFileExists");
+}
+
 std::vector<std::string> VerbNames(const CLI::App& app) {
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
@@ -43,27 +58,90 @@ int CheckVerb(const CLI::App& app, int argc, char** argv) {
     if (v == word) return 0;
   }
   const std::string near = smallem::ClosestWord(word, verbs);
-  std::fprintf(stderr, "smallemctl: unknown command \"%s\"%s; `smallemctl --help` lists them\n",
+  std::fprintf(stderr, "error: unknown command \"%s\"%s; `smallemctl --help` lists them\n",
                smallem::SanitizeLine(word, 80).c_str(),
                near.empty() ? "" : (" (did you mean \"" + near + "\"?)").c_str());
-  return 2;
+  return smallem::kExitBadInput;
 }
 
-// CLI11's "The following arguments were not expected: --stpes" with the
-// nearest flag of the verb that was being parsed.
-void SuggestFlags(const CLI::App& app, const CLI::ExtrasError& error) {
+// The table of base/exit_codes.h, as `smallemctl --help` ends; docs/reference.md
+// repeats it.
+constexpr char kExitCodes[] =
+    "Exit codes (every verb; errors are one line on stderr starting \"error: \"):\n"
+    "  0  success\n"
+    "  1  an error that running again may not repeat: the network, the system, a run\n"
+    "     that failed, diverged or was cancelled (watch), a bug\n"
+    "  2  the input is at fault and running the same command again fails the same way:\n"
+    "     a flag, a file or name that does not exist, a grid, a spec, a dataset, a model\n"
+    "     too large for the device";
+
+// The verb being parsed when parsing stopped (the app itself before any).
+const CLI::App* ParsedVerb(const CLI::App& app) {
   const CLI::App* verb = &app;
   while (!verb->get_subcommands().empty()) verb = verb->get_subcommands().front();
+  return verb;
+}
+
+// "smallemctl admin backup": the command line that names `verb`.
+std::string VerbPath(const CLI::App* verb) {
+  std::string path;
+  for (const CLI::App* a = verb; a != nullptr; a = a->get_parent()) {
+    path = a->get_parent() == nullptr ? "smallemctl" + path : " " + a->get_name() + path;
+  }
+  return path;
+}
+
+// For CLI11's "The following arguments were not expected: 10 --stpes":
+// the first unknown flag of the verb that was being parsed, with its
+// nearest flag; "" when no leftover is a flag (then CLI11's list stands).
+std::string UnknownFlagMessage(const CLI::App& app) {
+  const CLI::App* verb = ParsedVerb(app);
   std::vector<std::string> flags;
   for (const CLI::Option* o : verb->get_options()) {
     for (const std::string& name : o->get_lnames()) flags.push_back("--" + name);
   }
   for (const std::string& extra : verb->remaining()) {
     if (extra.rfind("--", 0) != 0) continue;
-    const std::string flag = extra.substr(0, extra.find('='));
+    const std::string flag = smallem::SanitizeLine(extra.substr(0, extra.find('=')), 80);
     const std::string near = smallem::ClosestWord(flag, flags);
-    if (!near.empty()) std::fprintf(stderr, "%s: did you mean %s?\n", flag.c_str(), near.c_str());
+    return "unknown flag " + flag + (near.empty() ? "" : " (did you mean " + near + "?)");
   }
+  return "";
+}
+
+// Every parse error on one line, as the verbs print theirs: "error: ",
+// what is wrong, then where the verb's flags are listed.
+std::string ParseErrorLine(const CLI::App& app, const CLI::ParseError& e) {
+  std::string what = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    if (std::string flag = UnknownFlagMessage(app); !flag.empty()) what = flag;
+  }
+  return "error: " + what + "; `" + VerbPath(ParsedVerb(app)) + " --help` lists its flags\n";
+}
+
+// `smallemctl help [VERB [SUB-VERB]]`: the help of the app or of the verb
+// `words` name (app.help() would describe the selected verb: `help`).
+int PrintHelp(const CLI::App& app, const std::vector<std::string>& words) {
+  const CLI::App* verb = &app;
+  for (const std::string& word : words) {
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : verb->get_subcommands({})) {
+      if (sub->get_name() == word) next = sub;
+    }
+    if (next == nullptr) {
+      const std::string near = smallem::ClosestWord(word, VerbNames(*verb));
+      std::fprintf(stderr, "error: %s has no verb \"%s\"%s; `%s --help` lists them\n",
+                   VerbPath(verb).c_str(), smallem::SanitizeLine(word, 80).c_str(),
+                   near.empty() ? "" : (" (did you mean \"" + near + "\"?)").c_str(),
+                   VerbPath(verb).c_str());
+      return smallem::kExitBadInput;
+    }
+    verb = next;
+  }
+  std::printf("%s", verb->get_formatter()
+                        ->make_help(verb, VerbPath(verb), CLI::AppFormatMode::Normal)
+                        .c_str());
+  return 0;
 }
 
 }  // namespace
@@ -73,14 +151,14 @@ int main(int argc, char** argv) {
       "smallemctl — run small language-model experiments honestly.\n"
       "Start with `smallemctl run examples/demo.yaml`; see README.md."};
   app.require_subcommand(1);
+  app.footer(kExitCodes);
   app.set_version_flag("--version", "smallemctl " SMALLEM_VERSION " (commit " SMALLEM_COMMIT ")");
   int exit_code = 0;
-  CLI::App* help = app.add_subcommand("help", "Print this help (or `smallemctl VERB --help`)");
-  help->callback([&] {
-    // (app.help() would describe the selected verb: this one.)
-    std::printf("%s", app.get_formatter()->make_help(&app, "smallemctl",
-                                                     CLI::AppFormatMode::Normal).c_str());
-  });
+  CLI::App* help = app.add_subcommand(
+      "help", "Print this help, or a verb's: `smallemctl help train` (as `smallemctl train --help`)");
+  std::vector<std::string> help_words;
+  help->add_option("verb", help_words, "The verb (and its sub-verb: `help admin backup`)");
+  help->callback([&] { exit_code = PrintHelp(app, help_words); });
 
   // --- local commands (data, train, eval, generate) ---
   CLI::App* data = app.add_subcommand("data", "Prepare datasets");
@@ -105,7 +183,8 @@ int main(int argc, char** argv) {
       "Example: smallemctl train --data data/default --arch modern --steps 300");
   nlohmann::json* spec = &train.spec;
   SpecOption<std::string>(tr, &apply, spec, "--data", "data", "Prepared dataset directory");
-  SpecOption<std::string>(tr, &apply, spec, "--arch", "arch", "Preset: gpt2 | modern");
+  SpecOption<std::string>(tr, &apply, spec, "--arch", "arch",
+                          "Preset: gpt2 | modern (default gpt2; docs/architecture.md)");
   SpecOption<std::string>(tr, &apply, spec, "--norm", "norm", "layer | rms");
   SpecOption<std::string>(tr, &apply, spec, "--feed-forward", "feed_forward",
                           "gelu | swiglu | moe (experts, the preset's activation)");
@@ -231,9 +310,9 @@ int main(int argc, char** argv) {
                     "Coordinator HOST:PORT (default $SMALLEM_COORDINATOR or 127.0.0.1:7070)");
     cmd->add_option("--timeout", service->deadline_s, "Seconds per call")->capture_default_str();
     cmd->add_option("--token-file", service->token_file,
-                    "File holding the coordinator's client token (default $SMALLEM_CLIENT_TOKEN,\n"
-                    "the token itself)")
-        ->check(CLI::ExistingFile);
+                    "Path of a file holding the coordinator's client token, not the token\n"
+                    "(default: the token itself in $SMALLEM_CLIENT_TOKEN)")
+        ->check(TokenFileExists());
     cmd->add_option("--tls-ca", service->tls_ca,
                     "PEM root certificate of a TLS coordinator (default $SMALLEM_TLS_CA;\n"
                     "neither: plaintext)")
@@ -373,11 +452,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
-      SuggestFlags(app, *extras);
-    }
-    return code;
+    // Help and --version print as CLI11 prints them (exit 0); a flag CLI11
+    // refuses is the input at fault, 2 like every other (kExitCodes), not
+    // CLI11's own 105–115.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fputs(ParseErrorLine(app, e).c_str(), stderr);
+    return smallem::kExitBadInput;
   }
   return exit_code;
 }

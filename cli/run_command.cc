@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "base/text.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/service_commands.h"
@@ -291,9 +293,20 @@ int RunLocal(const RunLocalArgs& args) {
   // Submitted, so the file parses.
   absl::StatusOr<bool> timed = ComparesAtEqualTime(args.grid);
   if (!timed.ok()) return Fail(timed.status());
-  std::printf("%s: %d runs (%d new, %d reissued, %d already done or pending) — database %s\n",
-              name.c_str(), submitted->runs_total(), submitted->runs_added(),
-              submitted->runs_reissued(), submitted->runs_unchanged(), args.db.c_str());
+  // The unchanged runs split into finished and still to run: what is queued
+  // or leased now, less what this submission just queued.
+  absl::StatusOr<v1::GetExperimentResponse> now = client.GetExperiment(name);
+  if (!now.ok()) return Fail(now.status());
+  const v1::RunCounts& counts = now->experiment().counts();
+  const int pending =
+      std::clamp(counts.queued() + counts.leased() - submitted->runs_added() -
+                     submitted->runs_reissued(),
+                 0, submitted->runs_unchanged());
+  std::printf("%s: %s (%d new, %d reissued, %d already done, %d pending) — database %s\n",
+              name.c_str(), CountedNoun(submitted->runs_total(), "run", "runs").c_str(),
+              submitted->runs_added(),
+              submitted->runs_reissued(), submitted->runs_unchanged() - pending, pending,
+              args.db.c_str());
 
   // Handled from here on: a Ctrl-C stops the workers and says how to resume.
   struct sigaction action = {};

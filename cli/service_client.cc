@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -83,6 +85,17 @@ std::string DefaultCoordinatorAddress() {
 }
 
 absl::Status CheckCoordinatorAddress(const std::string& address) {
+  // A URL (copied from the dashboard's address bar, say) is not a gRPC
+  // target: gRPC would look the whole of it up as a host name.
+  for (const char* scheme : {"http://", "https://"}) {
+    if (!absl::StartsWithIgnoreCase(address, scheme)) continue;
+    const std::string rest = address.substr(std::strlen(scheme));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--coordinator ", SanitizeLine(address, 200), ": drop the ", scheme,
+        " and give HOST:PORT, the coordinator's gRPC address (e.g. --coordinator ",
+        SanitizeLine(rest.substr(0, rest.find('/')), 200), ")",
+        scheme == std::string("https://") ? "; a TLS coordinator takes --tls-ca FILE" : ""));
+  }
   // gRPC's own target forms (dns:///…, unix:…, ipv4:…) pass as they are.
   if (address.find("://") != std::string::npos || address.rfind("unix:", 0) == 0 ||
       address.rfind("ipv4:", 0) == 0 || address.rfind("ipv6:", 0) == 0) {
@@ -197,6 +210,17 @@ absl::StatusOr<std::string> ServiceClient::BudgetChangeNote(const Grid& grid) {
     if (!wanted.count(run.budget())) ++left[run.budget()];
   }
   if (left.empty()) return std::string();
+  // Said once, when the budget changes: not again on every later submission
+  // of the same grid. The latest submission that queued anything is the one
+  // whose runs were created last (one submission's runs share a time); when
+  // it asked for this budget, this grid changes nothing the note would tell.
+  int64_t latest_ms = 0;
+  for (const v1::Run& run : before->runs()) latest_ms = std::max(latest_ms, run.created_unix_ms());
+  for (const v1::Run& run : before->runs()) {
+    if (run.created_unix_ms() == latest_ms && run.budget() == BudgetKey(grid.budget)) {
+      return std::string();
+    }
+  }
   std::vector<std::string> parts;
   int runs = 0;
   for (const auto& [budget, count] : left) {

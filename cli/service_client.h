@@ -59,8 +59,9 @@ class ServiceClient {
   // What resubmitting `grid` changes when an experiment of its name has runs
   // at budgets the grid no longer asks for (another `budget:`): which, and
   // what becomes of them — queued anew at the new budget, the report
-  // retargeted, the old runs kept but out of it. "" when nothing changes or
-  // the experiment is new.
+  // retargeted, the old runs kept but out of it. "" when nothing changes, the
+  // experiment is new, or the latest submission that queued runs asked for
+  // this grid's budget already (the note was given then).
   absl::StatusOr<std::string> BudgetChangeNote(const Grid& grid);
 
   absl::StatusOr<v1::ListExperimentsResponse> ListExperiments();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "base/files.h"
 #include "base/exit_codes.h"
+#include "base/text.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
 #include "cli/status_view.h"
@@ -60,9 +61,10 @@ int RunSubmit(const SubmitArgs& args) {
       client.SubmitGridFile(args.grid, args.retry_budget, &budget_note);
   if (!r.ok()) return Fail(r.status());
   if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
-  std::printf("experiment %s (id %lld): %d runs — %d queued, %d reissued, %d unchanged\n",
+  std::printf("experiment %s (id %lld): %s — %d queued, %d reissued, %d unchanged\n",
               r->experiment_name().c_str(), static_cast<long long>(r->experiment_id()),
-              r->runs_total(), r->runs_added(), r->runs_reissued(), r->runs_unchanged());
+              CountedNoun(r->runs_total(), "run", "runs").c_str(), r->runs_added(),
+              r->runs_reissued(), r->runs_unchanged());
   std::printf("next: smallemctl status %s   (then: smallemctl report %s)\n",
               r->experiment_name().c_str(), r->experiment_name().c_str());
   return 0;

@@ -162,7 +162,9 @@ std::string FormatResult(const std::string& result_json) {
   if (auto it = r.find("device_class"); it != r.end() && it->is_string()) {
     absl::StrAppend(&line, " · ", it->get<std::string>());
   }
-  return absl::StrCat(line, "\n", r.dump(2), "\n");
+  // One line: the whole result (its spec, timings, every field) is the
+  // dashboard's and `smallemctl export`'s to show, not a terminal's.
+  return line + "\n";
 }
 
 }  // namespace smallem

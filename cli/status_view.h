@@ -33,9 +33,9 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
 // DivergedText.
 std::string FormatRunLine(const v1::Run& run);
 
-// A finished run's result JSON for a person: the validation loss and what
-// it cost on one line, then the whole result, indented. Text that is not a
-// JSON object is shown as it is.
+// A finished run's result JSON for a person, on one line: the validation
+// loss and what it cost (steps, seconds, parameters, device class). Text
+// that is not a JSON object is shown as it is.
 std::string FormatResult(const std::string& result_json);
 
 // "diverged at step 40 (last finite loss 5.1234)" or "... (no finite loss)".

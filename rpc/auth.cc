@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <span>
 
@@ -149,7 +150,19 @@ absl::Status CheckTokenLength(const std::string& token, const std::string& where
 
 }  // namespace
 
+// Why a token file's path is not shown when it names nothing: it may be the
+// token itself, pasted where the path belongs.
+constexpr char kNoSuchTokenFile[] =
+    "no such file (the value is not shown, in case it is the token itself; give the path of a "
+    "file holding the token)";
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  // A token pasted where its file's path belongs must not reach a terminal
+  // or a log: a path that names nothing is never echoed.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("token file: ", kNoSuchTokenFile));
+  }
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "token file"));
   const std::string token(absl::StripAsciiWhitespace(text));
   if (token.empty()) {

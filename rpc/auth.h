@@ -68,9 +68,9 @@ struct ChannelSecurity {
 inline constexpr size_t kMinTokenChars = 16;
 
 // The token in the file at `path`, surrounding whitespace trimmed.
-// NotFound naming the file when it cannot be read; InvalidArgument when it
-// is empty, shorter than kMinTokenChars or holds characters a gRPC header
-// cannot carry.
+// NotFound when it cannot be read (not naming a path that names nothing,
+// which may be the token itself); InvalidArgument when it is empty, shorter
+// than kMinTokenChars or holds characters a gRPC header cannot carry.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 // The token from `file` when given, else from $`env_var` (trimmed; empty

@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string tls_ca;
   app.add_option("--token-file", token_file,
-                 "file holding the coordinator's worker token (default $SMALLEM_WORKER_TOKEN,\n"
-                 "the token itself; neither: no token is sent)");
+                 "path of a file holding the coordinator's worker token, not the token\n"
+                 "(default: the token itself in $SMALLEM_WORKER_TOKEN; neither: none is sent)");
   app.add_option("--tls-ca", tls_ca,
                  "PEM root certificate to check a TLS coordinator with (default\n"
                  "$SMALLEM_TLS_CA; neither: plaintext)");

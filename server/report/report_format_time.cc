@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/check.h"
+#include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
 #include "server/report/report_text.h"
@@ -109,8 +110,8 @@ std::string TimeSummary(const TimeReport& r) {
     else ++compared;
     extrapolated += row.extrapolated;
   }
-  std::string s = absl::StrCat(compared, " variant(s) compared with the reference curve at equal "
-                               "time");
+  std::string s = absl::StrCat(CountedNoun(compared, "variant", "variants"),
+                               " compared with the reference curve at equal time");
   if (extrapolated > 0) absl::StrAppend(&s, ", ", extrapolated, " extrapolated");
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
   if (diverged > 0) absl::StrAppend(&s, ", ", diverged, " diverged");

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/text.h"
 
 namespace smallem::report_internal {
 namespace {
@@ -97,7 +98,8 @@ std::string Summary(const Report& r) {
     else if (row.verdict == Verdict::kDiverged) ++diverged;
     else if (row.verdict != Verdict::kBaseline && row.verdict != Verdict::kRefused) ++compared;
   }
-  std::string s = absl::StrCat(compared, " variant(s) compared with ", r.baseline);
+  std::string s =
+      absl::StrCat(CountedNoun(compared, "variant", "variants"), " compared with ", r.baseline);
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
   if (diverged > 0) absl::StrAppend(&s, ", ", diverged, " diverged");
   absl::StrAppend(&s, " (lower is better; a verdict needs |Δ| > the row's τ)");

@@ -35,11 +35,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--worker-token-file", security.worker_token_file,
-                 "file holding the token workers must send (default $SMALLEM_WORKER_TOKEN, the\n"
-                 "token itself; neither: the worker service is open)");
+                 "path of a file holding the token workers must send, not the token (default:\n"
+                 "the token itself in $SMALLEM_WORKER_TOKEN; neither: the worker service is open)");
   app.add_option("--client-token-file", security.client_token_file,
-                 "file holding the token smallemctl must send (default $SMALLEM_CLIENT_TOKEN,\n"
-                 "the token itself; neither: the client service is open)");
+                 "path of a file holding the token smallemctl must send, not the token (default:\n"
+                 "the token itself in $SMALLEM_CLIENT_TOKEN; neither: the client service is open)");
   app.add_option("--http", options.http_listen,
                  "host:port to serve the web dashboard, its JSON and /metrics on (off by\n"
                  "default; needs the client token when there is one; docs/dashboard.md)");

@@ -7,6 +7,22 @@
 namespace smallem {
 namespace {
 
+TEST(CountedNounTest, OneTakesTheSingularEveryOtherCountThePlural) {
+  EXPECT_EQ(CountedNoun(1, "document", "documents"), "1 document");
+  EXPECT_EQ(CountedNoun(0, "document", "documents"), "0 documents");
+  EXPECT_EQ(CountedNoun(3, "variant", "variants"), "3 variants");
+}
+
+TEST(ShortestDecimalTest, PrintsTheShortestTextThatReadsBackExactly) {
+  EXPECT_EQ(ShortestDecimal(0.1), "0.1");
+  EXPECT_EQ(ShortestDecimal(1.2345), "1.2345");
+  EXPECT_EQ(ShortestDecimal(3.0), "3");
+  for (double v : {0.1 + 0.2, 2.0 / 3.0, 1e-7, 123456.789, -4.25e300}) {
+    EXPECT_EQ(std::stod(ShortestDecimal(v)), v) << ShortestDecimal(v);
+    EXPECT_LE(ShortestDecimal(v).size(), 24u) << ShortestDecimal(v);
+  }
+}
+
 TEST(SanitizeTextTest, ValidTextIsUnchanged) {
   const std::string text = "step 12: loss is NaN\n\tété 日本 🙂";
   EXPECT_EQ(SanitizeText(text, 1000), text);

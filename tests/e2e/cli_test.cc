@@ -145,7 +145,8 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
 
   Output again = RunCtl(args);
   ASSERT_EQ(again.exit.exit_code, 0) << again.out << "\n" << again.last_error;
-  EXPECT_NE(again.out.find("4 runs (0 new, 0 reissued, 4 already done"), std::string::npos)
+  EXPECT_NE(again.out.find("4 runs (0 new, 0 reissued, 4 already done, 0 pending)"),
+            std::string::npos)
       << again.out;
 
   // The same database behind a coordinator: `watch` of a finished run
@@ -157,7 +158,10 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
   EXPECT_EQ(watched.exit.exit_code, 0) << watched.last_error;
   EXPECT_NE(watched.out.find("result: validation "), std::string::npos) << watched.out;
   EXPECT_NE(watched.out.find(" nats/byte"), std::string::npos) << watched.out;
-  EXPECT_NE(watched.out.find("\n  \"val_nats_per_byte\": "), std::string::npos) << watched.out;
+  // One line of it, not the whole result JSON.
+  EXPECT_EQ(watched.out.find("\"val_nats_per_byte\""), std::string::npos) << watched.out;
+  EXPECT_NE(watched.out.find(" steps · "), std::string::npos) << watched.out;
+  EXPECT_NE(watched.out.find(" s of training"), std::string::npos) << watched.out;
 
   // `status` says which loss its column holds: training nats per token,
   // not the report's validation nats per byte.
@@ -175,6 +179,30 @@ TEST_F(CliTest, RunTrainsEveryCellPrintsTheReportAndResumes) {
       << resubmitted.out;
   EXPECT_NE(resubmitted.out.find("the report now compares at steps:40"), std::string::npos)
       << resubmitted.out;
+}
+
+// The budget-change note is news once: a later submission of the same
+// grid is told nothing, going back to the old budget is told again.
+TEST_F(CliTest, TheBudgetChangeNoteIsGivenOnlyWhenTheBudgetChanges) {
+  const std::string data = dir_.Join("data");
+  ASSERT_TRUE(testing::PrepareTinyDataset(dir_.path(), data).ok());
+  absl::StatusOr<testing::CoordinatorProcess> coordinator =
+      testing::StartCoordinatorProcess({"--db", db()});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  const std::string shorter = dir_.Join("shorter.yaml");
+  const std::string longer = dir_.Join("longer.yaml");
+  testing::WriteFile(shorter, testing::TinyGridYaml("budget", data, 2, 1, 20));
+  testing::WriteFile(longer, testing::TinyGridYaml("budget", data, 2, 1, 40));
+  const auto submit = [&](const std::string& grid) {
+    Output o = RunCtl({"submit", grid, "--coordinator", coordinator->address});
+    EXPECT_EQ(o.exit.exit_code, 0) << o.last_error;
+    return o.out.find("submitted before with another budget") != std::string::npos;
+  };
+  EXPECT_FALSE(submit(shorter));  // new
+  EXPECT_TRUE(submit(longer));    // 20 → 40
+  EXPECT_FALSE(submit(longer));   // nothing changed since
+  EXPECT_FALSE(submit(longer));
+  EXPECT_TRUE(submit(shorter));   // back to 20
 }
 
 TEST_F(CliTest, AGridWhoseDatasetIsMissingNamesTheFileLineAndKey) {
@@ -285,6 +313,28 @@ TEST_F(CliTest, InterruptedRunStopsItsWorkersRequeuesTheRunAndSaysHowToResume) {
   EXPECT_EQ(run.lease_losses, 0);
   EXPECT_EQ(run.engine_failures, 0);
   EXPECT_EQ((*(*store)->ListAttempts(1))[0].outcome, kReleasedOutcome);
+
+  // Run again, the run it left is counted as pending, not as done.
+  absl::StatusOr<std::unique_ptr<ChildProcess>> again = ChildProcess::Spawn(
+      testing::CtlBinary(),
+      {"run", dir_.Join("grid.yaml"), "--db", db(), "--cache", cache(), "--threads", "1"});
+  ASSERT_TRUE(again.ok()) << again.status();
+  std::vector<std::string> out;
+  const auto counted = [&] {
+    for (const std::string& line : out) {
+      if (line.find(" (0 new, ") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitFor(counted, again->get(), &out)) << absl::StrJoin(out, "\n");
+  kill((*again)->pid(), SIGINT);
+  while ((*again)->Poll(100, &out)) {
+  }
+  (*again)->Wait();
+  EXPECT_NE(absl::StrJoin(out, "\n").find("long: 1 run (0 new, 0 reissued, 0 already done, "
+                                           "1 pending)"),
+            std::string::npos)
+      << absl::StrJoin(out, "\n");
 }
 
 TEST_F(CliTest, KilledSmallemctlTakesItsWorkersAndTheirChildrenWithIt) {

@@ -216,10 +216,15 @@ TEST(ReadTokenFileTest, EmptyFileIsAnErrorNamingIt) {
   EXPECT_NE(token.status().message().find(dir.Join("token")), std::string::npos);
 }
 
-TEST(ReadTokenFileTest, MissingFileIsAnErrorNamingIt) {
-  absl::StatusOr<std::string> token = ReadTokenFile("/nonexistent/token");
+// The "path" may be the token itself, pasted where the path belongs: the
+// error says what to give and never repeats it.
+TEST(ReadTokenFileTest, AMissingFileIsRefusedWithoutEchoingTheValue) {
+  absl::StatusOr<std::string> token = ReadTokenFile("12EQtzUVpasted-token-0123456789");
   EXPECT_EQ(token.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(token.status().message().find("/nonexistent/token"), std::string::npos);
+  EXPECT_EQ(token.status().message().find("12EQtzUV"), std::string::npos) << token.status();
+  EXPECT_NE(token.status().message().find("no such file"), std::string::npos) << token.status();
+  EXPECT_NE(token.status().message().find("a file holding the token"), std::string::npos)
+      << token.status();
 }
 
 TEST(ResolveTokenTest, FileWinsOverEnvironment) {

@@ -76,9 +76,23 @@ TEST(ReportFormatTest, TableStatesTheThresholdAndEachVerdict) {
   EXPECT_THAT(table, HasSubstr("-0.0100"));
   EXPECT_THAT(table, HasSubstr("115,904"));
   EXPECT_THAT(table, HasSubstr("-3.4 % !"));
-  EXPECT_THAT(table, HasSubstr("2 variant(s) compared with baseline, 1 pending (lower is "
+  EXPECT_THAT(table, HasSubstr("2 variants compared with baseline, 1 pending (lower is "
                                "better; a verdict needs |Δ| > the row's τ)."));
   EXPECT_THAT(table, HasSubstr("note: rope has -3.4 % parameters"));
+}
+
+TEST(ReportFormatTest, OneVariantIsCountedInTheSingular) {
+  ComparisonPlan plan;
+  plan.experiment = "one";
+  plan.baseline = "baseline";
+  plan.variants = {"baseline", "rope"};
+  plan.seeds = {1, 2};
+  plan.budget.steps = 300;
+  absl::StatusOr<Report> report = CompareAtEqualSteps(
+      plan, {Finished("baseline", 1, 1.500, 120'000), Finished("baseline", 2, 1.501, 120'000),
+             Finished("rope", 1, 1.490, 115'904), Finished("rope", 2, 1.491, 115'904)});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(FormatReportTable(*report), HasSubstr("1 variant compared with baseline (lower"));
 }
 
 TEST(ReportFormatTest, TableColumnsAreAligned) {
