@@ -47,8 +47,4 @@ std::string FormatBar(double fraction, int width) {
   return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
 }
 
-std::string Plural(int64_t count, const std::string& noun) {
-  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
-}
-
 }  // namespace smallem

@@ -35,8 +35,6 @@ class ProgressLine {
 std::string FormatDuration(double seconds);
 // A bar of `width` cells, e.g. "[#####.....]".
 std::string FormatBar(double fraction, int width = 20);
-// "1 thread", "4 threads": a count and its noun, plural when not 1.
-std::string Plural(int64_t count, const std::string& noun);
 
 }  // namespace smallem
 

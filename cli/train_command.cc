@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "cli/progress.h"
 #include "engine/arena.h"
 #include "engine/cpu/cpu_backend.h"
@@ -161,7 +162,7 @@ int RunTrain(const TrainArgs& args) {
   if (!args.json_progress) {
     const std::string where =
         args.device == "cpu"
-            ? absl::StrCat(Plural(static_cast<CpuBackend&>(**created).threads(), "thread"),
+            ? absl::StrCat(CountedNoun(static_cast<CpuBackend&>(**created).threads(), "thread", "threads"),
                            ", products on ", CpuBackend::GemmLibrary())
             : absl::StrFormat("%s, bf16 activations and matmuls", backend.Name());
     std::fprintf(stderr, "training on %s (%s): %s\n", backend.DeviceClass().c_str(),

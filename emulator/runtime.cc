@@ -235,14 +235,10 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
   return cudaSuccess;
 }
 
-namespace {
-size_t kGlobalBytesLeft() { return smallem::emu::kGlobalBytes; }
-}  // namespace
-
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   auto& s = State();
   if (s.sticky != cudaSuccess) return s.sticky;
-  if (bytes > kGlobalBytesLeft()) return Record(cudaErrorMemoryAllocation);
+  if (bytes > smallem::emu::kGlobalBytes) return Record(cudaErrorMemoryAllocation);
   // 256-byte aligned as cudaMalloc's; exactly `bytes` long, so that
   // AddressSanitizer reports the first byte past the end.
   void* p = nullptr;

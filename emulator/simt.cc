@@ -65,7 +65,6 @@ struct Warp {
   unsigned arrived = 0;  // lanes waiting at the current warp operation
   unsigned mask = 0;
   int kind = -1;
-  int width = kWarp;
 };
 
 // One block's execution state.
@@ -315,10 +314,11 @@ uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int widt
   const int lane = self.linear % kWarp;
   const int warp_index = self.linear / kWarp;
   Warp& w = b.warps[warp_index];
-  const char* what = kind == kBallot ? "__ballot_sync" : kind == kAny ? "__any_sync"
-                     : kind == kAll  ? "__all_sync"
-                     : kind < 0      ? "__syncwarp"
-                                     : "__shfl_*_sync";
+  const char* what = kind == kBallot     ? "__ballot_sync"
+                     : kind == kAny      ? "__any_sync"
+                     : kind == kAll      ? "__all_sync"
+                     : kind == kSyncWarp ? "__syncwarp"
+                                         : "__shfl_*_sync";
   if ((mask >> lane & 1u) == 0) {
     Fault(std::string(what) + " at " + Site(file, line) + ": the calling lane " +
           std::to_string(lane) + " is not in its mask");
@@ -341,7 +341,6 @@ uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int widt
   } else {
     w.mask = mask;
     w.kind = kind;
-    w.width = width;
   }
   self.state = State::kWaiting;
   self.file = file;
@@ -363,7 +362,7 @@ uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int widt
         f.result = votes != 0;
       } else if (kind == kAll) {
         f.result = votes == mask;
-      } else if (kind >= 0) {
+      } else if (kind != kSyncWarp) {
         const int src = SourceLane(kind, l, f.arg, width);
         if ((mask >> src & 1u) == 0) {
           Fault("__shfl_*_sync at " + Site(file, line) + ": lane " + std::to_string(l) +
@@ -380,7 +379,7 @@ uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int widt
 }
 
 void SyncWarp(unsigned mask, const char* file, int line) {
-  WarpExchange(-1, mask, 0, 0, kWarp, file, line);
+  WarpExchange(kSyncWarp, mask, 0, 0, kWarp, file, line);
 }
 
 }  // namespace smallem::emu

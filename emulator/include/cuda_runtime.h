@@ -105,7 +105,7 @@ void SyncWarp(unsigned mask, const char* file, int line);
 uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int width,
                       const char* file, int line);
 [[noreturn]] void Trap(const char* file, int line);
-enum WarpOp { kShfl, kShflXor, kShflUp, kShflDown, kBallot, kAny, kAll };
+enum WarpOp { kShfl, kShflXor, kShflUp, kShflDown, kBallot, kAny, kAll, kSyncWarp };
 constexpr unsigned MaskOrFull() { return 0xffffffffu; }
 constexpr unsigned MaskOrFull(unsigned mask) { return mask; }
 constexpr int WidthOr32() { return 32; }

@@ -43,7 +43,7 @@ class DeviceBuffer {
   T* data_ = nullptr;
 };
 
-// Runs `work` (which launches and returns what it computed, as bytes) once
+// Runs `work` (which launches and returns what it computed) once
 // with threads and blocks in index order and once in a random order, and
 // expects no fault and the same bits from both. Returns the first result.
 inline std::vector<float> UnderTwoSchedules(const std::function<std::vector<float>()>& work) {
