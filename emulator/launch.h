@@ -1,9 +1,10 @@
 // The emulated device's kernel launch: SMALLEM_LAUNCH (kernels/launch.cuh)
 // becomes Launcher(kernel, "Kernel", grid, block, smem, stream)(args...).
-// The launch is checked against an H200's limits, then runs every block of
-// the grid on the calling thread, each CUDA thread of a block a fiber
-// (emulator/simt.cc). Launch errors and faults surface as on the device:
-// through cudaGetLastError, and a fault is sticky.
+// The launch is checked against an H200's limits when it is made, and
+// queued on its stream (emulator/streams.cc); when it runs, every block of
+// the grid runs on the synchronizing thread, each CUDA thread of a block a
+// fiber (emulator/simt.cc). Launch errors and faults surface as on the
+// device: through cudaGetLastError, and a fault is sticky.
 #ifndef SMALLEM_EMULATOR_LAUNCH_H_
 #define SMALLEM_EMULATOR_LAUNCH_H_
 
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -24,9 +26,10 @@ struct LaunchSpec {
   cudaStream_t stream;
 };
 
-// Runs `thread_body` once per CUDA thread of spec's grid. Records a launch
-// error or a fault for cudaGetLastError; never throws.
-void Run(const LaunchSpec& spec, const std::function<void()>& thread_body);
+// Checks spec against the device's limits (a launch error is recorded for
+// cudaGetLastError) and queues `thread_body`, to run once per CUDA thread of
+// spec's grid. Never throws; a fault while it runs is sticky.
+void Launch(const LaunchSpec& spec, std::function<void()> thread_body);
 
 // The current block's dynamic shared memory, `align`-aligned; fresh bytes
 // are a NaN pattern (initcheck: a kernel that reads before it writes sees
@@ -43,9 +46,10 @@ class Launcher {
 
   template <typename... Args>
   void operator()(Args&&... args) const {
-    // Converted once, as the kernel's parameters; each thread gets a copy.
-    const std::tuple<Params...> params(std::forward<Args>(args)...);
-    Run(spec_, [&] { std::apply(kernel_, params); });
+    // Converted once, as the kernel's parameters, and kept until the
+    // launch runs (a graph replays it); each thread gets a copy.
+    auto params = std::make_shared<const std::tuple<Params...>>(std::forward<Args>(args)...);
+    Launch(spec_, [kernel = kernel_, params] { std::apply(kernel, *params); });
   }
 
  private:

@@ -40,6 +40,10 @@ struct float2 {
 struct alignas(16) float4 {
   float x, y, z, w;
 };
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -52,6 +56,7 @@ enum cudaError_t {
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
+  cudaErrorIllegalState = 401,
   cudaErrorIllegalAddress = 700,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorMisalignedAddress = 716,
@@ -78,6 +83,27 @@ struct CUstream_st;
 using cudaStream_t = CUstream_st*;
 inline constexpr unsigned cudaStreamDefault = 0;
 inline constexpr unsigned cudaStreamNonBlocking = 1;
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+inline constexpr unsigned cudaEventDefault = 0;
+inline constexpr unsigned cudaEventDisableTiming = 2;
+inline constexpr unsigned cudaEventRecordDefault = 0;
+inline constexpr unsigned cudaEventRecordExternal = 1;
+struct CUgraph_st;
+using cudaGraph_t = CUgraph_st*;
+struct CUgraphExec_st;
+using cudaGraphExec_t = CUgraphExec_st*;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+inline constexpr unsigned cudaHostAllocDefault = 0;
 
 struct cudaDeviceProp {
   char name[256];
@@ -105,6 +131,8 @@ void SyncWarp(unsigned mask, const char* file, int line);
 uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int width,
                       const char* file, int line);
 [[noreturn]] void Trap(const char* file, int line);
+// Stops the block with a fault: `what`, at file:line.
+[[noreturn]] void DeviceFault(const char* what, const char* file, int line);
 enum WarpOp { kShfl, kShflXor, kShflUp, kShflDown, kBallot, kAny, kAll, kSyncWarp };
 constexpr unsigned MaskOrFull() { return 0xffffffffu; }
 constexpr unsigned MaskOrFull(unsigned mask) { return mask; }
@@ -187,6 +215,24 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void* ptr);
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream = nullptr,
+                                     unsigned flags = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
 
 template <typename T>
 cudaError_t cudaMalloc(T** ptr, size_t bytes) {

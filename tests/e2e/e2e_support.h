@@ -26,9 +26,10 @@ struct CtlOutput {
   std::string last_error;
 };
 
-// Runs smallemctl with `args` until it exits.
-inline CtlOutput RunCtl(const std::vector<std::string>& args) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(CtlBinary(), args);
+// Runs smallemctl (or `binary`) with `args` until it exits.
+inline CtlOutput RunCtl(const std::vector<std::string>& args,
+                        const std::string& binary = CtlBinary()) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> ctl = ChildProcess::Spawn(binary, args);
   EXPECT_TRUE(ctl.ok()) << ctl.status();
   if (!ctl.ok()) return CtlOutput{};
   std::vector<std::string> lines;

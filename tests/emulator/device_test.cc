@@ -269,6 +269,7 @@ TEST_F(EmulatedDeviceTest, MisalignedFloat4LoadStopsTheProgramAsOnTheDevice) {
   EXPECT_DEATH(
       {
         SMALLEM_LAUNCH(MisalignedVectorLoad, 1, 1, 0, nullptr)(in.get(), out.get());
+        cudaDeviceSynchronize();
       },
       "misaligned address");
 }
@@ -283,6 +284,7 @@ TEST_F(EmulatedDeviceTest, OutOfBoundsDeviceReadStopsTheProgram) {
   EXPECT_DEATH(
       {
         SMALLEM_LAUNCH(ReadPastTheEnd, 1, 64, 0, nullptr)(in.get(), out.get());
+        cudaDeviceSynchronize();
       },
       "heap-buffer-overflow");
 }

@@ -80,3 +80,34 @@ planted_bug(bf16_truncated_not_rounded activation_path.cuh add *Bf16*
   [[      __nv_bfloat16 rounded;
       const uint32_t bits = __builtin_bit_cast(uint32_t, v);
       rounded = __builtin_bit_cast(__nv_bfloat16, static_cast<uint16_t>(bits >> 16));]])
+
+# The same for the backend: FILE (a .cu or .cc under kernels/) planted, the
+# whole tests/gpu suite on the emulated device linked against the copy, and
+# FILTER the tests that must fail.
+function(planted_backend_bug name file filter find replace)
+  file(READ ${PROJECT_SOURCE_DIR}/kernels/${file} text)
+  string(FIND "${text}" "${find}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "planted bug ${name}: kernels/${file} no longer has the text to replace")
+  endif()
+  string(REPLACE "${find}" "${replace}" text "${text}")
+  set(root ${CMAKE_CURRENT_BINARY_DIR}/planted/${name})
+  file(CONFIGURE OUTPUT ${root}/kernels/${file} CONTENT "${text}" @ONLY)
+  get_filename_component(stem ${file} NAME_WE)
+  file(CONFIGURE OUTPUT ${root}/${stem}_planted.cc CONTENT "#include \"kernels/${file}\"\n")
+  add_executable(planted_${name} ${root}/${stem}_planted.cc
+                 $<TARGET_OBJECTS:smallem_emulated_gpu_cases>)
+  target_include_directories(planted_${name} BEFORE PRIVATE ${root})
+  target_link_libraries(planted_${name} PRIVATE smallem_emulated_kernels GTest::gtest_main)
+  add_test(NAME EmulatorPlantedBug.${name} COMMAND planted_${name} --gtest_filter=${filter})
+  set_tests_properties(EmulatorPlantedBug.${name} PROPERTIES WILL_FAIL TRUE
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endfunction()
+
+planted_backend_bug(cublaslt_leading_dimension matmul.cu *MatmulParity*
+  [[SMALLEM_BLAS_TRY(MakeLayout(input_type, n, k, n, args.batch, args.stride_b, &plan->a));]]
+  [[SMALLEM_BLAS_TRY(MakeLayout(input_type, n, k, n + 1, args.batch, args.stride_b, &plan->a));]])
+planted_backend_bug(graph_replays_a_stale_host_value cuda_backend.cc *GraphTest.ReplaysReadStaged*
+  [[  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "UploadStaged");]]
+  [[  if (capturing_ && (src = Snapshot(src, bytes)) == nullptr) return;
+  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "UploadStaged");]])

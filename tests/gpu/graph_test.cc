@@ -38,11 +38,22 @@
 namespace smallem {
 namespace {
 
+// On the emulated device (tests/CMakeLists.txt defines SMALLEM_EMULATED_DEVICE)
+// every CUDA thread is a fiber under AddressSanitizer, ~2 s a step: fewer
+// steps and validation batches keep the suite within its CI budget, with the
+// same checks (still past the warm-up, still several replays).
+#ifdef SMALLEM_EMULATED_DEVICE
+constexpr int64_t kSteps = 6, kEvalBatches = 1, kBatch = 2, kLayers = 1;
+#else
+constexpr int64_t kSteps = 20, kEvalBatches = 3, kBatch = 5, kLayers = 2;
+#endif
+
 // Head size 32 (the smallest the CUDA attention has), odd elsewhere.
 RunSpec TinySpec(const std::string& optimizer, const Architecture& arch, int64_t seed = 11) {
-  RunSpec s = testing::TinyRunSpec(/*steps=*/20, /*eval_batches=*/3);
+  RunSpec s = testing::TinyRunSpec(kSteps, kEvalBatches);
   s.embed = 64;
-  s.batch = 5;
+  s.batch = kBatch;
+  s.layers = kLayers;
   s.warmup = 0.1;
   s.seed = seed;
   s.optimizer = optimizer;
@@ -137,7 +148,7 @@ class GraphTest : public ::testing::Test {
     const TrainingRun replayed = TrainOnGpu(spec, /*graphs=*/true);
     EXPECT_FALSE(eager.cuda_graphs) << what;
     EXPECT_TRUE(replayed.cuda_graphs) << what;
-    ASSERT_EQ(eager.losses.size(), 20u) << what;
+    ASSERT_EQ(eager.losses.size(), static_cast<size_t>(kSteps)) << what;
     // The loss moves, so equal losses are not equal constants.
     EXPECT_LT(eager.losses.back(), eager.losses.front() - 0.05f) << what;
     EXPECT_EQ(Bits(replayed.losses), Bits(eager.losses)) << what;
@@ -195,7 +206,7 @@ TEST_F(GraphTest, SameSeedGivesTheSameLossesBitForBit) {
 TEST_F(GraphTest, NothingIsAllocatedAfterTheWarmUp) {
   for (const char* optimizer : {"adamw", "muon:short,period=2"}) {
     const TrainingRun run = TrainOnGpu(TinySpec(optimizer, Architecture::Gpt2()), true);
-    ASSERT_EQ(run.allocations.size(), 20u);
+    ASSERT_EQ(run.allocations.size(), static_cast<size_t>(kSteps));
     // Entry s is read after step s + 1; step kWarmupSteps + 1 is the first
     // captured one. With period=2 the other variant is captured
     // one step later, from the same memory.
