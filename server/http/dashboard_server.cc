@@ -4,6 +4,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
+#include <limits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -192,7 +193,25 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
   srv.Get("/login", [](const httplib::Request&, httplib::Response& res) {
     SendAsset(res, "/login.html");
   });
-  srv.Post("/login", [token, tls](const httplib::Request& req, httplib::Response& res) {
+  // Login and logout change the session: only from this dashboard's pages
+  // (a form on another site could log a browser in with the attacker's
+  // token, or out).
+  auto from_this_site = [tls](const httplib::Request& req, httplib::Response& res) {
+    if (RequestIsFromThisSite(tls, req.get_header_value("Host"),
+                              req.get_header_value("Origin"),
+                              req.get_header_value("Sec-Fetch-Site"),
+                              req.get_header_value("X-Smallem-Action"))) {
+      return true;
+    }
+    SendError(res, absl::PermissionDeniedError(
+                       "log in and out from this dashboard's own page: a request from "
+                       "another site (or without an Origin header) needs the header "
+                       "X-Smallem-Action: 1"));
+    return false;
+  };
+  srv.Post("/login", [token, tls, from_this_site](const httplib::Request& req,
+                                                  httplib::Response& res) {
+    if (!from_this_site(req, res)) return;
     const std::string given = req.get_param_value("token");
     if (token.empty()) return res.set_redirect("/", 303);
     if (!RequestCarriesToken(token, absl::StrCat("Bearer ", given), "")) {
@@ -201,7 +220,9 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
     res.set_header("Set-Cookie", SessionSetCookie(token, tls));
     res.set_redirect("/", 303);
   });
-  srv.Post("/logout", [tls](const httplib::Request&, httplib::Response& res) {
+  srv.Post("/logout", [tls, from_this_site](const httplib::Request& req,
+                                            httplib::Response& res) {
+    if (!from_this_site(req, res)) return;
     res.set_header("Set-Cookie", SessionClearCookie(tls));
     res.set_redirect("/login", 303);
   });
@@ -220,9 +241,14 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
   });
   srv.Get(R"(/api/runs/(\d+))", [api](const httplib::Request& req, httplib::Response& res) {
     int64_t run_id = 0, after = -1;
-    if (!absl::SimpleAtoi(req.matches[1].str(), &run_id) ||
-        (req.has_param("after_step") &&
-         !absl::SimpleAtoi(req.get_param_value("after_step"), &after))) {
+    if (!absl::SimpleAtoi(req.matches[1].str(), &run_id)) {
+      // Digits only (the route says so): too many of them for a run id.
+      return SendError(res, absl::NotFoundError(absl::StrCat(
+                                "no run ", req.matches[1].str(), " (run ids go up to ",
+                                std::numeric_limits<int64_t>::max(), ")")));
+    }
+    if (req.has_param("after_step") &&
+        !absl::SimpleAtoi(req.get_param_value("after_step"), &after)) {
       return SendError(res, absl::InvalidArgumentError("after_step: give an integer step"));
     }
     SendJson(res, api->Run(run_id, after));

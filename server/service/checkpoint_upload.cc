@@ -28,6 +28,10 @@ absl::Status CheckCheckpointPiece(const CheckpointPiece& p) {
 absl::Status CheckpointUpload::Add(const CheckpointPiece& p) {
   RETURN_IF_ERROR(CheckCheckpointPiece(p));
   if (!started_) {
+    // The lease first: a worker that does not hold it changes nothing,
+    // not even by having its refused upload abandoned.
+    ASSIGN_OR_RETURN(const RunRecord run, store_->GetRun(p.run_id));
+    RETURN_IF_ERROR(CheckLease(run, p.attempt, p.worker_id, clock_->NowUnixMs()));
     first_ = p;
     first_.data = {};
     started_ = true;
@@ -59,10 +63,12 @@ absl::Status CheckpointUpload::Add(const CheckpointPiece& p) {
         next_offset_, " within ", p.file_size, " bytes (chunks go in order)"));
   }
   next_offset_ += static_cast<int64_t>(p.data.size());
-  return store_->PutCheckpointChunk(
+  RETURN_IF_ERROR(store_->PutCheckpointChunk(
       CheckpointRecord{.run_id = p.run_id, .sha256 = p.sha256, .attempt = p.attempt,
                        .step = p.step, .device_class = "", .total_bytes = p.file_size},
-      p.worker_id, p.offset, p.data, clock_->NowUnixMs());
+      p.worker_id, p.offset, p.data, clock_->NowUnixMs()));
+  wrote_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointUpload::Verify() {
@@ -105,7 +111,10 @@ absl::StatusOr<int64_t> CheckpointUpload::Finish() {
 }
 
 void CheckpointUpload::Abandon() {
-  if (!started_) return;
+  // Only what this stream stored: a stream refused before its first chunk
+  // was written leaves another stream's upload of the same (run, sha256)
+  // alone.
+  if (!wrote_) return;
   absl::StatusOr<std::optional<CheckpointRecord>> stored = store_->GetCheckpoint(first_.run_id);
   // Never the run's complete checkpoint, only this partial upload.
   if (stored.ok() && *stored && (*stored)->sha256 == first_.sha256) return;

@@ -47,7 +47,8 @@ class CheckpointUpload {
   // hash differs (the upload is dropped).
   absl::StatusOr<int64_t> Finish();
 
-  // Drops what this upload stored, after a refused chunk.
+  // Drops what this upload stored, after a refused chunk; nothing when this
+  // stream stored no chunk (a refused first chunk changes nothing).
   void Abandon();
 
  private:
@@ -58,7 +59,8 @@ class CheckpointUpload {
   DiskReserve reserve_;
   CheckpointPiece first_;  // data unused
   int64_t next_offset_ = 0;
-  bool started_ = false;
+  bool started_ = false;  // the first chunk passed the lease check
+  bool wrote_ = false;    // a chunk of this stream reached the store
 };
 
 // The checks of a checkpoint's identity every chunk must pass: a run id,

@@ -49,6 +49,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     spdlog::info("dropped {} unfinished dataset upload{} left by the last run (clients send "
                  "them again)", dropped, dropped == 1 ? "" : "s");
   }
+  // So can a checkpoint upload; the run keeps its last complete checkpoint
+  // and its worker uploads the next one in full.
+  ASSIGN_OR_RETURN(const int partial, c->store_->DeleteIncompleteCheckpoints());
+  if (partial > 0) {
+    spdlog::info("dropped {} unfinished checkpoint upload{} left by the last run", partial,
+                 partial == 1 ? "" : "s");
+  }
   c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
   const std::filesystem::path db_dir =

@@ -154,8 +154,10 @@ class SqliteStore {
 
   // Records the result of (run, attempt) and marks the run succeeded.
   // Returns true (duplicate) when this attempt's result was already recorded
-  // — nothing changes. FailedPrecondition as for Heartbeat, or when the run
-  // has another attempt's result or was cancelled.
+  // by this worker with this same result_json — nothing changes.
+  // FailedPrecondition as for Heartbeat, or when the run has another
+  // attempt's result, this attempt's result from another worker or with
+  // another result, or was cancelled.
   absl::StatusOr<bool> Complete(int64_t run_id, int attempt, std::string_view worker_id,
                                 std::string_view result_json,
                                 const std::vector<ProgressRecord>& points, int64_t now_ms);
@@ -285,6 +287,10 @@ class SqliteStore {
   // Deletes the checkpoints of every run that is neither queued nor leased
   // (its result recorded, failed for good, cancelled). Returns how many.
   absl::StatusOr<int> DeleteFinishedRunsCheckpoints();
+  // Drops every incomplete checkpoint — uploads that a stopped coordinator
+  // never finished. Only when no upload is under way (at startup). Returns
+  // how many were dropped.
+  absl::StatusOr<int> DeleteIncompleteCheckpoints();
   absl::StatusOr<CheckpointUsage> GetCheckpointUsage();
 
  private:
@@ -340,8 +346,8 @@ class SqliteStore {
 };
 
 // OK when (run, attempt, worker) holds an unexpired lease at now_ms;
-// otherwise FailedPrecondition saying why (superseded, expired, cancelled,
-// finished, another worker's). Exposed for tests.
+// otherwise FailedPrecondition saying why (superseded, not yet handed out,
+// never leased, expired, cancelled, finished, another worker's). Exposed for tests.
 absl::Status CheckLease(const RunRecord& run, int attempt, std::string_view worker_id,
                         int64_t now_ms);
 

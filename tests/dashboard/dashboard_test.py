@@ -19,12 +19,14 @@
 Exit 0 when every check holds, 1 with the failed check, 77 (skipped) only
 when Chromium cannot start, saying why.
 """
+import http.client
 import json
 import os
 import re
 import sys
 import tempfile
 import traceback
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -323,7 +325,37 @@ def access_case(stack, directory):
     check(status == 404 and "no-such-experiment" in body, f"unknown experiment: {status} {body}")
     status, body = stack.get(f"api/runs/{stack.running_run}?after_step=x", token=TOKEN)
     check(status == 400, f"a bad after_step answered {status}")
+    status, body = stack.get("api/runs/99999999999999999999999", token=TOKEN)
+    check(status == 404 and "no run 99999999999999999999999" in body and "after_step" not in body,
+          f"a run id past int64 answered {status} {body}")
+    # Login and logout change the session: refused to a form on another site
+    # and to a bare request that says nothing of where it comes from.
+    host = urllib.parse.urlsplit(stack.url).netloc
+    form = urllib.parse.urlencode({"token": TOKEN})
+    for path, body in [("/login", form), ("/logout", "")]:
+        for headers in [{}, {"Origin": "https://evil.example"},
+                        {"Sec-Fetch-Site": "cross-site"}]:
+            status, cookie, text = raw_post(host, path, body, headers)
+            check(status == 403 and cookie is None,
+                  f"POST {path} with {headers or 'no Origin'} answered {status}, cookie {cookie}")
+            check("X-Smallem-Action" in text, f"POST {path} refused with: {text}")
+        for headers in [{"Origin": f"http://{host}"}, {"X-Smallem-Action": "1"}]:
+            status, cookie, _ = raw_post(host, path, body, headers)
+            check(status == 303 and cookie, f"POST {path} with {headers} answered {status}")
     return 0
+
+
+def raw_post(host, path, body, headers):
+    """(status, Set-Cookie or None, body) of a form POST sent as written, no redirect followed."""
+    connection = http.client.HTTPConnection(host, timeout=60)
+    try:
+        connection.request("POST", path, body=body,
+                           headers={"Content-Type": "application/x-www-form-urlencoded",
+                                    **headers})
+        response = connection.getresponse()
+        return response.status, response.getheader("Set-Cookie"), response.read().decode()
+    finally:
+        connection.close()
 
 
 def https_case(_, directory):

@@ -5,6 +5,7 @@
 #include <memory>
 #include <thread>
 
+#include "base/sha256.h"
 #include "gtest/gtest.h"
 #include "server/grid/grid.h"
 #include "server/service/dataset_upload.h"
@@ -208,6 +209,77 @@ TEST_F(CoordinatorTest, RestartKeepsEverySubmittedRunAndResult) {
   v1::HasDatasetResponse present;
   ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
   EXPECT_TRUE(present.present());
+}
+
+TEST_F(CoordinatorTest, RestartDropsPartialCheckpointUploadsAndKeepsCompleteOnes) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 2, &submitted);
+  const v1::LeaseResponse whole = Lease("w1");
+  const v1::LeaseResponse partial = Lease("w2");
+  auto put = [&](const v1::LeaseResponse& lease, const std::string& worker,
+                 const std::string& bytes, std::string_view data) {
+    return coordinator_->store().PutCheckpointChunk(
+        CheckpointRecord{.run_id = lease.run_id(), .sha256 = Sha256Hex(bytes),
+                         .attempt = lease.attempt(), .step = 5,
+                         .total_bytes = static_cast<int64_t>(bytes.size())},
+        worker, 0, data, clock_.NowUnixMs());
+  };
+  ASSERT_TRUE(put(whole, "w1", "whole", "whole").ok());
+  ASSERT_TRUE(coordinator_->store()
+                  .CommitCheckpoint(whole.run_id(), whole.attempt(), "w1", Sha256Hex("whole"),
+                                    clock_.NowUnixMs())
+                  .ok());
+  // The coordinator stops after the first chunk of a two-chunk upload.
+  ASSERT_TRUE(put(partial, "w2", "half and half", "half ").ok());
+  ASSERT_EQ(coordinator_->store().GetCheckpointUsage()->count, 2);
+  Restart();
+  const CheckpointUsage usage = *coordinator_->store().GetCheckpointUsage();
+  EXPECT_EQ(usage.count, 1);
+  EXPECT_EQ(usage.bytes, 5);
+  EXPECT_TRUE(coordinator_->store().GetCheckpoint(whole.run_id())->has_value());
+  EXPECT_TRUE(coordinator_->store().ListCheckpointChunks(partial.run_id(),
+                                                         Sha256Hex("half and half"))->empty());
+}
+
+TEST_F(CoordinatorTest, AnAttemptNotHandedOutIsRefusedSayingSoNotSuperseded) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 2, &submitted);
+  const v1::LeaseResponse lease = Lease("w1");
+  // A later attempt than the lease's.
+  v1::FetchCheckpointRequest fetch;
+  fetch.set_worker_id("w1");
+  fetch.set_run_id(lease.run_id());
+  fetch.set_attempt(lease.attempt() + 1);
+  grpc::ClientContext fetch_context;
+  auto reader = worker_->FetchCheckpoint(&fetch_context, fetch);
+  v1::CheckpointChunk ignored;
+  while (reader->Read(&ignored)) {
+  }
+  grpc::Status fetched = reader->Finish();
+  EXPECT_EQ(fetched.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(fetched.error_message().find("no such attempt: the run's latest attempt is 1"),
+            std::string::npos)
+      << fetched.error_message();
+  EXPECT_EQ(fetched.error_message().find("superseded"), std::string::npos);
+  // The other run, still queued, never leased.
+  v1::CheckpointChunk chunk;
+  chunk.set_worker_id("w1");
+  chunk.set_run_id(lease.run_id() + 1);
+  chunk.set_attempt(1);
+  chunk.set_sha256(Sha256Hex("abcd"));
+  chunk.set_file_size(4);
+  chunk.set_data("abcd");
+  grpc::ClientContext upload_context;
+  v1::UploadCheckpointResponse uploaded;
+  auto writer = worker_->UploadCheckpoint(&upload_context, &uploaded);
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status upload = writer->Finish();
+  EXPECT_EQ(upload.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(upload.error_message().find("the run was never leased (it is queued)"),
+            std::string::npos)
+      << upload.error_message();
+  EXPECT_EQ(upload.error_message().find("superseded"), std::string::npos);
 }
 
 TEST_F(CoordinatorTest, CancelReachesTheWorkerAtItsNextHeartbeat) {

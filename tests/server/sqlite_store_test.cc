@@ -167,9 +167,29 @@ TEST_F(SqliteStoreTest, RepeatedCompletionIsANoOp) {
   ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
   LeaseRecord lease = LeaseNext();
   ASSERT_TRUE(store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow).ok());
-  absl::StatusOr<bool> dup = store_->Complete(lease.run.id, 1, "w1", "{\"a\":2}", {}, kNow);
+  absl::StatusOr<bool> dup = store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow);
   ASSERT_TRUE(dup.ok()) << dup.status();
   EXPECT_TRUE(*dup);
+  EXPECT_EQ((*store_->GetResult(lease.run.id))->result_json, "{\"a\":1}");
+}
+
+TEST_F(SqliteStoreTest, OnlyTheRecordingWorkerWithTheSameResultGetsDuplicate) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  ASSERT_TRUE(store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow).ok());
+  // Another worker naming the recorded attempt, with its result or another.
+  for (const char* result : {"{\"a\":1}", "{\"a\":2}"}) {
+    absl::StatusOr<bool> other = store_->Complete(lease.run.id, 1, "w2", result, {}, kNow);
+    EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << result;
+    EXPECT_NE(other.status().message().find("recorded for worker \"w1\""),
+              std::string_view::npos)
+        << other.status();
+  }
+  // The recording worker with a different result.
+  absl::StatusOr<bool> changed = store_->Complete(lease.run.id, 1, "w1", "{\"a\":2}", {}, kNow);
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(changed.status().message().find("a different result"), std::string_view::npos)
+      << changed.status();
   EXPECT_EQ((*store_->GetResult(lease.run.id))->result_json, "{\"a\":1}");
 }
 
