@@ -329,18 +329,21 @@ def access_case(stack, directory):
     check(status == 404 and "no run 99999999999999999999999" in body and "after_step" not in body,
           f"a run id past int64 answered {status} {body}")
     # Login and logout change the session: refused to a form on another site
-    # and to a bare request that says nothing of where it comes from.
+    # and to a bare request that says nothing of where it comes from. Logout
+    # carries the token (a browser's session cookie; without either it is
+    # 401, as every guarded path).
     host = urllib.parse.urlsplit(stack.url).netloc
     form = urllib.parse.urlencode({"token": TOKEN})
-    for path, body in [("/login", form), ("/logout", "")]:
+    session = {"Authorization": f"Bearer {TOKEN}"}
+    for path, body, base in [("/login", form, {}), ("/logout", "", session)]:
         for headers in [{}, {"Origin": "https://evil.example"},
                         {"Sec-Fetch-Site": "cross-site"}]:
-            status, cookie, text = raw_post(host, path, body, headers)
+            status, cookie, text = raw_post(host, path, body, {**base, **headers})
             check(status == 403 and cookie is None,
                   f"POST {path} with {headers or 'no Origin'} answered {status}, cookie {cookie}")
             check("X-Smallem-Action" in text, f"POST {path} refused with: {text}")
         for headers in [{"Origin": f"http://{host}"}, {"X-Smallem-Action": "1"}]:
-            status, cookie, _ = raw_post(host, path, body, headers)
+            status, cookie, _ = raw_post(host, path, body, {**base, **headers})
             check(status == 303 and cookie, f"POST {path} with {headers} answered {status}")
     return 0
 
