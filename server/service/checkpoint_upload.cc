@@ -1,7 +1,5 @@
 #include "server/service/checkpoint_upload.h"
 
-#include <filesystem>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
@@ -35,16 +33,11 @@ absl::Status CheckpointUpload::Add(const CheckpointPiece& p) {
     first_ = p;
     first_.data = {};
     started_ = true;
-    if (!reserve_.dir.empty()) {
-      std::error_code ec;
-      const std::filesystem::space_info space = std::filesystem::space(reserve_.dir, ec);
-      if (!ec && static_cast<int64_t>(space.available) - p.file_size < reserve_.min_free_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "the coordinator's disk (", reserve_.dir, ") has ", space.available,
-            " bytes free; a checkpoint of ", p.file_size, " bytes must leave ",
-            reserve_.min_free_bytes, " (coordinator --min-free-disk-gb)"));
-      }
-    }
+    // The declared size is claimed at once, against the free disk less
+    // what other uploads in flight have claimed (disk_reserve.h); it is
+    // given back as chunks land and when the upload ends.
+    ASSIGN_OR_RETURN(claim_, DiskClaim::Take(reserve_, p.file_size,
+                                             absl::StrCat("a checkpoint of run ", p.run_id)));
   } else if (p.run_id != first_.run_id || p.attempt != first_.attempt ||
              p.sha256 != first_.sha256 || p.file_size != first_.file_size ||
              p.step != first_.step || p.worker_id != first_.worker_id) {
@@ -67,6 +60,7 @@ absl::Status CheckpointUpload::Add(const CheckpointPiece& p) {
       CheckpointRecord{.run_id = p.run_id, .sha256 = p.sha256, .attempt = p.attempt,
                        .step = p.step, .device_class = "", .total_bytes = p.file_size},
       p.worker_id, p.offset, p.data, clock_->NowUnixMs()));
+  claim_.Written(static_cast<int64_t>(p.data.size()));
   wrote_ = true;
   return absl::OkStatus();
 }

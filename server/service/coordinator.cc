@@ -60,14 +60,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
   const std::filesystem::path db_dir =
       std::filesystem::absolute(options.db_path).parent_path();
+  // One reserve for every upload: what one has claimed, no other can.
+  const DiskReserve reserve{.dir = db_dir.string(),
+                            .min_free_bytes = options.min_free_disk_bytes,
+                            .claims = std::make_shared<DiskClaims>()};
   c->client_service_ = std::make_unique<ClientServiceImpl>(
-      c->store_.get(), c->queue_.get(), c->workers_.get(), clock,
-      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes},
+      c->store_.get(), c->queue_.get(), c->workers_.get(), clock, reserve,
       options.max_following_streams);
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
                                                            c->workers_.get());
-  c->worker_service_->set_disk_reserve(
-      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes});
+  c->worker_service_->set_disk_reserve(reserve);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, MakeServerCredentials(options.security), &c->port_);

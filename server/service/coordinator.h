@@ -38,8 +38,9 @@ struct CoordinatorOptions {
   const Clock* clock = nullptr;  // nullptr = SystemClock
   bool reaper = true;            // run the background reaper
   ServerSecurity security;       // tokens and TLS; none = open plaintext (rpc/auth.h)
-  // Dataset uploads that would leave less free disk than this next to the
-  // database are refused (server/service/dataset_upload.h, DiskReserve).
+  // Dataset and checkpoint uploads that would leave less free disk than
+  // this next to the database, counting every upload in flight, are
+  // refused (server/service/disk_reserve.h).
   int64_t min_free_disk_bytes = 1'000'000'000;  // 1 GB
   // StreamMetrics calls that follow a run, open at once at most (each holds
   // a server thread); one more gets RESOURCE_EXHAUSTED.

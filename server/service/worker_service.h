@@ -11,7 +11,7 @@
 #include "base/clock.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
-#include "server/service/dataset_upload.h"  // DiskReserve
+#include "server/service/disk_reserve.h"
 #include "server/store/sqlite_store.h"
 #include "smallem/v1/worker.grpc.pb.h"
 

@@ -2,6 +2,8 @@
 // port 0 with a real SQLite file, driven through the generated stubs.
 #include "server/service/coordinator.h"
 
+#include <chrono>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -108,6 +110,59 @@ TEST_F(CoordinatorTest, AnUploadThatWouldEatTheDiskReserveIsRefused) {
   v1::HasDatasetResponse present;
   ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
   EXPECT_FALSE(present.present());
+}
+
+TEST_F(CoordinatorTest, CheckpointUploadsInFlightAreCountedTogetherAgainstTheDiskReserve) {
+  // Room above the reserve for one and a half checkpoints of 1 GiB each
+  // (declared; a chunk of each is sent): a second upload started while the
+  // first is in flight would eat the reserve.
+  constexpr int64_t kDeclared = int64_t{1} << 30;
+  const auto available =
+      static_cast<int64_t>(std::filesystem::space(dir_.path()).available);
+  Restart({.min_free_disk_bytes = available - kDeclared - kDeclared / 2});
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 3, &submitted);
+  const v1::LeaseResponse first = Lease("w1"), second = Lease("w2"), third = Lease("w3");
+  const std::string sha = Sha256Hex("a checkpoint of 1 GiB");
+  auto first_chunk = [&](const v1::LeaseResponse& lease, const std::string& worker) {
+    v1::CheckpointChunk chunk;
+    chunk.set_worker_id(worker);
+    chunk.set_run_id(lease.run_id());
+    chunk.set_attempt(lease.attempt());
+    chunk.set_step(10);
+    chunk.set_sha256(sha);
+    chunk.set_file_size(kDeclared);
+    chunk.set_data("the first bytes");
+    return chunk;
+  };
+  auto upload_one_chunk = [&](const v1::LeaseResponse& lease, const std::string& worker) {
+    grpc::ClientContext context;
+    v1::UploadCheckpointResponse response;
+    auto writer = worker_->UploadCheckpoint(&context, &response);
+    writer->Write(first_chunk(lease, worker));
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  // The first upload sends a chunk and stays open.
+  grpc::ClientContext open_context;
+  v1::UploadCheckpointResponse open_response;
+  auto open_writer = worker_->UploadCheckpoint(&open_context, &open_response);
+  ASSERT_TRUE(open_writer->Write(first_chunk(first, "w1")));
+  // Once its chunk is stored, its claim on the disk is held.
+  while (coordinator_->store().ListCheckpointChunks(first.run_id(), sha)->empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const grpc::Status refused = upload_one_chunk(second, "w2");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("promised to uploads in flight"), std::string::npos)
+      << refused.error_message();
+  EXPECT_TRUE(coordinator_->store().ListCheckpointChunks(second.run_id(), sha)->empty());
+  // The first ends (incomplete) and gives its claim back: the next upload
+  // passes the reserve (and is incomplete in its turn).
+  open_writer->WritesDone();
+  EXPECT_EQ(open_writer->Finish().error_code(), grpc::StatusCode::DATA_LOSS);
+  const grpc::Status admitted = upload_one_chunk(third, "w3");
+  EXPECT_EQ(admitted.error_code(), grpc::StatusCode::DATA_LOSS) << admitted.error_message();
 }
 
 TEST_F(CoordinatorTest, WorkerFetchesTheDatasetItUploadedByteForByte) {
