@@ -56,6 +56,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     spdlog::info("dropped {} unfinished checkpoint upload{} left by the last run", partial,
                  partial == 1 ? "" : "s");
   }
+  // And a backup's copy, half written.
+  if (const int copies = RemoveBackupCopies(options.db_path); copies > 0) {
+    spdlog::info("removed {} backup cop{} left by the last run", copies,
+                 copies == 1 ? "y" : "ies");
+  }
   c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
   const std::filesystem::path db_dir =
@@ -66,7 +71,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                             .claims = std::make_shared<DiskClaims>()};
   c->client_service_ = std::make_unique<ClientServiceImpl>(
       c->store_.get(), c->queue_.get(), c->workers_.get(), clock, reserve,
-      options.max_following_streams);
+      options.max_following_streams, options.backup_deadline);
   c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
                                                            c->workers_.get());
   c->worker_service_->set_disk_reserve(reserve);

@@ -45,6 +45,9 @@ struct CoordinatorOptions {
   // StreamMetrics calls that follow a run, open at once at most (each holds
   // a server thread); one more gets RESOURCE_EXHAUSTED.
   int max_following_streams = 64;
+  // How long one Backup may take, copy and transfer, before the server
+  // ends it (DEADLINE_EXCEEDED; its copy is removed).
+  absl::Duration backup_deadline = absl::Hours(1);
   // host:port of the web dashboard, its JSON endpoints and /metrics
   // (docs/dashboard.md); "" = none. It requires the client token when there
   // is one and serves HTTPS with the TLS certificate when there is one.

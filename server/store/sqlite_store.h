@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,6 +95,15 @@ struct CheckpointRecord {
 struct CheckpointUsage {
   int count = 0;
   int64_t bytes = 0;
+};
+
+// How SqliteStore::BackupTo copies.
+struct BackupOptions {
+  int pages_per_step = 256;  // per hold of the store's lock: 1 MiB of 4 KiB pages
+  // Called between steps, without the lock, with the pages still to copy
+  // and in all; an error ends the backup with it (a deadline passed, the
+  // client left). Empty: none.
+  std::function<absl::Status(int remaining_pages, int total_pages)> between_steps;
 };
 
 class SqliteStore {
@@ -197,9 +207,14 @@ class SqliteStore {
   // ---- Backup ------------------------------------------------------------
 
   // Writes a consistent, checked copy of the whole database to a new file at
-  // `path` (SqliteDb::BackupTo); every other call waits meanwhile. Errors of
-  // BackupTo (AlreadyExists when `path` exists).
-  absl::Status BackupTo(const std::string& path);
+  // `path`, mode 0600 (SqliteBackup), options.pages_per_step pages per hold
+  // of the lock: other calls go on between steps, and what they write
+  // reaches the copy. Errors of SqliteBackup (AlreadyExists when `path`
+  // exists) or of options.between_steps; after an error no file is left at
+  // `path`.
+  absl::Status BackupTo(const std::string& path, const BackupOptions& options = {});
+  // The database's size (pages × page size): about what a backup writes.
+  absl::StatusOr<int64_t> DatabaseBytes();
   // The database file's path.
   std::string path();
 
