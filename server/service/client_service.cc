@@ -70,13 +70,16 @@ grpc::Status ClientServiceImpl::HasDataset(grpc::ServerContext*,
   }());
 }
 
-grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
+grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext* context,
                                               grpc::ServerReader<v1::DatasetChunk>* reader,
                                               v1::UploadDatasetResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::unique_ptr<StreamGate::Ticket> ticket,
+                     upload_dataset_gate_.Enter(context));
     DatasetUpload upload(store_, clock_, disk_reserve_);
     v1::DatasetChunk chunk;
     while (reader->Read(&chunk)) {
+      ticket->Progress();
       absl::Status added = CheckContentHash(chunk.content_hash());
       if (added.ok()) added = upload.Add(
           chunk.content_hash(),
@@ -88,6 +91,10 @@ grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
         upload.Abandon();
         return added;
       }
+    }
+    if (ticket->idled_out()) {
+      upload.Abandon();
+      return ticket->IdleError();
     }
     ASSIGN_OR_RETURN(UploadSummary summary, upload.Finish());
     response->set_content_hash(summary.content_hash);
@@ -332,6 +339,9 @@ grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::B
           "a backup is under way on this coordinator; try again when it ends");
     }
     absl::Cleanup done = [&] { backup_running_.store(false); };
+    // Copying counts as progress; a client that stops reading does not.
+    ASSIGN_OR_RETURN(const std::unique_ptr<StreamGate::Ticket> ticket,
+                     backup_gate_.Enter(context));
     const absl::Time deadline = absl::Now() + backup_deadline_;
     auto in_time = [&]() -> absl::Status {
       if (context->IsCancelled()) return absl::CancelledError("the client cancelled the backup");
@@ -350,7 +360,10 @@ grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::B
     const std::string copy = BackupCopyPath(store_->path(), getpid(), backup_count_.fetch_add(1));
     absl::Cleanup remove = [&] { RemoveBackupCopy(copy); };
     RETURN_IF_ERROR(store_->BackupTo(
-        copy, BackupOptions{.between_steps = [&](int, int) { return in_time(); }}));
+        copy, BackupOptions{.between_steps = [&](int, int) {
+          ticket->Progress();
+          return in_time();
+        }}));
     // Streamed a chunk at a time: a database holding datasets can be large.
     std::ifstream in(copy, std::ios::binary);
     std::error_code size_error;
@@ -367,7 +380,11 @@ grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::B
       chunk.set_offset(offset);
       chunk.set_data(buffer.substr(0, n));
       chunk.set_total_bytes(total);
-      if (!writer->Write(chunk)) return absl::OkStatus();  // the client left
+      if (!writer->Write(chunk)) {
+        if (ticket->idled_out()) return ticket->IdleError();
+        return absl::OkStatus();  // the client left
+      }
+      ticket->Progress();
       offset += static_cast<int64_t>(n);
     }
     return absl::OkStatus();

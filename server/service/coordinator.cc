@@ -71,9 +71,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
                             .claims = std::make_shared<DiskClaims>()};
   c->client_service_ = std::make_unique<ClientServiceImpl>(
       c->store_.get(), c->queue_.get(), c->workers_.get(), clock, reserve,
-      options.max_following_streams, options.backup_deadline);
-  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
-                                                           c->workers_.get());
+      options.max_following_streams, options.backup_deadline, options.transfer_streams);
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      c->store_.get(), c->queue_.get(), c->workers_.get(), options.transfer_streams);
   c->worker_service_->set_disk_reserve(reserve);
 
   grpc::ServerBuilder builder;

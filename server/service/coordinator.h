@@ -20,6 +20,7 @@
 #include "server/http/rpc_metrics.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
+#include "server/service/stream_gate.h"
 #include "server/store/sqlite_store.h"
 
 namespace grpc {
@@ -48,6 +49,11 @@ struct CoordinatorOptions {
   // How long one Backup may take, copy and transfer, before the server
   // ends it (DEADLINE_EXCEEDED; its copy is removed).
   absl::Duration backup_deadline = absl::Hours(1);
+  // UploadCheckpoint, FetchCheckpoint, UploadDataset and Backup streams:
+  // at most so many of each open at once (each holds a server thread; one
+  // more gets RESOURCE_EXHAUSTED), each ended by the server after so long
+  // without a chunk read or written (server/service/stream_gate.h).
+  StreamLimits transfer_streams;
   // host:port of the web dashboard, its JSON endpoints and /metrics
   // (docs/dashboard.md); "" = none. It requires the client token when there
   // is one and serves HTTPS with the TLS certificate when there is one.
