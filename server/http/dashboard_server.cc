@@ -21,6 +21,12 @@ using nlohmann::json;
 
 constexpr char kJson[] = "application/json; charset=utf-8";
 
+// The dashboard's connections (see DashboardServer::Start).
+constexpr size_t kDashboardThreads = 256;
+constexpr time_t kHeadReadTimeoutSeconds = 5;
+constexpr size_t kKeepAliveRequests = 5;
+constexpr time_t kKeepAliveTimeoutSeconds = 5;
+
 int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk: return 200;
@@ -122,7 +128,17 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   } else {
     s->server_ = std::make_unique<httplib::Server>();
   }
-  s->server_->new_task_queue = [] { return new httplib::ThreadPool(16); };
+  // cpp-httplib serves each connection on one pool thread from its first
+  // byte on, reading the request head before anything (the token check
+  // included) can refuse it; a long-poll (/api/changes) holds its thread up
+  // to changes_wait. A pool of 16 was starved by 16 open tabs or by a few
+  // hundred connections that send their head slowly (docs/security.md).
+  s->server_->new_task_queue = [] { return new httplib::ThreadPool(kDashboardThreads); };
+  // A request head sent slower than a piece per read timeout is dropped,
+  // and a connection serves a bounded number of requests.
+  s->server_->set_read_timeout(kHeadReadTimeoutSeconds, 0);
+  s->server_->set_keep_alive_max_count(kKeepAliveRequests);
+  s->server_->set_keep_alive_timeout(kKeepAliveTimeoutSeconds);
   s->Route(options, api, std::move(metrics));
   s->port_ = port == 0 ? s->server_->bind_to_any_port(host)
                        : (s->server_->bind_to_port(host, port) ? port : -1);

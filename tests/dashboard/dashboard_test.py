@@ -15,6 +15,9 @@
                               certificate (made by the openssl command).
   dashboard_test.py export    `smallemctl export --tensorboard --csv` read
                               back: TFRecord framing, both CRCs, the scalars.
+  dashboard_test.py slow      raw sockets: 200 connections sending their
+                              request head a line a second and 16 waiting
+                              long-polls beside authenticated requests.
 
 Exit 0 when every check holds, 1 with the failed check, 77 (skipped) only
 when Chromium cannot start, saying why.
@@ -23,8 +26,10 @@ import http.client
 import json
 import os
 import re
+import socket
 import sys
 import tempfile
+import threading
 import traceback
 import urllib.parse
 
@@ -361,6 +366,58 @@ def raw_post(host, path, body, headers):
         connection.close()
 
 
+def slow_case(stack, _):
+    """200 connections that send a request head a line at a time, and 16
+    tabs waiting on /api/changes, leave an authenticated request its answer."""
+    where = urllib.parse.urlsplit(stack.url)
+    slow = []
+    for _ in range(200):
+        s = socket.create_connection((where.hostname, where.port), timeout=60)
+        s.sendall(b"GET /api/workers HTTP/1.1\r\nHost: slow\r\n")
+        slow.append(s)
+    stop = threading.Event()
+
+    def drip():
+        # A header line a second: never a whole head, never a read timeout.
+        while not stop.wait(1):
+            for s in slow:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+
+    threading.Thread(target=drip, daemon=True).start()
+    try:
+        status, body = guarded_get(stack, "api/workers")
+        check(status == 200, f"/api/workers beside 200 slow connections answered {status}: {body}")
+        since = json.loads(guarded_get(stack, "api/changes")[1])["changes"]
+        answered = []
+        tabs = [threading.Thread(target=lambda: answered.append(
+                    guarded_get(stack, f"api/changes?since={since}")[0]), daemon=True)
+                for _ in range(16)]
+        for tab in tabs:
+            tab.start()
+        for _ in range(3):
+            status, body = guarded_get(stack, "api/experiments")
+            check(status == 200, f"/api/experiments beside 16 long-polls answered {status}: {body}")
+        for tab in tabs:
+            tab.join()
+        check(answered == [200] * 16, f"the long-polls answered {answered}")
+    finally:
+        stop.set()
+        for s in slow:
+            s.close()
+    return 0
+
+
+def guarded_get(stack, path):
+    """stack.get with the token; a request that gets no answer is a failed check."""
+    try:
+        return stack.get(path, token=TOKEN)
+    except OSError as e:  # urllib's timeout and connection errors
+        raise AssertionError(f"GET /{path} got no answer: {e}")
+
+
 def https_case(_, directory):
     cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
     made = os.system(
@@ -430,7 +487,7 @@ def export_case(stack, directory):
 
 
 CASES = {"browser": browser_case, "metrics": metrics_case, "access": access_case,
-         "https": https_case, "export": export_case}
+         "https": https_case, "export": export_case, "slow": slow_case}
 
 
 def main():
