@@ -12,6 +12,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "server/http/assets.h"
+#include "server/http/connection_gate.h"
 #include "server/http/dashboard_auth.h"
 
 namespace smallem {
@@ -24,8 +25,6 @@ constexpr char kJson[] = "application/json; charset=utf-8";
 // The dashboard's connections (see DashboardServer::Start).
 constexpr size_t kDashboardThreads = 256;
 constexpr time_t kHeadReadTimeoutSeconds = 5;
-constexpr size_t kKeepAliveRequests = 5;
-constexpr time_t kKeepAliveTimeoutSeconds = 5;
 
 int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
@@ -129,24 +128,30 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     s->server_ = std::make_unique<httplib::Server>();
   }
   // cpp-httplib serves each connection on one pool thread from its first
-  // byte on, reading the request head before anything (the token check
-  // included) can refuse it; a long-poll (/api/changes) holds its thread up
-  // to changes_wait. A pool of 16 was starved by 16 open tabs or by a few
-  // hundred connections that send their head slowly (docs/security.md).
+  // byte on; the gate below hands it only connections whose head is whole,
+  // but a long-poll (/api/changes) still holds its thread up to
+  // changes_wait: a pool of 16 was starved by 16 open tabs.
   s->server_->new_task_queue = [] { return new httplib::ThreadPool(kDashboardThreads); };
-  // A request head sent slower than a piece per read timeout is dropped,
-  // and a connection serves a bounded number of requests.
+  // A request body sent slower than a piece per read timeout is dropped.
   s->server_->set_read_timeout(kHeadReadTimeoutSeconds, 0);
-  s->server_->set_keep_alive_max_count(kKeepAliveRequests);
-  s->server_->set_keep_alive_timeout(kKeepAliveTimeoutSeconds);
+  // One request per connection: every head passes the gate.
+  s->server_->set_keep_alive_max_count(1);
   s->Route(options, api, std::move(metrics));
-  s->port_ = port == 0 ? s->server_->bind_to_any_port(host)
-                       : (s->server_->bind_to_port(host, port) ? port : -1);
-  if (s->port_ <= 0) {
+  // cpp-httplib listens on a loopback port of its own; the gate, on the
+  // dashboard's address, lets a connection through only once its head is
+  // whole, and caps connections per peer (connection_gate.h).
+  const int backend_port = s->server_->bind_to_any_port("127.0.0.1");
+  absl::StatusOr<std::unique_ptr<ConnectionGate>> gate =
+      backend_port > 0 ? ConnectionGate::Start(host, port, backend_port,
+                                                ConnectionGateOptions{.tls = tls})
+                       : absl::UnavailableError("no loopback port for the dashboard");
+  if (!gate.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "the dashboard cannot listen on ", options.listen,
         " (is something else using the port? pick another with --http HOST:PORT)"));
   }
+  s->gate_ = std::move(*gate);
+  s->port_ = s->gate_->port();
   const std::string browse_host = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
   s->url_ = absl::StrCat(tls ? "https" : "http", "://",
                          browse_host.find(':') != std::string::npos
@@ -161,6 +166,8 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
 DashboardServer::~DashboardServer() { Stop(); }
 
 void DashboardServer::Stop() {
+  // The gate first: it closes the connections the server is serving.
+  if (gate_ != nullptr) gate_->Stop();
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();
 }

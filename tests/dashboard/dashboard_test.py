@@ -17,7 +17,8 @@
                               back: TFRecord framing, both CRCs, the scalars.
   dashboard_test.py slow      raw sockets: 200 connections sending their
                               request head a line a second and 16 waiting
-                              long-polls beside authenticated requests.
+                              long-polls beside authenticated requests; the
+                              head deadline; the cap per address.
 
 Exit 0 when every check holds, 1 with the failed check, 77 (skipped) only
 when Chromium cannot start, saying why.
@@ -30,6 +31,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import urllib.parse
 
@@ -367,12 +369,19 @@ def raw_post(host, path, body, headers):
 
 
 def slow_case(stack, _):
-    """200 connections that send a request head a line at a time, and 16
-    tabs waiting on /api/changes, leave an authenticated request its answer."""
+    """200 connections that send a request head a line a second (from ten
+    addresses), and 16 tabs waiting on /api/changes, leave an authenticated
+    request its answer; the slow ones are closed at the head deadline; one
+    address gets at most 32 connections."""
     where = urllib.parse.urlsplit(stack.url)
+
+    def connect(source):
+        return socket.create_connection((where.hostname, where.port), timeout=60,
+                                        source_address=(source, 0))
+
     slow = []
-    for _ in range(200):
-        s = socket.create_connection((where.hostname, where.port), timeout=60)
+    for i in range(200):
+        s = connect(f"127.0.0.{2 + i % 10}")
         s.sendall(b"GET /api/workers HTTP/1.1\r\nHost: slow\r\n")
         slow.append(s)
     stop = threading.Event()
@@ -403,10 +412,49 @@ def slow_case(stack, _):
         for tab in tabs:
             tab.join()
         check(answered == [200] * 16, f"the long-polls answered {answered}")
+        # The slow heads are cut off at the deadline: the server closes them
+        # without an answer (here within the socket's 60 s).
+        for s in slow[:3]:
+            try:
+                got = s.recv(4096)
+            except ConnectionResetError:
+                got = b""
+            except OSError as e:
+                raise AssertionError(f"a slow head was not closed by the server: {e}")
+            check(got == b"", f"a slow head was answered: {got[:100]}")
     finally:
         stop.set()
         for s in slow:
             s.close()
+    # Per address: 32 open connections, then the next is closed unanswered
+    # even with a whole request; once they close, the address is served.
+    held = [connect("127.0.0.20") for _ in range(32)]
+    for s in held:
+        s.sendall(b"GET /api/workers HTTP/1.1\r\n")
+    request = (f"GET /api/workers HTTP/1.1\r\nHost: {where.netloc}\r\n"
+               f"Authorization: Bearer {TOKEN}\r\n\r\n").encode()
+    extra = connect("127.0.0.20")
+    try:
+        extra.sendall(request)
+        got = extra.recv(4096)
+    except (ConnectionResetError, BrokenPipeError):
+        got = b""
+    extra.close()
+    check(got == b"", f"the 33rd connection of one address was answered: {got[:100]}")
+    for s in held:
+        s.close()
+    for _ in range(100):  # the server learns of the closes on its own time
+        again = connect("127.0.0.20")
+        try:
+            again.sendall(request)
+            got = again.recv(4096)
+        except (ConnectionResetError, BrokenPipeError):
+            got = b""
+        again.close()
+        if got:
+            break
+        time.sleep(0.05)
+    check(got.startswith(b"HTTP/1.1 200"), f"the address was not served again: {got[:100]}")
     return 0
 
 
