@@ -192,9 +192,10 @@ int main(int argc, char** argv) {
   SpecOption<bool>(tr, &apply, spec, "--bias", "bias",
                    "Biases on linear layers: true | false (default: the preset's)");
   SpecOption<std::string>(tr, &apply, spec, "--attention", "attention",
-                          "mha | latent (multi-head latent attention; needs --kv-latent)");
+                          "mha | latent (multi-head latent attention)");
   SpecOption<int64_t>(tr, &apply, spec, "--kv-latent", "kv_latent",
-                      "Latent attention: width of the shared key/value latent");
+                      "Latent attention: width of the shared key/value latent\n"
+                      "(default: embed/4, 32 for the default embed 128)");
   SpecOption<int64_t>(tr, &apply, spec, "--rope-dim", "rope_dim",
                       "Latent attention: rotary channels per head (default: half the head)");
   SpecOption<int64_t>(tr, &apply, spec, "--q-latent", "q_latent",

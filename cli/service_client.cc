@@ -312,6 +312,15 @@ absl::StatusOr<int64_t> ServiceClient::Backup(const std::string& path) {
   }
   const std::string partial = absl::StrCat(path, ".partial-", getpid());
   std::filesystem::remove(partial, ec);
+  // The copy holds the whole database: owner-only before its first byte.
+  RETURN_IF_ERROR(WriteFileChunk(partial, 0, ""));
+  std::filesystem::permissions(
+      partial, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+      std::filesystem::perm_options::replace, ec);
+  if (ec) {
+    std::filesystem::remove(partial, ec);
+    return absl::PermissionDeniedError(absl::StrCat("cannot make ", partial, " owner-only"));
+  }
   auto context = channel_.NewCallContext(absl::Hours(1));
   auto reader = stub_->Backup(context.get(), v1::BackupRequest());
   v1::BackupChunk chunk;

@@ -240,7 +240,8 @@ absl::Status ModelConfig::ValidateLatentAttention() const {
   }
   if (a.kv_latent <= 0) {
     return bad("kv_latent must be positive with attention: latent (got ", a.kv_latent,
-               "): the width of the latent keys and values are rebuilt from, e.g. 128");
+               "): the width of the latent keys and values are rebuilt from; leave it out for "
+               "embed/4");
   }
   if (a.q_latent < 0) return bad("q_latent must be 0 (off) or positive (got ", a.q_latent, ")");
   if (a.rope_dim < 0) {

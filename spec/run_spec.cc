@@ -138,6 +138,7 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
   }
   s.budget = Budget{};
   bool moe_named = false;  // feed_forward: moe
+  bool kv_latent_named = false;
   absl::Status st;
   for (auto it = j.begin(); it != j.end() && st.ok(); ++it) {
     const std::string& k = it.key();
@@ -183,7 +184,10 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
     else if (k == "seed") st = ReadInt(v, k, &s.seed);
     else if (k == "checkpoint_minutes") st = ReadDouble(v, k, &s.checkpoint_minutes);
     else if (k == "attention") st = ReadKind(v, k, &ParseAttention, &s.architecture.attention);
-    else if (k == "kv_latent") st = ReadInt(v, k, &s.architecture.kv_latent);
+    else if (k == "kv_latent") {
+      kv_latent_named = true;
+      st = ReadInt(v, k, &s.architecture.kv_latent);
+    }
     else if (k == "rope_dim") st = ReadInt(v, k, &s.architecture.rope_dim);
     else if (k == "q_latent") st = ReadInt(v, k, &s.architecture.q_latent);
     else if (k == "mtp") st = ReadInt(v, k, &s.mtp);
@@ -205,6 +209,12 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
   }
   RETURN_IF_ERROR(st);
   if (moe_named && s.moe.experts == 0) s.moe.experts = MoeConfig::kDefaultExperts;
+  // Filled in here, so the canonical spec names the width it trains with.
+  if (s.architecture.attention == AttentionKind::kLatent && !kv_latent_named) {
+    // A quarter of the embedding: the reference shape's 128 for C 512
+    // (docs/architecture.md § Latent attention), at least 1.
+    s.architecture.kv_latent = s.embed / 4 > 0 ? s.embed / 4 : 1;
+  }
   RETURN_IF_ERROR(s.Validate());
   return s;
 }

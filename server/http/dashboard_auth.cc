@@ -44,4 +44,18 @@ bool RequestCarriesToken(std::string_view token, std::string_view authorization,
   return false;
 }
 
+bool RequestIsFromThisSite(bool tls, std::string_view host, std::string_view origin,
+                           std::string_view fetch_site, std::string_view action) {
+  if (action == "1") return true;
+  // Set by the browser, never by a page: it decides where it is sent (and
+  // holds behind a proxy that terminates TLS, where Origin's scheme is not ours).
+  if (!fetch_site.empty()) return fetch_site == "same-origin";
+  if (!origin.empty()) {
+    return !host.empty() &&
+           origin == absl::StrCat(tls ? "https://" : "http://",
+                                  absl::string_view(host.data(), host.size()));
+  }
+  return fetch_site == "same-origin";
+}
+
 }  // namespace smallem

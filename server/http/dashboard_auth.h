@@ -30,6 +30,16 @@ std::string SessionClearCookie(bool tls);
 bool RequestCarriesToken(std::string_view token, std::string_view authorization,
                          std::string_view cookie_header);
 
+// Whether a state-changing request (login, logout, cancel, retry) comes
+// from the dashboard's own pages, not a form or script on another site:
+// it carries the header X-Smallem-Action: 1 (`action`; a cross-site form
+// cannot set it), or the browser says Sec-Fetch-Site: same-origin
+// (`fetch_site`), or, from a browser that does not send that, its Origin
+// is this dashboard's own (`tls` picks the scheme, `host` is the Host
+// header). A request with none of them (a bare script) is not.
+bool RequestIsFromThisSite(bool tls, std::string_view host, std::string_view origin,
+                           std::string_view fetch_site, std::string_view action);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_SERVER_HTTP_DASHBOARD_AUTH_H_

@@ -4,6 +4,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
+#include <limits>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -11,6 +12,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "server/http/assets.h"
+#include "server/http/connection_gate.h"
 #include "server/http/dashboard_auth.h"
 
 namespace smallem {
@@ -19,6 +21,10 @@ namespace {
 using nlohmann::json;
 
 constexpr char kJson[] = "application/json; charset=utf-8";
+
+// The dashboard's connections (see DashboardServer::Start).
+constexpr size_t kDashboardThreads = 256;
+constexpr time_t kHeadReadTimeoutSeconds = 5;
 
 int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
@@ -121,15 +127,31 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   } else {
     s->server_ = std::make_unique<httplib::Server>();
   }
-  s->server_->new_task_queue = [] { return new httplib::ThreadPool(16); };
+  // cpp-httplib serves each connection on one pool thread from its first
+  // byte on; the gate below hands it only connections whose head is whole,
+  // but a long-poll (/api/changes) still holds its thread up to
+  // changes_wait: a pool of 16 was starved by 16 open tabs.
+  s->server_->new_task_queue = [] { return new httplib::ThreadPool(kDashboardThreads); };
+  // A request body sent slower than a piece per read timeout is dropped.
+  s->server_->set_read_timeout(kHeadReadTimeoutSeconds, 0);
+  // One request per connection: every head passes the gate.
+  s->server_->set_keep_alive_max_count(1);
   s->Route(options, api, std::move(metrics));
-  s->port_ = port == 0 ? s->server_->bind_to_any_port(host)
-                       : (s->server_->bind_to_port(host, port) ? port : -1);
-  if (s->port_ <= 0) {
+  // cpp-httplib listens on a loopback port of its own; the gate, on the
+  // dashboard's address, lets a connection through only once its head is
+  // whole, and caps connections per peer (connection_gate.h).
+  const int backend_port = s->server_->bind_to_any_port("127.0.0.1");
+  absl::StatusOr<std::unique_ptr<ConnectionGate>> gate =
+      backend_port > 0 ? ConnectionGate::Start(host, port, backend_port,
+                                                ConnectionGateOptions{.tls = tls})
+                       : absl::UnavailableError("no loopback port for the dashboard");
+  if (!gate.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "the dashboard cannot listen on ", options.listen,
         " (is something else using the port? pick another with --http HOST:PORT)"));
   }
+  s->gate_ = std::move(*gate);
+  s->port_ = s->gate_->port();
   const std::string browse_host = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
   s->url_ = absl::StrCat(tls ? "https" : "http", "://",
                          browse_host.find(':') != std::string::npos
@@ -144,6 +166,8 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
 DashboardServer::~DashboardServer() { Stop(); }
 
 void DashboardServer::Stop() {
+  // The gate first: it closes the connections the server is serving.
+  if (gate_ != nullptr) gate_->Stop();
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -192,7 +216,25 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
   srv.Get("/login", [](const httplib::Request&, httplib::Response& res) {
     SendAsset(res, "/login.html");
   });
-  srv.Post("/login", [token, tls](const httplib::Request& req, httplib::Response& res) {
+  // Login and logout change the session: only from this dashboard's pages
+  // (a form on another site could log a browser in with the attacker's
+  // token, or out).
+  auto from_this_site = [tls](const httplib::Request& req, httplib::Response& res) {
+    if (RequestIsFromThisSite(tls, req.get_header_value("Host"),
+                              req.get_header_value("Origin"),
+                              req.get_header_value("Sec-Fetch-Site"),
+                              req.get_header_value("X-Smallem-Action"))) {
+      return true;
+    }
+    SendError(res, absl::PermissionDeniedError(
+                       "log in and out from this dashboard's own page: a request from "
+                       "another site (or without an Origin header) needs the header "
+                       "X-Smallem-Action: 1"));
+    return false;
+  };
+  srv.Post("/login", [token, tls, from_this_site](const httplib::Request& req,
+                                                  httplib::Response& res) {
+    if (!from_this_site(req, res)) return;
     const std::string given = req.get_param_value("token");
     if (token.empty()) return res.set_redirect("/", 303);
     if (!RequestCarriesToken(token, absl::StrCat("Bearer ", given), "")) {
@@ -201,7 +243,9 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
     res.set_header("Set-Cookie", SessionSetCookie(token, tls));
     res.set_redirect("/", 303);
   });
-  srv.Post("/logout", [tls](const httplib::Request&, httplib::Response& res) {
+  srv.Post("/logout", [tls, from_this_site](const httplib::Request& req,
+                                            httplib::Response& res) {
+    if (!from_this_site(req, res)) return;
     res.set_header("Set-Cookie", SessionClearCookie(tls));
     res.set_redirect("/login", 303);
   });
@@ -220,9 +264,14 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
   });
   srv.Get(R"(/api/runs/(\d+))", [api](const httplib::Request& req, httplib::Response& res) {
     int64_t run_id = 0, after = -1;
-    if (!absl::SimpleAtoi(req.matches[1].str(), &run_id) ||
-        (req.has_param("after_step") &&
-         !absl::SimpleAtoi(req.get_param_value("after_step"), &after))) {
+    if (!absl::SimpleAtoi(req.matches[1].str(), &run_id)) {
+      // Digits only (the route says so): too many of them for a run id.
+      return SendError(res, absl::NotFoundError(absl::StrCat(
+                                "no run ", req.matches[1].str(), " (run ids go up to ",
+                                std::numeric_limits<int64_t>::max(), ")")));
+    }
+    if (req.has_param("after_step") &&
+        !absl::SimpleAtoi(req.get_param_value("after_step"), &after)) {
       return SendError(res, absl::InvalidArgumentError("after_step: give an integer step"));
     }
     SendJson(res, api->Run(run_id, after));

@@ -25,6 +25,8 @@ class Server;
 
 namespace smallem {
 
+class ConnectionGate;
+
 struct DashboardOptions {
   std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free port
   std::string client_token;  // "" = open to read, no actions
@@ -61,6 +63,7 @@ class DashboardServer {
   void Route(const DashboardOptions& options, DashboardApi* api, MetricsFn metrics);
 
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<ConnectionGate> gate_;  // in front of server_
   std::thread thread_;
   int port_ = 0;
   std::string url_;

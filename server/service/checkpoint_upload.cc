@@ -1,7 +1,5 @@
 #include "server/service/checkpoint_upload.h"
 
-#include <filesystem>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
@@ -28,19 +26,18 @@ absl::Status CheckCheckpointPiece(const CheckpointPiece& p) {
 absl::Status CheckpointUpload::Add(const CheckpointPiece& p) {
   RETURN_IF_ERROR(CheckCheckpointPiece(p));
   if (!started_) {
+    // The lease first: a worker that does not hold it changes nothing,
+    // not even by having its refused upload abandoned.
+    ASSIGN_OR_RETURN(const RunRecord run, store_->GetRun(p.run_id));
+    RETURN_IF_ERROR(CheckLease(run, p.attempt, p.worker_id, clock_->NowUnixMs()));
     first_ = p;
     first_.data = {};
     started_ = true;
-    if (!reserve_.dir.empty()) {
-      std::error_code ec;
-      const std::filesystem::space_info space = std::filesystem::space(reserve_.dir, ec);
-      if (!ec && static_cast<int64_t>(space.available) - p.file_size < reserve_.min_free_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "the coordinator's disk (", reserve_.dir, ") has ", space.available,
-            " bytes free; a checkpoint of ", p.file_size, " bytes must leave ",
-            reserve_.min_free_bytes, " (coordinator --min-free-disk-gb)"));
-      }
-    }
+    // The declared size is claimed at once, against the free disk less
+    // what other uploads in flight have claimed (disk_reserve.h); it is
+    // given back as chunks land and when the upload ends.
+    ASSIGN_OR_RETURN(claim_, DiskClaim::Take(reserve_, p.file_size,
+                                             absl::StrCat("a checkpoint of run ", p.run_id)));
   } else if (p.run_id != first_.run_id || p.attempt != first_.attempt ||
              p.sha256 != first_.sha256 || p.file_size != first_.file_size ||
              p.step != first_.step || p.worker_id != first_.worker_id) {
@@ -59,10 +56,13 @@ absl::Status CheckpointUpload::Add(const CheckpointPiece& p) {
         next_offset_, " within ", p.file_size, " bytes (chunks go in order)"));
   }
   next_offset_ += static_cast<int64_t>(p.data.size());
-  return store_->PutCheckpointChunk(
+  RETURN_IF_ERROR(store_->PutCheckpointChunk(
       CheckpointRecord{.run_id = p.run_id, .sha256 = p.sha256, .attempt = p.attempt,
                        .step = p.step, .device_class = "", .total_bytes = p.file_size},
-      p.worker_id, p.offset, p.data, clock_->NowUnixMs());
+      p.worker_id, p.offset, p.data, clock_->NowUnixMs()));
+  claim_.Written(static_cast<int64_t>(p.data.size()));
+  wrote_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointUpload::Verify() {
@@ -105,7 +105,10 @@ absl::StatusOr<int64_t> CheckpointUpload::Finish() {
 }
 
 void CheckpointUpload::Abandon() {
-  if (!started_) return;
+  // Only what this stream stored: a stream refused before its first chunk
+  // was written leaves another stream's upload of the same (run, sha256)
+  // alone.
+  if (!wrote_) return;
   absl::StatusOr<std::optional<CheckpointRecord>> stored = store_->GetCheckpoint(first_.run_id);
   // Never the run's complete checkpoint, only this partial upload.
   if (stored.ok() && *stored && (*stored)->sha256 == first_.sha256) return;

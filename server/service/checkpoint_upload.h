@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/clock.h"
-#include "server/service/dataset_upload.h"  // DiskReserve
+#include "server/service/disk_reserve.h"
 #include "server/store/sqlite_store.h"
 
 namespace smallem {
@@ -39,7 +39,9 @@ class CheckpointUpload {
   // size, SHA-256); every later one must name the same and continue where
   // the last ended. InvalidArgument for a bad field, a chunk out of order
   // or beyond the size; FailedPrecondition when the attempt no longer holds
-  // the run's lease; ResourceExhausted when the disk reserve leaves no room.
+  // the run's lease; ResourceExhausted when the disk reserve, less what
+  // uploads in flight claimed of it, leaves no room for the declared size
+  // (the claim lasts until this upload ends).
   absl::Status Add(const CheckpointPiece& piece);
 
   // Checks the whole file against its SHA-256 and makes it the run's
@@ -47,7 +49,8 @@ class CheckpointUpload {
   // hash differs (the upload is dropped).
   absl::StatusOr<int64_t> Finish();
 
-  // Drops what this upload stored, after a refused chunk.
+  // Drops what this upload stored, after a refused chunk; nothing when this
+  // stream stored no chunk (a refused first chunk changes nothing).
   void Abandon();
 
  private:
@@ -56,9 +59,11 @@ class CheckpointUpload {
   SqliteStore* store_;
   const Clock* clock_;
   DiskReserve reserve_;
+  DiskClaim claim_;  // the declared bytes not yet written
   CheckpointPiece first_;  // data unused
   int64_t next_offset_ = 0;
-  bool started_ = false;
+  bool started_ = false;  // the first chunk passed the lease check
+  bool wrote_ = false;    // a chunk of this stream reached the store
 };
 
 // The checks of a checkpoint's identity every chunk must pass: a run id,

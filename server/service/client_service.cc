@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "rpc/grpc_status.h"
 #include "server/queue/experiment_status.h"
@@ -70,13 +70,16 @@ grpc::Status ClientServiceImpl::HasDataset(grpc::ServerContext*,
   }());
 }
 
-grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
+grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext* context,
                                               grpc::ServerReader<v1::DatasetChunk>* reader,
                                               v1::UploadDatasetResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::unique_ptr<StreamGate::Ticket> ticket,
+                     upload_dataset_gate_.Enter(context));
     DatasetUpload upload(store_, clock_, disk_reserve_);
     v1::DatasetChunk chunk;
     while (reader->Read(&chunk)) {
+      ticket->Progress();
       absl::Status added = CheckContentHash(chunk.content_hash());
       if (added.ok()) added = upload.Add(
           chunk.content_hash(),
@@ -88,6 +91,10 @@ grpc::Status ClientServiceImpl::UploadDataset(grpc::ServerContext*,
         upload.Abandon();
         return added;
       }
+    }
+    if (ticket->idled_out()) {
+      upload.Abandon();
+      return ticket->IdleError();
     }
     ASSIGN_OR_RETURN(UploadSummary summary, upload.Finish());
     response->set_content_hash(summary.content_hash);
@@ -326,16 +333,37 @@ grpc::Status ClientServiceImpl::ListWorkers(grpc::ServerContext*,
 grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::BackupRequest*,
                                        grpc::ServerWriter<v1::BackupChunk>* writer) {
   return ToGrpcStatus([&]() -> absl::Status {
-    static std::atomic<uint64_t> counter{0};
-    const std::string copy =
-        absl::StrCat(store_->path(), ".backup-", getpid(), "-", counter.fetch_add(1));
-    absl::Cleanup remove = [&] {
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-        std::error_code ignored;
-        std::filesystem::remove(copy + suffix, ignored);
+    // One at a time: each is a whole copy of the database beside it.
+    if (backup_running_.exchange(true)) {
+      return absl::ResourceExhaustedError(
+          "a backup is under way on this coordinator; try again when it ends");
+    }
+    absl::Cleanup done = [&] { backup_running_.store(false); };
+    // Copying counts as progress; a client that stops reading does not.
+    ASSIGN_OR_RETURN(const std::unique_ptr<StreamGate::Ticket> ticket,
+                     backup_gate_.Enter(context));
+    const absl::Time deadline = absl::Now() + backup_deadline_;
+    auto in_time = [&]() -> absl::Status {
+      if (context->IsCancelled()) return absl::CancelledError("the client cancelled the backup");
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the backup took longer than the coordinator allows (",
+            absl::FormatDuration(backup_deadline_), "); its copy was removed"));
       }
+      return absl::OkStatus();
     };
-    RETURN_IF_ERROR(store_->BackupTo(copy));
+    // Room first: the copy, as large as the database, must leave the disk
+    // reserve whole; it is claimed until the copy is gone.
+    ASSIGN_OR_RETURN(const int64_t database_bytes, store_->DatabaseBytes());
+    ASSIGN_OR_RETURN(const DiskClaim claim,
+                     DiskClaim::Take(disk_reserve_, database_bytes, "a backup of the database"));
+    const std::string copy = BackupCopyPath(store_->path(), getpid(), backup_count_.fetch_add(1));
+    absl::Cleanup remove = [&] { RemoveBackupCopy(copy); };
+    RETURN_IF_ERROR(store_->BackupTo(
+        copy, BackupOptions{.between_steps = [&](int, int) {
+          ticket->Progress();
+          return in_time();
+        }}));
     // Streamed a chunk at a time: a database holding datasets can be large.
     std::ifstream in(copy, std::ios::binary);
     std::error_code size_error;
@@ -344,7 +372,7 @@ grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::B
     std::string buffer(1 << 20, '\0');
     int64_t offset = 0;
     while (offset < total) {
-      if (context->IsCancelled()) return absl::CancelledError("the client cancelled the backup");
+      RETURN_IF_ERROR(in_time());
       in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       const auto n = static_cast<size_t>(in.gcount());
       if (n == 0) return absl::InternalError(absl::StrCat(copy, " ended early"));
@@ -352,11 +380,40 @@ grpc::Status ClientServiceImpl::Backup(grpc::ServerContext* context, const v1::B
       chunk.set_offset(offset);
       chunk.set_data(buffer.substr(0, n));
       chunk.set_total_bytes(total);
-      if (!writer->Write(chunk)) return absl::OkStatus();  // the client left
+      if (!writer->Write(chunk)) {
+        if (ticket->idled_out()) return ticket->IdleError();
+        return absl::OkStatus();  // the client left
+      }
+      ticket->Progress();
       offset += static_cast<int64_t>(n);
     }
     return absl::OkStatus();
   }());
+}
+
+std::string BackupCopyPath(const std::string& db_path, int64_t pid, uint64_t n) {
+  return absl::StrCat(db_path, kBackupCopyInfix, pid, "-", n);
+}
+
+void RemoveBackupCopy(const std::string& copy) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    std::error_code ignored;
+    std::filesystem::remove(copy + suffix, ignored);
+  }
+}
+
+int RemoveBackupCopies(const std::string& db_path) {
+  const std::filesystem::path db = std::filesystem::absolute(db_path);
+  const std::string prefix = db.filename().string() + kBackupCopyInfix;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(db.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::error_code ignored;
+    if (std::filesystem::remove(entry.path(), ignored)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace smallem

@@ -9,12 +9,15 @@
 #define SMALLEM_SERVER_SERVICE_CLIENT_SERVICE_H_
 
 #include <atomic>
+#include <string>
 #include <utility>
 
+#include "absl/time/time.h"
 #include "base/clock.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
 #include "server/service/dataset_upload.h"
+#include "server/service/stream_gate.h"
 #include "server/store/sqlite_store.h"
 #include "smallem/v1/client.grpc.pb.h"
 
@@ -24,11 +27,17 @@ class ClientServiceImpl final : public v1::ClientService::Service {
  public:
   // `max_following_streams`: StreamMetrics calls with follow set that may
   // be open at once; each holds one of gRPC's server threads while it waits.
+  // `backup_deadline`: how long a Backup may take, copy and transfer.
+  // `streams`: the bounds on UploadDataset and Backup streams, each rpc's
+  // own (stream_gate.h; one Backup runs at a time in any case).
   ClientServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers,
                     const Clock* clock, DiskReserve disk_reserve = {},
-                    int max_following_streams = 64)
+                    int max_following_streams = 64,
+                    absl::Duration backup_deadline = absl::Hours(1), StreamLimits streams = {})
       : store_(store), queue_(queue), workers_(workers), clock_(clock),
-        disk_reserve_(std::move(disk_reserve)), max_following_streams_(max_following_streams) {}
+        disk_reserve_(std::move(disk_reserve)), max_following_streams_(max_following_streams),
+        backup_deadline_(backup_deadline), upload_dataset_gate_("UploadDataset", streams),
+        backup_gate_("Backup", streams) {}
 
   grpc::Status HasDataset(grpc::ServerContext* context, const v1::HasDatasetRequest* request,
                           v1::HasDatasetResponse* response) override;
@@ -69,7 +78,23 @@ class ClientServiceImpl final : public v1::ClientService::Service {
   const DiskReserve disk_reserve_;
   const int max_following_streams_;
   std::atomic<int> following_streams_{0};
+  const absl::Duration backup_deadline_;
+  std::atomic<bool> backup_running_{false};
+  std::atomic<uint64_t> backup_count_{0};  // names each copy
+  StreamGate upload_dataset_gate_;
+  StreamGate backup_gate_;
 };
+
+// Backup's copies: "<database>.backup-<pid>-<n>" beside the database, mode
+// 0600, removed once sent or refused.
+inline constexpr char kBackupCopyInfix[] = ".backup-";
+std::string BackupCopyPath(const std::string& db_path, int64_t pid, uint64_t n);
+// Removes a copy and what SQLite may have left beside it.
+void RemoveBackupCopy(const std::string& copy);
+// Removes every copy beside the database at `db_path` — left by a
+// coordinator that stopped mid-backup (at start-up, when none is under
+// way). Returns how many files went.
+int RemoveBackupCopies(const std::string& db_path);
 
 }  // namespace smallem
 

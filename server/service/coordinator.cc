@@ -49,18 +49,32 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     spdlog::info("dropped {} unfinished dataset upload{} left by the last run (clients send "
                  "them again)", dropped, dropped == 1 ? "" : "s");
   }
+  // So can a checkpoint upload; the run keeps its last complete checkpoint
+  // and its worker uploads the next one in full.
+  ASSIGN_OR_RETURN(const int partial, c->store_->DeleteIncompleteCheckpoints());
+  if (partial > 0) {
+    spdlog::info("dropped {} unfinished checkpoint upload{} left by the last run", partial,
+                 partial == 1 ? "" : "s");
+  }
+  // And a backup's copy, half written.
+  if (const int copies = RemoveBackupCopies(options.db_path); copies > 0) {
+    spdlog::info("removed {} backup cop{} left by the last run", copies,
+                 copies == 1 ? "y" : "ies");
+  }
   c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);
   const std::filesystem::path db_dir =
       std::filesystem::absolute(options.db_path).parent_path();
+  // One reserve for every upload: what one has claimed, no other can.
+  const DiskReserve reserve{.dir = db_dir.string(),
+                            .min_free_bytes = options.min_free_disk_bytes,
+                            .claims = std::make_shared<DiskClaims>()};
   c->client_service_ = std::make_unique<ClientServiceImpl>(
-      c->store_.get(), c->queue_.get(), c->workers_.get(), clock,
-      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes},
-      options.max_following_streams);
-  c->worker_service_ = std::make_unique<WorkerServiceImpl>(c->store_.get(), c->queue_.get(),
-                                                           c->workers_.get());
-  c->worker_service_->set_disk_reserve(
-      DiskReserve{.dir = db_dir.string(), .min_free_bytes = options.min_free_disk_bytes});
+      c->store_.get(), c->queue_.get(), c->workers_.get(), clock, reserve,
+      options.max_following_streams, options.backup_deadline, options.transfer_streams);
+  c->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      c->store_.get(), c->queue_.get(), c->workers_.get(), options.transfer_streams);
+  c->worker_service_->set_disk_reserve(reserve);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, MakeServerCredentials(options.security), &c->port_);

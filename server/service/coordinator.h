@@ -20,6 +20,7 @@
 #include "server/http/rpc_metrics.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
+#include "server/service/stream_gate.h"
 #include "server/store/sqlite_store.h"
 
 namespace grpc {
@@ -38,12 +39,21 @@ struct CoordinatorOptions {
   const Clock* clock = nullptr;  // nullptr = SystemClock
   bool reaper = true;            // run the background reaper
   ServerSecurity security;       // tokens and TLS; none = open plaintext (rpc/auth.h)
-  // Dataset uploads that would leave less free disk than this next to the
-  // database are refused (server/service/dataset_upload.h, DiskReserve).
+  // Dataset and checkpoint uploads that would leave less free disk than
+  // this next to the database, counting every upload in flight, are
+  // refused (server/service/disk_reserve.h).
   int64_t min_free_disk_bytes = 1'000'000'000;  // 1 GB
   // StreamMetrics calls that follow a run, open at once at most (each holds
   // a server thread); one more gets RESOURCE_EXHAUSTED.
   int max_following_streams = 64;
+  // How long one Backup may take, copy and transfer, before the server
+  // ends it (DEADLINE_EXCEEDED; its copy is removed).
+  absl::Duration backup_deadline = absl::Hours(1);
+  // UploadCheckpoint, FetchCheckpoint, UploadDataset and Backup streams:
+  // at most so many of each open at once (each holds a server thread; one
+  // more gets RESOURCE_EXHAUSTED), each ended by the server after so long
+  // without a chunk read or written (server/service/stream_gate.h).
+  StreamLimits transfer_streams;
   // host:port of the web dashboard, its JSON endpoints and /metrics
   // (docs/dashboard.md); "" = none. It requires the client token when there
   // is one and serves HTTPS with the TLS certificate when there is one.

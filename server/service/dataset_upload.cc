@@ -1,28 +1,14 @@
 #include "server/service/dataset_upload.h"
 
-#include <filesystem>
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset_format.h"
 #include "nlohmann/json.hpp"
 
 namespace smallem {
-
-namespace {
-
-// "412 bytes", "3.1 MB", "82.20 GB".
-std::string HumanBytes(int64_t bytes) {
-  if (bytes < 1000) return absl::StrCat(bytes, " bytes");
-  if (bytes < 1'000'000) return absl::StrFormat("%.1f kB", bytes / 1e3);
-  if (bytes < 1'000'000'000) return absl::StrFormat("%.1f MB", bytes / 1e6);
-  return absl::StrFormat("%.2f GB", bytes / 1e9);
-}
-
-}  // namespace
 
 absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChunkRef& where,
                                 std::string_view data) {
@@ -75,18 +61,19 @@ absl::Status DatasetUpload::Add(std::string_view content_hash, const DatasetChun
 }
 
 absl::Status DatasetUpload::CheckRoomFor(const DatasetChunkRef& where) const {
-  if (reserve_.dir.empty()) return absl::OkStatus();
-  std::error_code ec;
-  const std::filesystem::space_info space = std::filesystem::space(reserve_.dir, ec);
-  if (ec) return absl::OkStatus();  // unknown: SQLite reports a full disk itself
-  const auto available = static_cast<int64_t>(space.available);
-  // What is still to come of this file from here on.
+  const std::optional<int64_t> available = reserve_.Available();
+  if (!available) return absl::OkStatus();  // unknown: SQLite reports a full disk itself
+  // What is still to come of this file from here on, besides what uploads
+  // in flight have claimed.
   const int64_t to_store = where.file_size - where.offset;
-  if (available - to_store >= reserve_.min_free_bytes) return absl::OkStatus();
+  const int64_t claimed = reserve_.claims ? reserve_.claims->claimed_bytes() : 0;
+  if (*available - claimed - to_store >= reserve_.min_free_bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the coordinator's disk (", reserve_.dir, ") has ", HumanBytes(available), " free; storing ",
-      where.file_name, " (", HumanBytes(to_store), where.offset > 0 ? " still to come" : "",
-      ") must leave at least ",
+      "the coordinator's disk (", reserve_.dir, ") has ", HumanBytes(*available), " free",
+      claimed > 0 ? absl::StrCat(", ", HumanBytes(claimed), " of it promised to uploads in flight")
+                  : "",
+      "; storing ", where.file_name, " (", HumanBytes(to_store),
+      where.offset > 0 ? " still to come" : "", ") must leave at least ",
       HumanBytes(reserve_.min_free_bytes),
       ", kept for results (coordinator --min-free-disk-gb)"));
 }

@@ -15,18 +15,10 @@
 #include "absl/status/statusor.h"
 #include "base/clock.h"
 #include "rpc/limits.h"
+#include "server/service/disk_reserve.h"
 #include "server/store/sqlite_store.h"
 
 namespace smallem {
-
-// Disk the coordinator keeps free: an upload that would leave less than
-// min_free_bytes on the file system holding `dir` (the database's) is
-// refused before it is stored, so that results — written to the same
-// database — always find room. An empty dir checks nothing.
-struct DiskReserve {
-  std::string dir;
-  int64_t min_free_bytes = 0;
-};
 
 struct UploadSummary {
   std::string content_hash;
@@ -45,7 +37,8 @@ class DatasetUpload {
   // name the same. When that dataset is already complete — before this
   // upload began or since, by another — chunks are ignored. InvalidArgument for a bad file name, size or offset;
   // ResourceExhausted when what is left of the chunk's file (from its
-  // offset on) needs more room than the disk reserve leaves;
+  // offset on) needs more room than the disk reserve leaves, less what
+  // uploads in flight claimed of it (disk_reserve.h);
   // FailedPrecondition when other bytes are already stored at that place
   // (a stored chunk is never replaced).
   absl::Status Add(std::string_view content_hash, const DatasetChunkRef& where,

@@ -221,14 +221,17 @@ grpc::Status WorkerServiceImpl::FetchDataset(grpc::ServerContext* context,
   }());
 }
 
-grpc::Status WorkerServiceImpl::UploadCheckpoint(grpc::ServerContext*,
+grpc::Status WorkerServiceImpl::UploadCheckpoint(grpc::ServerContext* context,
                                                  grpc::ServerReader<v1::CheckpointChunk>* reader,
                                                  v1::UploadCheckpointResponse* response) {
   return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(const std::unique_ptr<StreamGate::Ticket> ticket,
+                     upload_checkpoint_gate_.Enter(context));
     CheckpointUpload upload(store_, queue_->clock(), disk_reserve_);
     v1::CheckpointChunk chunk;
     bool touched = false;
     while (reader->Read(&chunk)) {
+      ticket->Progress();
       if (!touched) {
         RETURN_IF_ERROR(CheckWorkerWrite(chunk.worker_id(), chunk.run_id(), chunk.attempt()));
         RETURN_IF_ERROR(workers_->Touch(chunk.worker_id()));
@@ -243,6 +246,10 @@ grpc::Status WorkerServiceImpl::UploadCheckpoint(grpc::ServerContext*,
         return added;
       }
     }
+    if (ticket->idled_out()) {
+      upload.Abandon();
+      return ticket->IdleError();
+    }
     ASSIGN_OR_RETURN(const int64_t bytes, upload.Finish());
     response->set_stored_bytes(bytes);
     return absl::OkStatus();
@@ -254,6 +261,8 @@ grpc::Status WorkerServiceImpl::FetchCheckpoint(grpc::ServerContext* context,
                                                 grpc::ServerWriter<v1::CheckpointChunk>* writer) {
   return ToGrpcStatus([&]() -> absl::Status {
     RETURN_IF_ERROR(CheckWorkerWrite(request->worker_id(), request->run_id(), request->attempt()));
+    ASSIGN_OR_RETURN(const std::unique_ptr<StreamGate::Ticket> ticket,
+                     fetch_checkpoint_gate_.Enter(context));
     ASSIGN_OR_RETURN(const RunRecord run, store_->GetRun(request->run_id()));
     RETURN_IF_ERROR(CheckLease(run, request->attempt(), request->worker_id(),
                                queue_->clock()->NowUnixMs()));
@@ -275,7 +284,11 @@ grpc::Status WorkerServiceImpl::FetchCheckpoint(grpc::ServerContext* context,
       chunk.set_offset(offset);
       ASSIGN_OR_RETURN(*chunk.mutable_data(),
                        store_->ReadCheckpointChunk(checkpoint->run_id, checkpoint->sha256, offset));
-      if (!writer->Write(chunk)) return absl::UnavailableError("the worker went away");
+      if (!writer->Write(chunk)) {
+        if (ticket->idled_out()) return ticket->IdleError();
+        return absl::UnavailableError("the worker went away");
+      }
+      ticket->Progress();
     }
     return absl::OkStatus();
   }());

@@ -11,7 +11,8 @@
 #include "base/clock.h"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
-#include "server/service/dataset_upload.h"  // DiskReserve
+#include "server/service/disk_reserve.h"
+#include "server/service/stream_gate.h"
 #include "server/store/sqlite_store.h"
 #include "smallem/v1/worker.grpc.pb.h"
 
@@ -19,8 +20,13 @@ namespace smallem {
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
  public:
-  WorkerServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers)
-      : store_(store), queue_(queue), workers_(workers) {}
+  // `streams`: the bounds on UploadCheckpoint and FetchCheckpoint streams,
+  // each rpc's own (stream_gate.h).
+  WorkerServiceImpl(SqliteStore* store, JobQueue* queue, WorkerRegistry* workers,
+                    StreamLimits streams = {})
+      : store_(store), queue_(queue), workers_(workers),
+        upload_checkpoint_gate_("UploadCheckpoint", streams),
+        fetch_checkpoint_gate_("FetchCheckpoint", streams) {}
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
@@ -54,6 +60,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   JobQueue* const queue_;
   WorkerRegistry* const workers_;
   DiskReserve disk_reserve_;
+  StreamGate upload_checkpoint_gate_;
+  StreamGate fetch_checkpoint_gate_;
 };
 
 }  // namespace smallem

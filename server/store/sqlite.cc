@@ -1,12 +1,16 @@
 #include "server/store/sqlite.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "base/status_macros.h"
 
 namespace smallem {
 namespace {
@@ -159,43 +163,82 @@ SqliteDb::~SqliteDb() {
   sqlite3_close(db_);
 }
 
-absl::Status SqliteDb::BackupTo(const std::string& path) {
-  if (access(path.c_str(), F_OK) == 0) {
-    return absl::AlreadyExistsError(absl::StrCat(path, " exists; a backup writes a new file"));
+absl::StatusOr<std::unique_ptr<SqliteBackup>> SqliteBackup::Start(SqliteDb& source,
+                                                                 const std::string& path) {
+  // Created here, owner-only, so the copy of the database is never
+  // readable by others, not even while it is written (SQLite gives its
+  // journal the same mode).
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return absl::AlreadyExistsError(absl::StrCat(path, " exists; a backup writes a new file"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
   }
-  sqlite3* copy = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &copy,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  close(fd);
+  std::unique_ptr<SqliteBackup> b(new SqliteBackup(path));
+  int rc = sqlite3_open_v2(path.c_str(), &b->copy_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
-  absl::Status status = SqliteStatus(copy, rc, absl::StrCat("open ", path));
-  if (status.ok()) {
-    sqlite3_backup* backup = sqlite3_backup_init(copy, "main", db_, "main");
-    if (backup == nullptr) {
-      status = SqliteStatus(copy, sqlite3_errcode(copy), absl::StrCat("backup to ", path));
-    } else {
-      // All pages in one step: the caller holds the connection meanwhile,
-      // so nothing changes under the copy.
-      rc = sqlite3_backup_step(backup, -1);
-      const int finished = sqlite3_backup_finish(backup);
-      status = SqliteStatus(copy, rc == SQLITE_DONE ? finished : rc,
-                            absl::StrCat("backup to ", path));
+  RETURN_IF_ERROR(SqliteStatus(b->copy_, rc, absl::StrCat("open ", path)));
+  b->backup_ = sqlite3_backup_init(b->copy_, "main", source.db_, "main");
+  if (b->backup_ == nullptr) {
+    return SqliteStatus(b->copy_, sqlite3_errcode(b->copy_), absl::StrCat("backup to ", path));
+  }
+  return b;
+}
+
+SqliteBackup::~SqliteBackup() {
+  CHECK(backup_ == nullptr) << "SqliteBackup destroyed before End";
+  if (copy_ != nullptr) sqlite3_close(copy_);
+  if (!kept_) {
+    for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
+      unlink(absl::StrCat(path_, suffix).c_str());
     }
   }
-  if (status.ok()) {
-    sqlite3_stmt* check = nullptr;
-    rc = sqlite3_prepare_v2(copy, "PRAGMA integrity_check", -1, &check, nullptr);
-    status = SqliteStatus(copy, rc, "integrity_check of the backup");
-    if (status.ok() && sqlite3_step(check) == SQLITE_ROW) {
-      const auto* verdict = reinterpret_cast<const char*>(sqlite3_column_text(check, 0));
-      if (verdict == nullptr || std::string_view(verdict) != "ok") {
-        status = absl::DataLossError(absl::StrCat("the backup in ", path, " fails its integrity "
-                                                  "check: ", verdict ? verdict : "?"));
-      }
+}
+
+absl::StatusOr<bool> SqliteBackup::Step(int pages) {
+  CHECK(backup_ != nullptr);
+  const int rc = sqlite3_backup_step(backup_, pages);
+  if (rc == SQLITE_DONE) return true;
+  // BUSY or LOCKED: another connection holds the source; the next step
+  // tries again.
+  if (rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
+  return SqliteStatus(copy_, rc, absl::StrCat("backup to ", path_));
+}
+
+int SqliteBackup::remaining_pages() const {
+  return backup_ != nullptr ? sqlite3_backup_remaining(backup_) : 0;
+}
+
+int SqliteBackup::total_pages() const {
+  return backup_ != nullptr ? sqlite3_backup_pagecount(backup_) : 0;
+}
+
+absl::Status SqliteBackup::End() {
+  if (backup_ == nullptr) return absl::OkStatus();
+  const int rc = sqlite3_backup_finish(backup_);
+  backup_ = nullptr;
+  return SqliteStatus(copy_, rc, absl::StrCat("backup to ", path_));
+}
+
+absl::Status SqliteBackup::Check() {
+  CHECK(backup_ == nullptr) << "SqliteBackup::Check before End";
+  sqlite3_stmt* check = nullptr;
+  int rc = sqlite3_prepare_v2(copy_, "PRAGMA integrity_check", -1, &check, nullptr);
+  absl::Status status = SqliteStatus(copy_, rc, "integrity_check of the backup");
+  if (status.ok() && sqlite3_step(check) == SQLITE_ROW) {
+    const auto* verdict = reinterpret_cast<const char*>(sqlite3_column_text(check, 0));
+    if (verdict == nullptr || std::string_view(verdict) != "ok") {
+      status = absl::DataLossError(absl::StrCat("the backup in ", path_, " fails its integrity "
+                                                "check: ", verdict ? verdict : "?"));
     }
-    sqlite3_finalize(check);
   }
-  rc = sqlite3_close(copy);
-  if (status.ok()) status = SqliteStatus(nullptr, rc, absl::StrCat("close ", path));
+  sqlite3_finalize(check);
+  rc = sqlite3_close(copy_);
+  copy_ = nullptr;
+  if (status.ok()) status = SqliteStatus(nullptr, rc, absl::StrCat("close ", path_));
+  kept_ = status.ok();
   return status;
 }
 

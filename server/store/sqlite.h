@@ -22,6 +22,7 @@
 
 struct sqlite3;
 struct sqlite3_stmt;
+struct sqlite3_backup;
 
 namespace smallem {
 
@@ -79,22 +80,59 @@ class SqliteDb {
   // statement must be destroyed before the next Prepare of the same text.
   absl::StatusOr<SqliteStatement> Prepare(std::string_view sql);
 
-  // Copies the whole database into a new SQLite file at `path` (which must
-  // not exist) with SQLite's online backup API, then checks the copy
-  // (PRAGMA integrity_check: DataLoss when it fails) and closes it synced.
-  // The copy is consistent: the state after the last committed transaction.
-  absl::Status BackupTo(const std::string& path);
-
   int64_t LastInsertRowId() const;
   int64_t Changes() const;  // rows changed by the last statement
   const std::string& path() const { return path_; }
 
  private:
+  friend class SqliteBackup;
   SqliteDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
 
   sqlite3* db_;
   std::string path_;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
+};
+
+// An online copy of a database into a new file, made a few pages at a time
+// with SQLite's backup API: between two Steps the source connection is free
+// for other statements, and what they write through it reaches the copy
+// too (SQLite updates a backup from its source connection's writes), so
+// the finished copy is the state after the last committed transaction.
+// The file is created owner-only (0600) and removed again unless Check
+// succeeds.
+//
+// Not thread-safe. Start, Step and End use the source connection: they
+// need whatever guards it (SqliteStore's lock); Check does not. End must
+// be called before destruction, after success or not.
+class SqliteBackup {
+ public:
+  // Creates `path` (AlreadyExists when it exists) and starts the copy of
+  // `source`'s database into it.
+  static absl::StatusOr<std::unique_ptr<SqliteBackup>> Start(SqliteDb& source,
+                                                             const std::string& path);
+  ~SqliteBackup();
+  SqliteBackup(const SqliteBackup&) = delete;
+  SqliteBackup& operator=(const SqliteBackup&) = delete;
+
+  // Copies up to `pages` more pages; true when the copy is whole.
+  absl::StatusOr<bool> Step(int pages);
+  // Pages still to copy, and in all, as of the last Step.
+  int remaining_pages() const;
+  int total_pages() const;
+  // Lets go of the source. Idempotent.
+  absl::Status End();
+  // Checks the whole copy (PRAGMA integrity_check: DataLoss when it fails)
+  // and closes it, synced; from then on the file is the caller's.
+  // REQUIRES: End returned OK after a Step returned true.
+  absl::Status Check();
+
+ private:
+  explicit SqliteBackup(std::string path) : path_(std::move(path)) {}
+
+  const std::string path_;
+  sqlite3* copy_ = nullptr;
+  sqlite3_backup* backup_ = nullptr;
+  bool kept_ = false;
 };
 
 // A write transaction: BEGIN IMMEDIATE in Begin, COMMIT in Commit, ROLLBACK

@@ -9,7 +9,9 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "server/store/migrations.h"
@@ -361,9 +363,49 @@ absl::StatusOr<RunCountsRecord> SqliteStore::CountRuns(int64_t experiment_id) {
 
 // ---- Backup -----------------------------------------------------------------
 
-absl::Status SqliteStore::BackupTo(const std::string& path) {
+absl::Status SqliteStore::BackupTo(const std::string& path, const BackupOptions& options) {
+  std::unique_ptr<SqliteBackup> backup;
+  {
+    absl::MutexLock lock(&db_mu_);
+    ASSIGN_OR_RETURN(backup, SqliteBackup::Start(*db_, path));
+  }
+  // The backup lets go of the store's connection whatever happens, under
+  // the lock that guards it; the copy's file goes with it unless checked.
+  absl::Cleanup end = [&] {
+    absl::MutexLock lock(&db_mu_);
+    backup->End().IgnoreError();
+  };
+  while (true) {
+    int remaining = 0, total = 0;
+    {
+      absl::MutexLock lock(&db_mu_);
+      ASSIGN_OR_RETURN(const bool done, backup->Step(options.pages_per_step));
+      if (done) {
+        std::move(end).Cancel();
+        RETURN_IF_ERROR(backup->End());
+        break;
+      }
+      remaining = backup->remaining_pages();
+      total = backup->total_pages();
+    }
+    if (options.between_steps) RETURN_IF_ERROR(options.between_steps(remaining, total));
+    // absl::Mutex does not hand over: a moment for the calls that waited
+    // to take the lock before the next step does.
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return backup->Check();
+}
+
+absl::StatusOr<int64_t> SqliteStore::DatabaseBytes() {
   absl::MutexLock lock(&db_mu_);
-  return db_->BackupTo(path);
+  int64_t bytes = 1;
+  for (const char* pragma : {"PRAGMA page_count", "PRAGMA page_size"}) {
+    ASSIGN_OR_RETURN(SqliteStatement s, db_->Prepare(pragma));
+    ASSIGN_OR_RETURN(const bool row, s.Step());
+    if (!row) return absl::InternalError(absl::StrCat(pragma, " gave no row"));
+    bytes *= s.ColumnInt(0);
+  }
+  return bytes;
 }
 
 std::string SqliteStore::path() {

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,6 +97,15 @@ struct CheckpointUsage {
   int64_t bytes = 0;
 };
 
+// How SqliteStore::BackupTo copies.
+struct BackupOptions {
+  int pages_per_step = 256;  // per hold of the store's lock: 1 MiB of 4 KiB pages
+  // Called between steps, without the lock, with the pages still to copy
+  // and in all; an error ends the backup with it (a deadline passed, the
+  // client left). Empty: none.
+  std::function<absl::Status(int remaining_pages, int total_pages)> between_steps;
+};
+
 class SqliteStore {
  public:
   // Opens or creates the database at `path` and migrates it to the newest
@@ -154,8 +164,10 @@ class SqliteStore {
 
   // Records the result of (run, attempt) and marks the run succeeded.
   // Returns true (duplicate) when this attempt's result was already recorded
-  // — nothing changes. FailedPrecondition as for Heartbeat, or when the run
-  // has another attempt's result or was cancelled.
+  // by this worker with this same result_json — nothing changes.
+  // FailedPrecondition as for Heartbeat, or when the run has another
+  // attempt's result, this attempt's result from another worker or with
+  // another result, or was cancelled.
   absl::StatusOr<bool> Complete(int64_t run_id, int attempt, std::string_view worker_id,
                                 std::string_view result_json,
                                 const std::vector<ProgressRecord>& points, int64_t now_ms);
@@ -195,9 +207,14 @@ class SqliteStore {
   // ---- Backup ------------------------------------------------------------
 
   // Writes a consistent, checked copy of the whole database to a new file at
-  // `path` (SqliteDb::BackupTo); every other call waits meanwhile. Errors of
-  // BackupTo (AlreadyExists when `path` exists).
-  absl::Status BackupTo(const std::string& path);
+  // `path`, mode 0600 (SqliteBackup), options.pages_per_step pages per hold
+  // of the lock: other calls go on between steps, and what they write
+  // reaches the copy. Errors of SqliteBackup (AlreadyExists when `path`
+  // exists) or of options.between_steps; after an error no file is left at
+  // `path`.
+  absl::Status BackupTo(const std::string& path, const BackupOptions& options = {});
+  // The database's size (pages × page size): about what a backup writes.
+  absl::StatusOr<int64_t> DatabaseBytes();
   // The database file's path.
   std::string path();
 
@@ -285,6 +302,10 @@ class SqliteStore {
   // Deletes the checkpoints of every run that is neither queued nor leased
   // (its result recorded, failed for good, cancelled). Returns how many.
   absl::StatusOr<int> DeleteFinishedRunsCheckpoints();
+  // Drops every incomplete checkpoint — uploads that a stopped coordinator
+  // never finished. Only when no upload is under way (at startup). Returns
+  // how many were dropped.
+  absl::StatusOr<int> DeleteIncompleteCheckpoints();
   absl::StatusOr<CheckpointUsage> GetCheckpointUsage();
 
  private:
@@ -340,8 +361,8 @@ class SqliteStore {
 };
 
 // OK when (run, attempt, worker) holds an unexpired lease at now_ms;
-// otherwise FailedPrecondition saying why (superseded, expired, cancelled,
-// finished, another worker's). Exposed for tests.
+// otherwise FailedPrecondition saying why (superseded, not yet handed out,
+// never leased, expired, cancelled, finished, another worker's). Exposed for tests.
 absl::Status CheckLease(const RunRecord& run, int attempt, std::string_view worker_id,
                         int64_t now_ms);
 

@@ -165,6 +165,25 @@ absl::StatusOr<int> SqliteStore::DeleteFinishedRunsCheckpoints() {
   return deleted;
 }
 
+absl::StatusOr<int> SqliteStore::DeleteIncompleteCheckpoints() {
+  int dropped = 0;
+  RETURN_IF_ERROR(Write([&]() -> absl::Status {
+    {
+      ASSIGN_OR_RETURN(SqliteStatement s,
+                       db_->Prepare("DELETE FROM checkpoint_chunks WHERE (run_id, sha256) IN "
+                                    "(SELECT run_id, sha256 FROM checkpoints "
+                                    "WHERE complete = 0)"));
+      RETURN_IF_ERROR(s.Run());
+    }
+    ASSIGN_OR_RETURN(SqliteStatement s,
+                     db_->Prepare("DELETE FROM checkpoints WHERE complete = 0"));
+    RETURN_IF_ERROR(s.Run());
+    dropped = static_cast<int>(db_->Changes());
+    return absl::OkStatus();
+  }));
+  return dropped;
+}
+
 absl::StatusOr<CheckpointUsage> SqliteStore::GetCheckpointUsage() {
   absl::MutexLock lock(&db_mu_);
   CheckpointUsage usage;

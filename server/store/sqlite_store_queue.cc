@@ -53,7 +53,16 @@ absl::Status CheckLease(const RunRecord& run, int attempt, std::string_view work
     return absl::FailedPreconditionError(
         absl::StrCat("run ", run.id, " attempt ", attempt, ": ", why...));
   };
-  if (attempt != run.attempt) {
+  if (attempt > run.attempt) {
+    // Never a superseded attempt: one the coordinator has not handed out.
+    if (run.attempt == 0) {
+      return reject("the run was never leased (it is ", RunStatusName(run.status),
+                    "); write only under the attempt a Lease gave");
+    }
+    return reject("no such attempt: the run's latest attempt is ", run.attempt,
+                  "; write only under the attempt a Lease gave");
+  }
+  if (attempt < run.attempt) {
     return reject("superseded by attempt ", run.attempt, "; stop this attempt");
   }
   if (run.status == RunStatus::kCancelled) return reject("the run was cancelled");
@@ -195,14 +204,29 @@ absl::StatusOr<bool> SqliteStore::Complete(int64_t run_id, int attempt,
     ASSIGN_OR_RETURN(RunRecord run, GetRunLocked(run_id));
     {
       ASSIGN_OR_RETURN(SqliteStatement s,
-                       db_->Prepare("SELECT attempt FROM results WHERE run_id = ?"));
+                       db_->Prepare("SELECT r.attempt, r.result_json, a.worker_id "
+                                    "FROM results r LEFT JOIN attempts a "
+                                    "ON a.run_id = r.run_id AND a.attempt = r.attempt "
+                                    "WHERE r.run_id = ?"));
       s.Bind(1, run_id);
       ASSIGN_OR_RETURN(bool found, s.Step());
       if (found) {
         const int recorded = static_cast<int>(s.ColumnInt(0));
-        // The reply to the first Complete was lost and the worker sent it
-        // again: already recorded, nothing to do.
         if (recorded == attempt) {
+          // The reply to the first Complete was lost and the worker sent it
+          // again: already recorded, nothing to do. Only that worker, with
+          // that result, is told so; anyone else learns nothing from an OK.
+          const std::string recorded_worker = s.ColumnText(2);
+          if (recorded_worker != worker_id) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "run ", run_id, " attempt ", attempt, ": its result was recorded for worker \"",
+                recorded_worker, "\", not \"", std::string(worker_id), "\""));
+          }
+          if (s.ColumnText(1) != result_json) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "run ", run_id, " attempt ", attempt,
+                ": already recorded with a different result; a result is recorded once"));
+          }
           duplicate = true;
           return absl::OkStatus();
         }

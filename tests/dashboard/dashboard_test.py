@@ -15,16 +15,25 @@
                               certificate (made by the openssl command).
   dashboard_test.py export    `smallemctl export --tensorboard --csv` read
                               back: TFRecord framing, both CRCs, the scalars.
+  dashboard_test.py slow      raw sockets: 200 connections sending their
+                              request head a line a second and 16 waiting
+                              long-polls beside authenticated requests; the
+                              head deadline; the cap per address.
 
 Exit 0 when every check holds, 1 with the failed check, 77 (skipped) only
 when Chromium cannot start, saying why.
 """
+import http.client
 import json
 import os
 import re
+import socket
 import sys
 import tempfile
+import threading
+import time
 import traceback
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -323,7 +332,138 @@ def access_case(stack, directory):
     check(status == 404 and "no-such-experiment" in body, f"unknown experiment: {status} {body}")
     status, body = stack.get(f"api/runs/{stack.running_run}?after_step=x", token=TOKEN)
     check(status == 400, f"a bad after_step answered {status}")
+    status, body = stack.get("api/runs/99999999999999999999999", token=TOKEN)
+    check(status == 404 and "no run 99999999999999999999999" in body and "after_step" not in body,
+          f"a run id past int64 answered {status} {body}")
+    # Login and logout change the session: refused to a form on another site
+    # and to a bare request that says nothing of where it comes from. Logout
+    # carries the token (a browser's session cookie; without either it is
+    # 401, as every guarded path).
+    host = urllib.parse.urlsplit(stack.url).netloc
+    form = urllib.parse.urlencode({"token": TOKEN})
+    session = {"Authorization": f"Bearer {TOKEN}"}
+    for path, body, base in [("/login", form, {}), ("/logout", "", session)]:
+        for headers in [{}, {"Origin": "https://evil.example"},
+                        {"Sec-Fetch-Site": "cross-site"}]:
+            status, cookie, text = raw_post(host, path, body, {**base, **headers})
+            check(status == 403 and cookie is None,
+                  f"POST {path} with {headers or 'no Origin'} answered {status}, cookie {cookie}")
+            check("X-Smallem-Action" in text, f"POST {path} refused with: {text}")
+        for headers in [{"Origin": f"http://{host}"}, {"X-Smallem-Action": "1"}]:
+            status, cookie, _ = raw_post(host, path, body, {**base, **headers})
+            check(status == 303 and cookie, f"POST {path} with {headers} answered {status}")
     return 0
+
+
+def raw_post(host, path, body, headers):
+    """(status, Set-Cookie or None, body) of a form POST sent as written, no redirect followed."""
+    connection = http.client.HTTPConnection(host, timeout=60)
+    try:
+        connection.request("POST", path, body=body,
+                           headers={"Content-Type": "application/x-www-form-urlencoded",
+                                    **headers})
+        response = connection.getresponse()
+        return response.status, response.getheader("Set-Cookie"), response.read().decode()
+    finally:
+        connection.close()
+
+
+def slow_case(stack, _):
+    """200 connections that send a request head a line a second (from ten
+    addresses), and 16 tabs waiting on /api/changes, leave an authenticated
+    request its answer; the slow ones are closed at the head deadline; one
+    address gets at most 32 connections."""
+    where = urllib.parse.urlsplit(stack.url)
+
+    def connect(source):
+        return socket.create_connection((where.hostname, where.port), timeout=60,
+                                        source_address=(source, 0))
+
+    slow = []
+    for i in range(200):
+        s = connect(f"127.0.0.{2 + i % 10}")
+        s.sendall(b"GET /api/workers HTTP/1.1\r\nHost: slow\r\n")
+        slow.append(s)
+    stop = threading.Event()
+
+    def drip():
+        # A header line a second: never a whole head, never a read timeout.
+        while not stop.wait(1):
+            for s in slow:
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+
+    threading.Thread(target=drip, daemon=True).start()
+    try:
+        status, body = guarded_get(stack, "api/workers")
+        check(status == 200, f"/api/workers beside 200 slow connections answered {status}: {body}")
+        since = json.loads(guarded_get(stack, "api/changes")[1])["changes"]
+        answered = []
+        tabs = [threading.Thread(target=lambda: answered.append(
+                    guarded_get(stack, f"api/changes?since={since}")[0]), daemon=True)
+                for _ in range(16)]
+        for tab in tabs:
+            tab.start()
+        for _ in range(3):
+            status, body = guarded_get(stack, "api/experiments")
+            check(status == 200, f"/api/experiments beside 16 long-polls answered {status}: {body}")
+        for tab in tabs:
+            tab.join()
+        check(answered == [200] * 16, f"the long-polls answered {answered}")
+        # The slow heads are cut off at the deadline: the server closes them
+        # without an answer (here within the socket's 60 s).
+        for s in slow[:3]:
+            try:
+                got = s.recv(4096)
+            except ConnectionResetError:
+                got = b""
+            except OSError as e:
+                raise AssertionError(f"a slow head was not closed by the server: {e}")
+            check(got == b"", f"a slow head was answered: {got[:100]}")
+    finally:
+        stop.set()
+        for s in slow:
+            s.close()
+    # Per address: 32 open connections, then the next is closed unanswered
+    # even with a whole request; once they close, the address is served.
+    held = [connect("127.0.0.20") for _ in range(32)]
+    for s in held:
+        s.sendall(b"GET /api/workers HTTP/1.1\r\n")
+    request = (f"GET /api/workers HTTP/1.1\r\nHost: {where.netloc}\r\n"
+               f"Authorization: Bearer {TOKEN}\r\n\r\n").encode()
+    extra = connect("127.0.0.20")
+    try:
+        extra.sendall(request)
+        got = extra.recv(4096)
+    except (ConnectionResetError, BrokenPipeError):
+        got = b""
+    extra.close()
+    check(got == b"", f"the 33rd connection of one address was answered: {got[:100]}")
+    for s in held:
+        s.close()
+    for _ in range(100):  # the server learns of the closes on its own time
+        again = connect("127.0.0.20")
+        try:
+            again.sendall(request)
+            got = again.recv(4096)
+        except (ConnectionResetError, BrokenPipeError):
+            got = b""
+        again.close()
+        if got:
+            break
+        time.sleep(0.05)
+    check(got.startswith(b"HTTP/1.1 200"), f"the address was not served again: {got[:100]}")
+    return 0
+
+
+def guarded_get(stack, path):
+    """stack.get with the token; a request that gets no answer is a failed check."""
+    try:
+        return stack.get(path, token=TOKEN)
+    except OSError as e:  # urllib's timeout and connection errors
+        raise AssertionError(f"GET /{path} got no answer: {e}")
 
 
 def https_case(_, directory):
@@ -395,7 +535,7 @@ def export_case(stack, directory):
 
 
 CASES = {"browser": browser_case, "metrics": metrics_case, "access": access_case,
-         "https": https_case, "export": export_case}
+         "https": https_case, "export": export_case, "slow": slow_case}
 
 
 def main():

@@ -1,7 +1,7 @@
 // `smallemctl admin backup FILE` against a running smallem-coordinator
 // process: the copy, served by a second coordinator, gives the same report;
-// an existing FILE is refused; a token-guarded coordinator refuses a backup
-// without its client token.
+// an existing FILE is refused; the copy is owner-only (0600); a token-guarded
+// coordinator refuses a backup without its client token.
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -47,6 +47,9 @@ TEST_F(BackupTest, ACoordinatorOnTheCopyServesTheSameReport) {
   testing::CtlOutput backup = RunCtl({"admin", "backup", copy, "--coordinator", live->address});
   ASSERT_EQ(backup.exit.exit_code, 0) << backup.out << "\n" << backup.last_error;
   EXPECT_TRUE(absl::StrContains(backup.out, "smallem-coordinator --db " + copy)) << backup.out;
+  // Only its owner may read the copy of the database.
+  EXPECT_EQ(std::filesystem::status(copy).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   // Nothing but the copy is left beside it.
   for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
     EXPECT_FALSE(absl::StrContains(entry.path().filename().string(), ".partial"))

@@ -2,10 +2,13 @@
 // smallem-worker daemon killed with SIGKILL after its run uploaded a
 // checkpoint, and a second daemon that fetches the checkpoint and resumes.
 // The run finishes once, with resumes = 1 and the result of an
-// uninterrupted run of the same cell (CPU, one thread each).
+// uninterrupted run of the same cell (CPU, one thread each). A checkpoint
+// damaged on the coordinator is not resumed from: the run trains from the
+// start.
 #include <signal.h>
 
 #include <chrono>
+#include <ostream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +19,7 @@
 #include "server/grid/grid.h"
 #include "server/report/experiment_report.h"
 #include "server/service/coordinator.h"
+#include "server/store/sqlite.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/e2e/worker_grid_fixture.h"
 #include "tests/server/service_test_support.h"
@@ -143,6 +147,79 @@ TEST_F(ServiceResumeTest, StoppedWorkerCheckpointsAtTheSignal) {
   EXPECT_EQ(resumed["resumes"], 1);
   EXPECT_EQ(DeterministicResult(resumed).dump(), DeterministicResult(clean).dump());
 }
+
+
+// A checkpoint whose stored bytes were damaged on the coordinator — cut
+// short, or overwritten in place — fails the worker's size and SHA-256
+// checks: the next worker trains the run from the start, to the result of
+// an uninterrupted run, instead of resuming from bad weights.
+struct Damage {
+  const char* name;
+  const char* sql;  // run against the database file, as an operator's sqlite3 would
+};
+
+void PrintTo(const Damage& damage, std::ostream* os) { *os << damage.name; }
+
+class DamagedCheckpointTest : public testing::WorkerGridTest,
+                              public ::testing::WithParamInterface<Damage> {};
+
+TEST_P(DamagedCheckpointTest, TheRunTrainsFromTheStartToTheUninterruptedResult) {
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = dir_.Join("smallem.db");
+  options.queue.heartbeat_interval_ms = 200;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(options);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  SqliteStore& store = (*coordinator)->store();
+  const std::string address = (*coordinator)->address();
+  Submit(address, CheckpointedGrid("damaged", data_dir_, /*minutes=*/60));
+
+  // A stopped worker leaves a checkpoint (StoppedWorkerCheckpointsAtTheSignal).
+  std::unique_ptr<ChildProcess> first = SpawnWorker(address, "first");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(1)->progress.step >= 100; }, 60, {first.get()}))
+      << "the first worker's run never reached step 100";
+  first->Terminate();
+  std::vector<std::string> lines;
+  EXPECT_TRUE(WaitFor([&] { return !first->Poll(0, &lines); }, 30)) << "the worker never exited";
+  EXPECT_EQ(first->Wait().exit_code, 0);
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kQueued) << "the stopped run was not released";
+  ASSERT_TRUE(store.GetCheckpoint(1)->has_value()) << "no checkpoint was written at the signal";
+  {
+    // A second connection to the database file changes the stored bytes.
+    absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(options.db_path);
+    ASSERT_TRUE(db.ok()) << db.status();
+    const absl::Status damaged = (*db)->Exec(GetParam().sql);
+    ASSERT_TRUE(damaged.ok()) << damaged;
+    ASSERT_EQ((*db)->Changes(), 1);
+  }
+
+  Submit(address, CheckpointedGrid("clean", data_dir_, /*minutes=*/60));
+  std::unique_ptr<ChildProcess> second = SpawnWorker(address, "second");
+  ASSERT_TRUE(WaitFor([&] { return store.GetRun(2)->status == RunStatus::kSucceeded; }, 180,
+                      {second.get()}))
+      << "the runs never finished";
+  second->Kill();
+  ASSERT_EQ(store.GetRun(1)->status, RunStatus::kSucceeded);
+  const ResultRecord result = (*store.ListResults(1)).at(0);
+  EXPECT_EQ(result.attempt, 2);
+  const nlohmann::json restarted = nlohmann::json::parse(result.result_json);
+  const nlohmann::json clean = nlohmann::json::parse((*store.ListResults(2)).at(0).result_json);
+  EXPECT_EQ(restarted["resumes"], 0);
+  EXPECT_EQ(restarted["steps"], kSteps);
+  EXPECT_EQ(DeterministicResult(restarted).dump(), DeterministicResult(clean).dump());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Damages, DamagedCheckpointTest,
+    ::testing::Values(
+        Damage{"CutShort",
+               "UPDATE checkpoint_chunks SET data = substr(data, 1, length(data) - 100) "
+               "WHERE run_id = 1 AND file_offset = "
+               "(SELECT MAX(file_offset) FROM checkpoint_chunks WHERE run_id = 1)"},
+        Damage{"OverwrittenInPlace",
+               "UPDATE checkpoint_chunks SET data = zeroblob(length(data)) "
+               "WHERE run_id = 1 AND file_offset = 0"}),
+    [](const ::testing::TestParamInfo<Damage>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace smallem

@@ -88,8 +88,10 @@ TEST(LatentConfigTest, RunSpecCarriesTheKeysOnlyWhenLatent) {
   auto again = RunSpec::FromJson(spec->ToJson());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->ToJson(), spec->ToJson());
-  auto bad = RunSpec::FromJson(nlohmann::json{{"arch", "modern"}, {"attention", "latent"}});
-  EXPECT_NE(std::string(bad.status().message()).find("kv_latent"), std::string::npos);
+  auto bad = RunSpec::FromJson(
+      nlohmann::json{{"arch", "modern"}, {"attention", "latent"}, {"kv_latent", 0}});
+  EXPECT_NE(std::string(bad.status().message()).find("kv_latent must be positive"),
+            std::string::npos);
   // The model config round-trips through its JSON (the weights file's).
   const ModelConfig c = TinyLatent(5);
   auto back = ModelConfig::FromJson(c.ToJson());
@@ -103,6 +105,26 @@ TEST(LatentConfigTest, RunSpecCarriesTheKeysOnlyWhenLatent) {
   auto mha_back = ModelConfig::FromJson(old);
   ASSERT_TRUE(mha_back.ok());
   EXPECT_EQ(mha_back->architecture.attention, AttentionKind::kMha);
+}
+
+TEST(LatentConfigTest, LatentWithoutKvLatentGetsAQuarterOfTheEmbedding) {
+  auto spec = RunSpec::FromJson(
+      nlohmann::json{{"arch", "modern"}, {"attention", "latent"}, {"embed", 512}, {"heads", 8}});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->architecture.kv_latent, 128);
+  // The canonical spec names it: the same spec as one that gives it.
+  EXPECT_EQ(spec->ToJson()["kv_latent"], 128);
+  auto given = RunSpec::FromJson(nlohmann::json{{"arch", "modern"}, {"attention", "latent"},
+                                                {"embed", 512}, {"heads", 8}, {"kv_latent", 128}});
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->ToJson(), spec->ToJson());
+  auto small = RunSpec::FromJson(nlohmann::json{{"arch", "modern"}, {"attention", "latent"}});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->architecture.kv_latent, 32);  // the default embed 128
+  // Multi-head attention has none.
+  auto mha = RunSpec::FromJson(nlohmann::json{{"arch", "modern"}});
+  ASSERT_TRUE(mha.ok()) << mha.status();
+  EXPECT_EQ(mha->architecture.kv_latent, 0);
 }
 
 TEST(LatentConfigTest, ParametersAndCacheOfTheReferenceShape) {

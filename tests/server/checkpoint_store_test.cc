@@ -118,6 +118,31 @@ TEST_F(CheckpointStoreTest, OnlyTheAttemptHoldingTheLeaseUploads) {
   EXPECT_EQ(store_->GetCheckpointUsage()->count, 0);
 }
 
+TEST_F(CheckpointStoreTest, ARefusedUploadLeavesTheLeaseholdersUploadInFlightAlone) {
+  const Lease lease = MustLease("w1");
+  const std::string bytes = "the leaseholder's checkpoint";
+  const std::string sha = Sha256Hex(bytes);
+  auto piece = [&](const std::string& worker, int64_t at, size_t length) {
+    return CheckpointPiece{.worker_id = worker, .run_id = lease.run_id,
+                           .attempt = lease.attempt, .step = 7, .sha256 = sha,
+                           .file_size = static_cast<int64_t>(bytes.size()), .offset = at,
+                           .data = std::string_view(bytes).substr(at, length)};
+  };
+  CheckpointUpload holder(store_.get(), &clock_);
+  ASSERT_TRUE(holder.Add(piece("w1", 0, 10)).ok());
+  {
+    // Another worker names the same run, attempt and SHA-256.
+    CheckpointUpload intruder(store_.get(), &clock_);
+    const absl::Status refused = intruder.Add(piece("w2", 0, 10));
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    intruder.Abandon();  // as the service does after a refused chunk
+  }
+  ASSERT_TRUE(holder.Add(piece("w1", 10, bytes.size() - 10)).ok());
+  absl::StatusOr<int64_t> stored = holder.Finish();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(Stored(lease.run_id), bytes);
+}
+
 TEST_F(CheckpointStoreTest, MalformedChunksAreInvalidArgument) {
   const Lease lease = MustLease("w1");
   CheckpointPiece piece{.worker_id = "w1", .run_id = lease.run_id, .attempt = lease.attempt,

@@ -2,9 +2,12 @@
 // port 0 with a real SQLite file, driven through the generated stubs.
 #include "server/service/coordinator.h"
 
+#include <chrono>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
+#include "base/sha256.h"
 #include "gtest/gtest.h"
 #include "server/grid/grid.h"
 #include "server/service/dataset_upload.h"
@@ -109,6 +112,59 @@ TEST_F(CoordinatorTest, AnUploadThatWouldEatTheDiskReserveIsRefused) {
   EXPECT_FALSE(present.present());
 }
 
+TEST_F(CoordinatorTest, CheckpointUploadsInFlightAreCountedTogetherAgainstTheDiskReserve) {
+  // Room above the reserve for one and a half checkpoints of 1 GiB each
+  // (declared; a chunk of each is sent): a second upload started while the
+  // first is in flight would eat the reserve.
+  constexpr int64_t kDeclared = int64_t{1} << 30;
+  const auto available =
+      static_cast<int64_t>(std::filesystem::space(dir_.path()).available);
+  Restart({.min_free_disk_bytes = available - kDeclared - kDeclared / 2});
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 3, &submitted);
+  const v1::LeaseResponse first = Lease("w1"), second = Lease("w2"), third = Lease("w3");
+  const std::string sha = Sha256Hex("a checkpoint of 1 GiB");
+  auto first_chunk = [&](const v1::LeaseResponse& lease, const std::string& worker) {
+    v1::CheckpointChunk chunk;
+    chunk.set_worker_id(worker);
+    chunk.set_run_id(lease.run_id());
+    chunk.set_attempt(lease.attempt());
+    chunk.set_step(10);
+    chunk.set_sha256(sha);
+    chunk.set_file_size(kDeclared);
+    chunk.set_data("the first bytes");
+    return chunk;
+  };
+  auto upload_one_chunk = [&](const v1::LeaseResponse& lease, const std::string& worker) {
+    grpc::ClientContext context;
+    v1::UploadCheckpointResponse response;
+    auto writer = worker_->UploadCheckpoint(&context, &response);
+    writer->Write(first_chunk(lease, worker));
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  // The first upload sends a chunk and stays open.
+  grpc::ClientContext open_context;
+  v1::UploadCheckpointResponse open_response;
+  auto open_writer = worker_->UploadCheckpoint(&open_context, &open_response);
+  ASSERT_TRUE(open_writer->Write(first_chunk(first, "w1")));
+  // Once its chunk is stored, its claim on the disk is held.
+  while (coordinator_->store().ListCheckpointChunks(first.run_id(), sha)->empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const grpc::Status refused = upload_one_chunk(second, "w2");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("promised to uploads in flight"), std::string::npos)
+      << refused.error_message();
+  EXPECT_TRUE(coordinator_->store().ListCheckpointChunks(second.run_id(), sha)->empty());
+  // The first ends (incomplete) and gives its claim back: the next upload
+  // passes the reserve (and is incomplete in its turn).
+  open_writer->WritesDone();
+  EXPECT_EQ(open_writer->Finish().error_code(), grpc::StatusCode::DATA_LOSS);
+  const grpc::Status admitted = upload_one_chunk(third, "w3");
+  EXPECT_EQ(admitted.error_code(), grpc::StatusCode::DATA_LOSS) << admitted.error_message();
+}
+
 TEST_F(CoordinatorTest, WorkerFetchesTheDatasetItUploadedByteForByte) {
   ASSERT_TRUE(UploadDirectory(*client_, data_dir_, hash_, 700).ok());
   v1::FetchDatasetRequest request;
@@ -208,6 +264,77 @@ TEST_F(CoordinatorTest, RestartKeepsEverySubmittedRunAndResult) {
   v1::HasDatasetResponse present;
   ASSERT_TRUE(client_->HasDataset(Context().get(), has, &present).ok());
   EXPECT_TRUE(present.present());
+}
+
+TEST_F(CoordinatorTest, RestartDropsPartialCheckpointUploadsAndKeepsCompleteOnes) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 2, &submitted);
+  const v1::LeaseResponse whole = Lease("w1");
+  const v1::LeaseResponse partial = Lease("w2");
+  auto put = [&](const v1::LeaseResponse& lease, const std::string& worker,
+                 const std::string& bytes, std::string_view data) {
+    return coordinator_->store().PutCheckpointChunk(
+        CheckpointRecord{.run_id = lease.run_id(), .sha256 = Sha256Hex(bytes),
+                         .attempt = lease.attempt(), .step = 5,
+                         .total_bytes = static_cast<int64_t>(bytes.size())},
+        worker, 0, data, clock_.NowUnixMs());
+  };
+  ASSERT_TRUE(put(whole, "w1", "whole", "whole").ok());
+  ASSERT_TRUE(coordinator_->store()
+                  .CommitCheckpoint(whole.run_id(), whole.attempt(), "w1", Sha256Hex("whole"),
+                                    clock_.NowUnixMs())
+                  .ok());
+  // The coordinator stops after the first chunk of a two-chunk upload.
+  ASSERT_TRUE(put(partial, "w2", "half and half", "half ").ok());
+  ASSERT_EQ(coordinator_->store().GetCheckpointUsage()->count, 2);
+  Restart();
+  const CheckpointUsage usage = *coordinator_->store().GetCheckpointUsage();
+  EXPECT_EQ(usage.count, 1);
+  EXPECT_EQ(usage.bytes, 5);
+  EXPECT_TRUE(coordinator_->store().GetCheckpoint(whole.run_id())->has_value());
+  EXPECT_TRUE(coordinator_->store().ListCheckpointChunks(partial.run_id(),
+                                                         Sha256Hex("half and half"))->empty());
+}
+
+TEST_F(CoordinatorTest, AnAttemptNotHandedOutIsRefusedSayingSoNotSuperseded) {
+  v1::SubmitResponse submitted;
+  UploadAndSubmit(1, 2, &submitted);
+  const v1::LeaseResponse lease = Lease("w1");
+  // A later attempt than the lease's.
+  v1::FetchCheckpointRequest fetch;
+  fetch.set_worker_id("w1");
+  fetch.set_run_id(lease.run_id());
+  fetch.set_attempt(lease.attempt() + 1);
+  grpc::ClientContext fetch_context;
+  auto reader = worker_->FetchCheckpoint(&fetch_context, fetch);
+  v1::CheckpointChunk ignored;
+  while (reader->Read(&ignored)) {
+  }
+  grpc::Status fetched = reader->Finish();
+  EXPECT_EQ(fetched.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(fetched.error_message().find("no such attempt: the run's latest attempt is 1"),
+            std::string::npos)
+      << fetched.error_message();
+  EXPECT_EQ(fetched.error_message().find("superseded"), std::string::npos);
+  // The other run, still queued, never leased.
+  v1::CheckpointChunk chunk;
+  chunk.set_worker_id("w1");
+  chunk.set_run_id(lease.run_id() + 1);
+  chunk.set_attempt(1);
+  chunk.set_sha256(Sha256Hex("abcd"));
+  chunk.set_file_size(4);
+  chunk.set_data("abcd");
+  grpc::ClientContext upload_context;
+  v1::UploadCheckpointResponse uploaded;
+  auto writer = worker_->UploadCheckpoint(&upload_context, &uploaded);
+  writer->Write(chunk);
+  writer->WritesDone();
+  grpc::Status upload = writer->Finish();
+  EXPECT_EQ(upload.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(upload.error_message().find("the run was never leased (it is queued)"),
+            std::string::npos)
+      << upload.error_message();
+  EXPECT_EQ(upload.error_message().find("superseded"), std::string::npos);
 }
 
 TEST_F(CoordinatorTest, CancelReachesTheWorkerAtItsNextHeartbeat) {

@@ -104,6 +104,26 @@ TEST(DashboardAuthTest, BearerOrSessionCookieCarriesTheToken) {
   EXPECT_NE(SessionSetCookie(token, true).find("; Secure"), std::string::npos);
 }
 
+TEST(DashboardAuthTest, OnlyThisSitesPagesOrTheActionHeaderChangeTheSession) {
+  const std::string host = "127.0.0.1:8080";
+  EXPECT_TRUE(RequestIsFromThisSite(false, host, "http://127.0.0.1:8080", "", ""));
+  EXPECT_TRUE(RequestIsFromThisSite(true, host, "https://127.0.0.1:8080", "", ""));
+  EXPECT_TRUE(RequestIsFromThisSite(false, host, "", "same-origin", ""));
+  // Behind a proxy that terminates TLS: the browser's word decides.
+  EXPECT_TRUE(RequestIsFromThisSite(false, host, "https://127.0.0.1:8080", "same-origin", ""));
+  EXPECT_TRUE(RequestIsFromThisSite(false, host, "", "", "1"));
+  EXPECT_TRUE(RequestIsFromThisSite(false, host, "https://evil.example", "cross-site", "1"));
+  // A form on another site, or a bare request that says nothing.
+  EXPECT_FALSE(RequestIsFromThisSite(false, host, "https://evil.example", "cross-site", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(false, host, "http://127.0.0.1:8080", "cross-site", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(false, host, "http://127.0.0.1:8080.evil.example", "", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(true, host, "http://127.0.0.1:8080", "", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(false, host, "null", "", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(false, host, "", "same-site", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(false, host, "", "", ""));
+  EXPECT_FALSE(RequestIsFromThisSite(false, "", "http://", "", ""));
+}
+
 TEST_F(DashboardApiTest, MetricsCountRunsLeasesWorkersCommitsAndDatasetBytes) {
   FinishTwoVariants();
   absl::StatusOr<StoreStats> stats = coordinator_->store().Stats();

@@ -42,12 +42,20 @@ TEST(GridLatentTest, LatentKeysReachTheSpecOnlyWhenChosen) {
   EXPECT_FALSE(mha.contains("kv_latent"));
 }
 
+TEST(GridLatentTest, LatentWithoutKvLatentGetsAQuarterOfTheEmbedding) {
+  absl::StatusOr<Grid> grid = ParseGrid(LatentGrid("{attention: latent}"), "g.yaml");
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  const nlohmann::json latent = nlohmann::json::parse(grid->FindVariant("latent")->spec_json);
+  EXPECT_EQ(latent["kv_latent"], 32);  // embed 128 / 4, named in the canonical spec
+}
+
 TEST(GridLatentTest, ImpossibleValuesNameTheLineAndTheKey) {
   absl::StatusOr<Grid> typo = ParseGrid(LatentGrid("{attention: mla}"), "g.yaml");
   ASSERT_FALSE(typo.ok());
   EXPECT_THAT(std::string(typo.status().message()),
               HasSubstr("g.yaml:12: unknown attention \"mla\" (expected mha or latent)"));
-  absl::StatusOr<Grid> no_latent = ParseGrid(LatentGrid("{attention: latent}"), "g.yaml");
+  absl::StatusOr<Grid> no_latent =
+      ParseGrid(LatentGrid("{attention: latent, kv_latent: 0}"), "g.yaml");
   ASSERT_FALSE(no_latent.ok());
   EXPECT_THAT(std::string(no_latent.status().message()), HasSubstr("kv_latent must be positive"));
   absl::StatusOr<Grid> odd =

@@ -1,5 +1,8 @@
 #include "server/store/sqlite_store.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -163,13 +166,99 @@ TEST_F(SqliteStoreTest, CompletedResultSurvivesReopen) {
   EXPECT_EQ(store_->GetRun(lease.run.id)->status, RunStatus::kSucceeded);
 }
 
+// A database of some hundreds of pages: 2 MiB of dataset chunks.
+void FillWithChunks(SqliteStore& store) {
+  const std::string data(1 << 20, 'd');
+  for (int64_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(store
+                    .PutDatasetChunk("filler", {.file_name = "train.bin", .file_size = 2 << 20,
+                                                .offset = i << 20, .length = 1 << 20},
+                                     data, kNow)
+                    .ok());
+  }
+}
+
+TEST_F(SqliteStoreTest, ABackupLetsOtherCallsInBetweenItsStepsAndCopiesTheirWrites) {
+  FillWithChunks(*store_);
+  const std::string copy = dir_.Join("copy.db");
+  int steps = 0;
+  bool written_between_steps = false;
+  absl::Status backed_up = store_->BackupTo(
+      copy, BackupOptions{.pages_per_step = 16, .between_steps = [&](int remaining, int total) {
+        ++steps;
+        EXPECT_GT(remaining, 0);
+        EXPECT_GT(total, 500);
+        if (steps == 1) {
+          // Another thread's write finishes while the copy is unfinished:
+          // the store is not held between steps.
+          std::thread other([&] {
+            written_between_steps =
+                store_->UpsertWorker(WorkerRecord{.id = "written-mid-backup", .hostname = "h",
+                                                  .devices_json = "[]"})
+                    .ok();
+          });
+          other.join();
+        }
+        return absl::OkStatus();
+      }});
+  ASSERT_TRUE(backed_up.ok()) << backed_up;
+  EXPECT_GT(steps, 10);
+  EXPECT_TRUE(written_between_steps);
+  // Only its owner may read the copy; it holds the write made between steps.
+  struct stat st;
+  ASSERT_EQ(stat(copy.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  absl::StatusOr<std::unique_ptr<SqliteStore>> copied = SqliteStore::Open(copy);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  absl::StatusOr<std::vector<WorkerRecord>> workers = (*copied)->ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ((*workers)[0].id, "written-mid-backup");
+  EXPECT_EQ((*copied)->ListDatasetChunks("filler")->size(), 2u);
+}
+
+TEST_F(SqliteStoreTest, ABackupStoppedBetweenStepsLeavesNoFile) {
+  FillWithChunks(*store_);
+  const std::string copy = dir_.Join("copy.db");
+  absl::Status stopped = store_->BackupTo(
+      copy, BackupOptions{.pages_per_step = 16, .between_steps = [](int, int) {
+        return absl::DeadlineExceededError("out of time");
+      }});
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kDeadlineExceeded) << stopped;
+  EXPECT_FALSE(std::filesystem::exists(copy));
+  EXPECT_FALSE(std::filesystem::exists(copy + "-journal"));
+  // The store is whole and a later backup succeeds.
+  EXPECT_TRUE(store_->BackupTo(copy).ok());
+  EXPECT_EQ(store_->BackupTo(copy).code(), absl::StatusCode::kAlreadyExists);
+}
+
 TEST_F(SqliteStoreTest, RepeatedCompletionIsANoOp) {
   ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
   LeaseRecord lease = LeaseNext();
   ASSERT_TRUE(store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow).ok());
-  absl::StatusOr<bool> dup = store_->Complete(lease.run.id, 1, "w1", "{\"a\":2}", {}, kNow);
+  absl::StatusOr<bool> dup = store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow);
   ASSERT_TRUE(dup.ok()) << dup.status();
   EXPECT_TRUE(*dup);
+  EXPECT_EQ((*store_->GetResult(lease.run.id))->result_json, "{\"a\":1}");
+}
+
+TEST_F(SqliteStoreTest, OnlyTheRecordingWorkerWithTheSameResultGetsDuplicate) {
+  ASSERT_TRUE(store_->Submit(MakeSubmission("exp", 1, 1), kNow).ok());
+  LeaseRecord lease = LeaseNext();
+  ASSERT_TRUE(store_->Complete(lease.run.id, 1, "w1", "{\"a\":1}", {}, kNow).ok());
+  // Another worker naming the recorded attempt, with its result or another.
+  for (const char* result : {"{\"a\":1}", "{\"a\":2}"}) {
+    absl::StatusOr<bool> other = store_->Complete(lease.run.id, 1, "w2", result, {}, kNow);
+    EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << result;
+    EXPECT_NE(other.status().message().find("recorded for worker \"w1\""),
+              std::string_view::npos)
+        << other.status();
+  }
+  // The recording worker with a different result.
+  absl::StatusOr<bool> changed = store_->Complete(lease.run.id, 1, "w1", "{\"a\":2}", {}, kNow);
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(changed.status().message().find("a different result"), std::string_view::npos)
+      << changed.status();
   EXPECT_EQ((*store_->GetResult(lease.run.id))->result_json, "{\"a\":1}");
 }
 
