@@ -148,13 +148,23 @@ ServiceClient::ServiceClient(const std::string& address, absl::Duration deadline
       stub_(v1::ClientService::NewStub(channel_.channel())),
       deadline_(deadline) {}
 
+ServiceClient::ServiceClient(std::shared_ptr<grpc::Channel> channel, const std::string& name,
+                             absl::Duration deadline)
+    : channel_(std::move(channel), name),
+      stub_(v1::ClientService::NewStub(channel_.channel())),
+      deadline_(deadline),
+      in_process_(true) {}
+
 template <typename Response, typename Request, typename Method>
 absl::StatusOr<Response> ServiceClient::Call(Method method, const Request& request) {
   if (!setup_.ok()) return setup_;
   auto context = channel_.NewCallContext(deadline_);
   Response response;
   grpc::Status status = ((*stub_).*method)(context.get(), request, &response);
-  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address());
+  if (!status.ok()) {
+    return in_process_ ? FromGrpcStatus(status)
+                       : ExplainUnavailable(FromGrpcStatus(status), address());
+  }
   return response;
 }
 
@@ -357,6 +367,7 @@ absl::Status ServiceClient::StreamMetrics(
   }
   grpc::Status status = reader->Finish();
   if (status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
+  if (in_process_) return FromGrpcStatus(status);
   return ExplainUnavailable(FromGrpcStatus(status), address());
 }
 

@@ -42,6 +42,11 @@ class ServiceClient {
   // Exactly `security`; the environment is not consulted.
   ServiceClient(const std::string& address, absl::Duration deadline,
                 const ChannelSecurity& security);
+  // Calls over `channel` (an in-process server's: ReadOnlyCoordinator),
+  // named `name` in messages (address() returns it). Its errors are the
+  // service's as they are: none is a coordinator out of reach.
+  ServiceClient(std::shared_ptr<grpc::Channel> channel, const std::string& name,
+                absl::Duration deadline);
 
   const std::string& address() const { return channel_.address(); }
 
@@ -95,6 +100,7 @@ class ServiceClient {
   ClientChannel channel_;
   std::unique_ptr<v1::ClientService::Stub> stub_;
   absl::Duration deadline_;
+  bool in_process_ = false;  // no network: errors are not explained as unreachability
 };
 
 // A report request from the command line's --at (steps, time, both),

@@ -14,6 +14,7 @@
 #include "base/text.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
+#include "cli/session.h"
 #include "cli/status_view.h"
 #include "server/report/plot.h"
 
@@ -71,7 +72,9 @@ int RunSubmit(const SubmitArgs& args) {
 }
 
 int RunStatus(const StatusArgs& args) {
-  ServiceClient client = Connect(args.service);
+  absl::StatusOr<Session> session = OpenSession(args.service);
+  if (!session.ok()) return Fail(session.status());
+  ServiceClient& client = *session->client;
   if (args.experiment.empty()) {
     absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments();
     if (!list.ok()) return Fail(list.status());
@@ -141,8 +144,10 @@ int RunReport(const ReportArgs& args) {
     if (absl::Status ok = CheckPlotPath(args.plot); !ok.ok()) return Fail(ok);
     request->set_plot(true);
   }
-  ServiceClient client = Connect(args.service);
-  absl::StatusOr<v1::ReportResponse> report = client.Report(*request, args.experiment);
+  absl::StatusOr<Session> session = OpenSession(args.service);
+  if (!session.ok()) return Fail(session.status());
+  absl::StatusOr<v1::ReportResponse> report =
+      session->client->Report(*request, args.experiment);
   if (!report.ok()) return Fail(report.status());
   std::fputs(report->text().c_str(), stdout);
   if (!args.plot.empty()) {
@@ -152,8 +157,9 @@ int RunReport(const ReportArgs& args) {
     std::fprintf(stderr, "figure written to %s\n", args.plot.c_str());
   }
   if (report->runs_done() < report->runs_total() && args.format == "table") {
-    std::printf("\n%d of %d runs done; `smallemctl status %s` shows the rest.\n",
-                report->runs_done(), report->runs_total(), args.experiment.c_str());
+    std::printf("\n%d of %d runs done; `smallemctl status %s%s` shows the rest.\n",
+                report->runs_done(), report->runs_total(), args.experiment.c_str(),
+                args.service.db.empty() ? "" : (" --db " + args.service.db).c_str());
   }
   return 0;
 }

@@ -18,6 +18,10 @@ struct ServiceArgs {
   int64_t deadline_s = 30;  // per call
   std::string token_file;   // the client token's file; "" = $SMALLEM_CLIENT_TOKEN, else none
   std::string tls_ca;       // PEM root certificate; "" = $SMALLEM_TLS_CA, else plaintext
+  // A database to read instead, opened read-only with no coordinator
+  // (cli/session.h); "" = ask the coordinator. Only the verbs that read
+  // (status, report, noise, export) offer it.
+  std::string db;
 };
 
 struct SubmitArgs {

@@ -64,6 +64,26 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string
   return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db)));
 }
 
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::OpenReadOnly(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::OpenReadOnly(path);
+  if (!db.ok()) return db.status();
+  absl::StatusOr<int> version = SchemaVersion(**db);
+  if (!version.ok()) return version.status();
+  const int newest = static_cast<int>(EmbeddedMigrations().size());
+  if (*version < newest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has schema version ", *version, ", older than this binary's ", newest,
+        "; a reader does not migrate it: `smallem-coordinator --db ", path,
+        "` does when it opens it"));
+  }
+  if (*version > newest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has schema version ", *version, " but this binary knows only up to ", newest,
+        "; read it with a newer smallemctl"));
+  }
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db)));
+}
+
 // ---- Group commit -------------------------------------------------------------
 
 struct SqliteStore::Writer {

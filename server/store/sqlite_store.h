@@ -101,6 +101,14 @@ class SqliteStore {
   // Opens or creates the database at `path` and migrates it to the newest
   // schema. Errors from SqliteDb::Open and ApplyMigrations.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  // Opens the existing database at `path` for reading only, beside the
+  // coordinator that owns it or with none (`smallemctl report --db FILE`):
+  // nothing is migrated or created, and every write method fails with
+  // PermissionDenied. NotFound when there is no such file;
+  // FailedPrecondition when its schema is not this binary's (older: a
+  // coordinator of this version migrates it when it opens it; newer: a newer
+  // smallemctl reads it).
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> OpenReadOnly(const std::string& path);
 
   // ---- Experiments -------------------------------------------------------
 
