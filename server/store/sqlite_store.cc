@@ -58,10 +58,13 @@ FailureClass ParseFailureClass(std::string_view name) {
 }
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  // Locked before SQLite opens it: a second owner must not migrate it.
+  absl::StatusOr<StoreLock> lock = StoreLock::Acquire(path);
+  if (!lock.ok()) return lock.status();
   absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path);
   if (!db.ok()) return db.status();
   if (absl::Status s = ApplyMigrations(**db, EmbeddedMigrations()); !s.ok()) return s;
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db)));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db), *std::move(lock)));
 }
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::OpenReadOnly(const std::string& path) {
@@ -81,7 +84,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::OpenReadOnly(const std
         path, " has schema version ", *version, " but this binary knows only up to ", newest,
         "; read it with a newer smallemctl"));
   }
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db)));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db), std::nullopt));
 }
 
 // ---- Group commit -------------------------------------------------------------

@@ -20,6 +20,9 @@ ALLOWED=(
   'base/subprocess.cc:/dev/null'
   # A job directory's lock file: flock(2) on an empty file, never read back.
   'worker/job_dirs.cc:extra_flags'
+  # The database's owner lock: flock(2) on the database file itself, which
+  # SQLite writes; this descriptor only holds the lock.
+  'server/store/store_lock.cc:O_RDWR'
 )
 
 patterns='std::ofstream|std::fstream|[^i]ofstream|(fs|std::filesystem)::rename|(^|[^A-Za-z_.:>])rename\(|std::rename|copy_file|fopen\([^)]*"[wa]|O_WRONLY|O_RDWR'
