@@ -345,6 +345,8 @@ int main(int argc, char** argv) {
       "status", "Progress of every experiment, or of one experiment's runs.\n"
                 "Example: smallemctl status demo (or, with no coordinator: --db smallem.db)");
   st->add_option("experiment", status.experiment, "Experiment name or id");
+  st->add_flag("--all", status.all,
+               "List also the experiments whose every run was cancelled (left out by default)");
   read_flags(st, &status.service);
   st->callback([&] { exit_code = smallem::cli::RunStatus(status); });
 
@@ -410,6 +412,18 @@ int main(int argc, char** argv) {
   rt->add_option("--run", retry.run_ids, "Run ids instead of an experiment");
   coordinator_flag(rt, &retry.service);
   rt->callback([&] { exit_code = smallem::cli::RunRetry(retry); });
+
+  smallem::cli::DeleteArgs del;
+  CLI::App* de = app.add_subcommand(
+      "delete", "Delete an experiment and everything recorded of it (runs, results, metric\n"
+                "points, checkpoints), in one transaction. Refused while some of its runs are\n"
+                "running on workers (cancel it first), unless --force.\n"
+                "Example: smallemctl delete demo");
+  de->add_option("experiment", del.experiment, "Experiment name or id")->required();
+  de->add_flag("--force", del.force,
+               "Delete it even while runs of it are running (their workers stop them)");
+  coordinator_flag(de, &del.service);
+  de->callback([&] { exit_code = smallem::cli::RunDelete(del); });
 
   smallem::cli::WorkersArgs workers;
   CLI::App* wo = app.add_subcommand(

@@ -274,8 +274,11 @@ absl::StatusOr<v1::SubmitResponse> ServiceClient::SubmitGridFile(const std::stri
   return Call<v1::SubmitResponse>(&v1::ClientService::Stub::Submit, request);
 }
 
-absl::StatusOr<v1::ListExperimentsResponse> ServiceClient::ListExperiments() {
-  return Call<v1::ListExperimentsResponse>(&v1::ClientService::Stub::ListExperiments, v1::ListExperimentsRequest());
+absl::StatusOr<v1::ListExperimentsResponse> ServiceClient::ListExperiments(
+    bool include_cancelled) {
+  v1::ListExperimentsRequest request;
+  request.set_include_cancelled(include_cancelled);
+  return Call<v1::ListExperimentsResponse>(&v1::ClientService::Stub::ListExperiments, request);
 }
 
 absl::StatusOr<v1::GetExperimentResponse> ServiceClient::GetExperiment(
@@ -299,6 +302,16 @@ absl::StatusOr<v1::CancelResponse> ServiceClient::Cancel(const v1::CancelRequest
 
 absl::StatusOr<v1::RetryResponse> ServiceClient::Retry(const v1::RetryRequest& request) {
   return Call<v1::RetryResponse>(&v1::ClientService::Stub::Retry, request);
+}
+
+absl::StatusOr<v1::DeleteExperimentResponse> ServiceClient::DeleteExperiment(
+    const std::string& experiment, bool force) {
+  v1::DeleteExperimentRequest request;
+  int64_t id = 0;
+  if (absl::SimpleAtoi(experiment, &id)) request.set_experiment_id(id);
+  else request.set_name(experiment);
+  request.set_force(force);
+  return Call<v1::DeleteExperimentResponse>(&v1::ClientService::Stub::DeleteExperiment, request);
 }
 
 absl::StatusOr<v1::ReportResponse> ServiceClient::Report(v1::ReportRequest request,

@@ -69,12 +69,18 @@ class ServiceClient {
   // this grid's budget already (the note was given then).
   absl::StatusOr<std::string> BudgetChangeNote(const Grid& grid);
 
-  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments();
+  // With `include_cancelled`, also the experiments whose every run was
+  // cancelled (left out by default; the response counts them).
+  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments(bool include_cancelled = false);
   // `experiment` is a name or a numeric id.
   absl::StatusOr<v1::GetExperimentResponse> GetExperiment(const std::string& experiment);
   absl::StatusOr<v1::GetRunResponse> GetRun(int64_t run_id);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& request);
   absl::StatusOr<v1::RetryResponse> Retry(const v1::RetryRequest& request);
+  // `experiment` is a name or a numeric id; `force` deletes it even while
+  // runs of it are leased.
+  absl::StatusOr<v1::DeleteExperimentResponse> DeleteExperiment(const std::string& experiment,
+                                                                bool force);
   absl::StatusOr<v1::ReportResponse> Report(v1::ReportRequest request,
                                             const std::string& experiment);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);

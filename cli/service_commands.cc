@@ -76,14 +76,19 @@ int RunStatus(const StatusArgs& args) {
   if (!session.ok()) return Fail(session.status());
   ServiceClient& client = *session->client;
   if (args.experiment.empty()) {
-    absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments();
+    absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments(args.all);
     if (!list.ok()) return Fail(list.status());
-    if (list->experiments().empty()) {
+    if (list->experiments().empty() && list->hidden() == 0) {
       std::printf("no experiments yet; submit one with `smallemctl submit GRID`\n");
       return 0;
     }
     for (const v1::Experiment& e : list->experiments()) {
       std::printf("%s\n", FormatExperimentLine(e).c_str());
+    }
+    if (list->hidden() > 0) {
+      std::printf("(%s whose every run was cancelled not shown: `smallemctl status --all`; "
+                  "`smallemctl delete EXPERIMENT` removes one)\n",
+                  CountedNoun(list->hidden(), "experiment", "experiments").c_str());
     }
     return 0;
   }
@@ -195,6 +200,23 @@ int RunRetry(const RetryArgs& args) {
     return args.run_ids.empty() ? kExitOk : kExitError;
   }
   std::printf("requeued %d run%s\n", r->requeued(), r->requeued() == 1 ? "" : "s");
+  return 0;
+}
+
+int RunDelete(const DeleteArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::DeleteExperimentResponse> r =
+      client.DeleteExperiment(args.experiment, args.force);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("deleted experiment %s: %s, %s, %s, %s\n", r->name().c_str(),
+              CountedNoun(r->runs(), "run", "runs").c_str(),
+              CountedNoun(r->results(), "result", "results").c_str(),
+              CountedNoun(r->metric_points(), "metric point", "metric points").c_str(),
+              CountedNoun(r->checkpoints(), "checkpoint", "checkpoints").c_str());
+  if (r->leased() > 0) {
+    std::printf("%s running on workers: they stop at their next heartbeat\n",
+                CountedNoun(r->leased(), "run was", "runs were").c_str());
+  }
   return 0;
 }
 

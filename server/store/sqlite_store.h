@@ -76,6 +76,16 @@ struct StoreStats {
   double commit_seconds_sum = 0;
 };
 
+// What SqliteStore::DeleteExperiment removed.
+struct DeletedExperiment {
+  std::string name;
+  int leased = 0;             // of its runs, leased when it went (only with force)
+  int runs = 0;
+  int results = 0;
+  int64_t metric_points = 0;
+  int checkpoints = 0;
+};
+
 struct DatasetChunkRef {
   std::string file_name;
   int64_t file_size = 0;
@@ -133,6 +143,14 @@ class SqliteStore {
   // Newest first.
   absl::StatusOr<std::vector<ExperimentRecord>> ListExperiments(int limit);
   absl::StatusOr<RunCountsRecord> CountRuns(int64_t experiment_id);
+
+  // Deletes experiment `id` and everything recorded of it — its runs, their
+  // attempts, metric points, results and checkpoints, its variants — in one
+  // transaction (its dataset stays: other experiments may share it).
+  // FailedPrecondition, deleting nothing, while any of its runs is leased,
+  // unless `force` (the workers holding them learn at their next heartbeat
+  // that the run is gone, and stop). NotFound when absent.
+  absl::StatusOr<DeletedExperiment> DeleteExperiment(int64_t id, bool force);
 
   // ---- Runs (reads) ------------------------------------------------------
 

@@ -106,9 +106,12 @@ async function follow(mine, since, refresh) {
 
 // ---- experiments -----------------------------------------------------------
 
+// Experiments whose every run was cancelled are left out unless asked for.
+let showCancelled = false;
+
 async function experimentsPage(mine) {
   const render = async () => {
-    const data = await api("/api/experiments");
+    const data = await api(showCancelled ? "/api/experiments?all=1" : "/api/experiments");
     if (mine !== generation) return data;
     const rows = data.experiments.map((e) => {
       const c = e.counts;
@@ -124,8 +127,16 @@ async function experimentsPage(mine) {
         h("td", {}, e.baseline),
         h("td", { class: "muted" }, when(e.updated_unix_ms)));
     });
+    const toggle = data.hidden > 0 || showCancelled
+      ? h("label", { class: "muted", id: "show-cancelled" },
+          h("input", { type: "checkbox", checked: showCancelled,
+                       onchange: (ev) => { showCancelled = ev.target.checked; render(); } }),
+          showCancelled ? " show experiments whose every run was cancelled"
+                        : ` show ${data.hidden} experiment${data.hidden === 1 ? "" : "s"} whose every run was cancelled`)
+      : null;
     mount(
       h("h1", {}, "Experiments"),
+      toggle,
       rows.length === 0 ? h("p", { class: "muted" }, "None yet: smallemctl submit GRID.yaml")
         : h("table", { id: "experiments" },
             h("tr", {}, ["experiment", "runs", "total", "progress", "ETA", "baseline", "updated"]
