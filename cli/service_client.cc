@@ -115,8 +115,21 @@ absl::Status CheckCoordinatorAddress(const std::string& address) {
 }
 
 absl::Status ExplainUnavailable(const absl::Status& status, const std::string& address) {
+  const absl::string_view message = status.message();
+  // Something answered, but not in gRPC: a web server speaking HTTP/1 —
+  // the dashboard's port, most likely — is not the coordinator's port.
+  if (absl::StrContains(message, "http1.x server")) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach the coordinator at ", address, ": that is an HTTP/1 port (the "
+        "dashboard's, `smallem-coordinator --http`?), not the coordinator's gRPC port; give "
+        "--coordinator the address its log names after \"listening on\" (its --listen)"));
+  }
+  // An HTTP/2 server that is not a gRPC one (a proxy on the way, another
+  // service on that port) answered with an HTTP status: the coordinator
+  // was not reached, whatever gRPC code that status maps to.
+  const bool other_server = absl::StrContains(message, "Received http2 header with status");
   if (status.code() != absl::StatusCode::kUnavailable &&
-      status.code() != absl::StatusCode::kDeadlineExceeded) {
+      status.code() != absl::StatusCode::kDeadlineExceeded && !other_server) {
     return status;
   }
   const std::string host = address.substr(0, address.rfind(':'));
@@ -125,8 +138,10 @@ absl::Status ExplainUnavailable(const absl::Status& status, const std::string& a
   // Starting a coordinator is advice for this machine only; its flag is the
   // coordinator's, so the command is given whole.
   return absl::Status(
-      status.code(),
-      absl::StrCat("cannot reach the coordinator at ", address, " (", status.message(), "); ",
+      other_server ? absl::StatusCode::kUnavailable : status.code(),
+      absl::StrCat("cannot reach the coordinator at ", address, " (",
+                   other_server ? "another server or a proxy answered there: " : "",
+                   status.message(), "); ",
                    here ? absl::StrCat("start one with `smallem-coordinator --listen ", address,
                                        "`, ")
                         : "is it running there, and listening on that port? ",
