@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
 
@@ -102,22 +103,35 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
                    RenderFullReport(plan, compared,
                                     FullReportOptions{.at = options.at, .format = options.format,
                                                       .noise = true, .plot_path = ""}));
-  // Runs that lost a worker and continued from a checkpoint (docs/reliability.md).
+  // Runs that continued from a checkpoint (docs/reliability.md), and why
+  // their earlier attempts ended: a worker lost (its lease expired) or one
+  // stopped and handing the run back (Ctrl-C of `smallemctl run`, a
+  // scheduler's SIGTERM) — not the same news.
   int resumed_runs = 0;
   int64_t resumes = 0;
+  bool lost = false, stopped = false;
   for (const auto& [id, r] : by_run) {
     const nlohmann::json j = nlohmann::json::parse(r.result_json, nullptr, false);
     if (!j.is_object() || !j.contains("resumes") || !j["resumes"].is_number_integer()) continue;
     const int64_t n = j["resumes"].get<int64_t>();
-    resumed_runs += n > 0;
+    if (n <= 0) continue;
+    ++resumed_runs;
     resumes += n;
+    ASSIGN_OR_RETURN(std::vector<AttemptRecord> attempts, store.ListAttempts(id));
+    for (const AttemptRecord& a : attempts) {
+      lost |= a.outcome == FailureClassName(FailureClass::kLeaseLost);
+      stopped |= a.outcome == kReleasedOutcome;
+    }
   }
   if (resumed_runs > 0 && (options.format == ReportFormat::kTable ||
                            options.format == ReportFormat::kMarkdown)) {
+    const char* why = lost && stopped ? " after being stopped or losing a worker"
+                      : lost          ? " after losing a worker"
+                      : stopped       ? " after being stopped and started again"
+                                      : "";
     absl::StrAppend(&out.text, options.format == ReportFormat::kMarkdown ? "\n- " : "note: ",
-                    resumed_runs, " run", resumed_runs == 1 ? "" : "s",
-                    " resumed from a checkpoint after losing a worker (", resumes,
-                    " resume", resumes == 1 ? "" : "s", " in all)\n");
+                    CountedNoun(resumed_runs, "run", "runs"), " resumed from a checkpoint", why,
+                    " (", CountedNoun(resumes, "resume", "resumes"), " in all)\n");
   }
   if (options.plot) {
     ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared));
