@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
+#include "server/report/report_text.h"
 
 namespace smallem {
 
@@ -132,6 +133,40 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
     absl::StrAppend(&out.text, options.format == ReportFormat::kMarkdown ? "\n- " : "note: ",
                     CountedNoun(resumed_runs, "run", "runs"), " resumed from a checkpoint", why,
                     " (", CountedNoun(resumes, "resume", "resumes"), " in all)\n");
+  }
+  // Multi-token prediction: the params column counts the model that
+  // generates; its extra depths train too, and cost what they cost.
+  if (options.format == ReportFormat::kTable || options.format == ReportFormat::kMarkdown) {
+    std::map<std::string, std::string> mtp_notes;  // variant → its note
+    for (const RunRecord& run : runs) {
+      auto it = by_run.find(run.id);
+      if (it == by_run.end() || mtp_notes.count(run.variant)) continue;
+      const nlohmann::json j = nlohmann::json::parse(it->second.result_json, nullptr, false);
+      if (!j.is_object() || !j.contains("mtp_params") || !j["mtp_params"].is_number_integer() ||
+          !j.contains("params") || !j["params"].is_number_integer()) {
+        continue;
+      }
+      const int64_t mtp = j["mtp_params"].get<int64_t>();
+      const int64_t params = j["params"].get<int64_t>();
+      const int64_t depths = j.contains("config") && j["config"].is_object() &&
+                                     j["config"].contains("mtp") &&
+                                     j["config"]["mtp"].is_number_integer()
+                                 ? j["config"]["mtp"].get<int64_t>()
+                                 : 0;
+      if (mtp <= 0) continue;
+      mtp_notes[run.variant] = absl::StrCat(
+          run.variant, " trains ", report_internal::Grouped(params + mtp),
+          " parameters: the params column's ", report_internal::Grouped(params),
+          ", which generate, and ", report_internal::Grouped(mtp), " in its ",
+          depths > 0 ? CountedNoun(depths, "multi-token-prediction depth",
+                                   "multi-token-prediction depths")
+                     : std::string("multi-token-prediction depths"),
+          ", which only training uses");
+    }
+    for (const auto& [variant, note] : mtp_notes) {
+      absl::StrAppend(&out.text, options.format == ReportFormat::kMarkdown ? "\n- " : "note: ",
+                      note, "\n");
+    }
   }
   if (options.plot) {
     ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared));
