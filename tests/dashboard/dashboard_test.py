@@ -192,6 +192,29 @@ def browser_case(stack, directory):
         load = css(driver, "#expert-load")
         check(load and load[0].text.startswith("max/mean load 1.25×"),
               f"expert load: {load[0].text if load else 'not shown'}")
+        # Its training curve fills the box it is in, with three or more round
+        # ticks on each axis, none running into another, and the loss ticks
+        # bracketing the curve.
+        wait(driver, lambda d: css(d, ".curve.run polyline"), "the run page's training curve")
+        box, chart = css(driver, ".curve.run")[0], css(driver, ".curve.run svg")[0]
+        check(chart.size["width"] >= 0.9 * box.size["width"] - 16,
+              f"the curve takes {chart.size['width']} px of its {box.size['width']} px box")
+        boxes = driver.execute_script(
+            "const box = (e) => { const r = e.getBoundingClientRect();"
+            " return [r.left, r.right, r.top, r.bottom]; };"
+            "return {x: [...document.querySelectorAll('.curve.run .x-tick')].map(box),"
+            " y: [...document.querySelectorAll('.curve.run .y-tick')].map(box),"
+            " line: box(document.querySelector('.curve.run polyline'))};")
+        for axis in ("x", "y"):
+            ticks = sorted(boxes[axis])
+            check(len(ticks) >= 3, f"{len(ticks)} {axis} tick labels on the run's curve")
+            for a, b in zip(ticks, ticks[1:]):
+                apart = a[1] <= b[0] if axis == "x" else (a[3] <= b[2] or b[3] <= a[2])
+                check(apart, f"{axis} tick labels overlap: {a} and {b}")
+        tops = [t[2] for t in boxes["y"]]
+        bottoms = [t[3] for t in boxes["y"]]
+        check(min(tops) <= boxes["line"][2] and max(bottoms) >= boxes["line"][3],
+              f"the loss ticks {boxes['y']} do not bracket the curve {boxes['line']}")
         screenshot(driver, "run.png")
         # A run that diverged on every attempt: its step, each attempt's stderr tail.
         driver.get(stack.url + f"#/runs/{stack.failed_run}")
