@@ -149,7 +149,14 @@ def browser_case(stack, directory):
         wait(driver, lambda d: css(d, "#report-steps tr[data-variant]"), "the report table")
         compare_table(driver, "report-steps", report["rows"],
                       ["seeds_finished", "mean_val_nats_per_byte", "delta", "ci", "tau",
-                       "delta_over_tau", "params"])
+                       "delta_over_tau", "params", "params_change"])
+        # The parameter-difference flag is the CLI's: " !" exactly where the report warns.
+        for row in report["rows"]:
+            cell = css(driver, f'#report-steps tr[data-variant="{row["variant"]}"] '
+                               'td[data-key="params_change"]')
+            check(cell and cell[0].text.endswith(" !") == bool(row.get("params_warning")),
+                  f"{row['variant']}: Δ params {cell[0].text if cell else 'missing'!r}, "
+                  f"report warns {bool(row.get('params_warning'))}")
         check("equal_time" in report, "the fixture's report has no equal-time section")
         compare_table(driver, "report-time", report["equal_time"]["rows"],
                       ["mean_train_seconds", "mean_val_nats_per_byte", "reference_loss", "delta",

@@ -160,6 +160,11 @@ const STEP_COLUMNS = [
   ["verdict", (r) => h("td", { "data-key": "verdict", "data-value": JSON.stringify(r.verdict ?? null),
                                class: `v-${r.verdict}`, title: r.verdict_text || "" }, r.verdict ?? "—")],
   ["params", (r) => numCell("params", r.params, r.params ?? "—")],
+  // As the CLI's Δ params: the change against the baseline, " !" past the
+  // report's warning fraction (a comparison of unequal sizes).
+  ["Δ params", (r) => numCell("params_change", r.params_change,
+    r.params_change === null || r.params_change === undefined ? "—"
+      : `${r.params_change >= 0 ? "+" : ""}${(100 * r.params_change).toFixed(1)} %${r.params_warning ? " !" : ""}`)],
 ];
 const TIME_COLUMNS = [
   ["train s", (r) => numCell("mean_train_seconds", r.mean_train_seconds, fmt(r.mean_train_seconds, 1))],
