@@ -13,6 +13,7 @@
 #include "base/files.h"
 #include "base/text.h"
 #include "cli/service_client.h"
+#include "cli/session.h"
 #include "cli/tfevents.h"
 #include "engine/train/schedule.h"
 #include "nlohmann/json.hpp"
@@ -170,9 +171,9 @@ int RunExport(const ExportArgs& args) {
     return Fail(absl::InvalidArgumentError(
         "say what to write: --tensorboard DIR and/or --csv FILE"));
   }
-  ServiceClient client(
-      args.service.coordinator.empty() ? DefaultCoordinatorAddress() : args.service.coordinator,
-      absl::Seconds(args.service.deadline_s), args.service.token_file, args.service.tls_ca);
+  absl::StatusOr<Session> session = OpenSession(args.service);
+  if (!session.ok()) return Fail(session.status());
+  ServiceClient& client = *session->client;
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
   if (!e.ok()) return Fail(e.status());
   std::vector<ExportedRun> runs;

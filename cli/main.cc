@@ -307,8 +307,9 @@ int main(int argc, char** argv) {
   // --- service commands (submit, status, watch, report, cancel, retry,
   //     workers, run) ---
   auto coordinator_flag = [](CLI::App* cmd, smallem::cli::ServiceArgs* service) {
-    cmd->add_option("--coordinator", service->coordinator,
-                    "Coordinator HOST:PORT (default $SMALLEM_COORDINATOR or 127.0.0.1:7070)");
+    CLI::Option* coordinator = cmd->add_option(
+        "--coordinator", service->coordinator,
+        "Coordinator HOST:PORT (default $SMALLEM_COORDINATOR or 127.0.0.1:7070)");
     cmd->add_option("--timeout", service->deadline_s, "Seconds per call")->capture_default_str();
     cmd->add_option("--token-file", service->token_file,
                     "Path of a file holding the coordinator's client token, not the token\n"
@@ -318,6 +319,16 @@ int main(int argc, char** argv) {
                     "PEM root certificate of a TLS coordinator (default $SMALLEM_TLS_CA;\n"
                     "neither: plaintext)")
         ->check(CLI::ExistingFile);
+    return coordinator;
+  };
+  // The verbs that only read may read a database file instead of asking a
+  // coordinator (cli/session.h).
+  auto read_flags = [&](CLI::App* cmd, smallem::cli::ServiceArgs* service) {
+    CLI::Option* coordinator = coordinator_flag(cmd, service);
+    cmd->add_option("--db", service->db,
+                    "Read this SQLite database (`smallemctl run`'s, or a coordinator's --db)\n"
+                    "read-only, with no coordinator to start; instead of --coordinator")
+        ->excludes(coordinator);
   };
 
   smallem::cli::SubmitArgs submit;
@@ -333,9 +344,11 @@ int main(int argc, char** argv) {
   smallem::cli::StatusArgs status;
   CLI::App* st = app.add_subcommand(
       "status", "Progress of every experiment, or of one experiment's runs.\n"
-                "Example: smallemctl status demo");
+                "Example: smallemctl status demo (or, with no coordinator: --db smallem.db)");
   st->add_option("experiment", status.experiment, "Experiment name or id");
-  coordinator_flag(st, &status.service);
+  st->add_flag("--all", status.all,
+               "List also the experiments whose every run was cancelled (left out by default)");
+  read_flags(st, &status.service);
   st->callback([&] { exit_code = smallem::cli::RunStatus(status); });
 
   smallem::cli::WatchArgs watch;
@@ -348,7 +361,8 @@ int main(int argc, char** argv) {
   smallem::cli::ReportArgs report;
   CLI::App* re = app.add_subcommand(
       "report", "Compare each variant with the baseline, against the noise threshold.\n"
-                "Example: smallemctl report demo --format markdown");
+                "Example: smallemctl report demo --format markdown\n"
+                "(with no coordinator, after `smallemctl run`: smallemctl report demo --db smallem.db)");
   re->add_option("experiment", report.experiment, "Experiment name or id")->required();
   re->add_option("--at", report.at, "steps | time | both")->capture_default_str();
   re->add_option("--format", report.format, "table | markdown | csv | json")
@@ -356,7 +370,7 @@ int main(int argc, char** argv) {
   re->add_option("--noise-floor", report.noise_floor,
                  "Floor of the noise threshold, nats/byte (0 = 0.002)");
   re->add_option("--plot", report.plot, "Write the figure (loss against steps/time) to FILE.svg");
-  coordinator_flag(re, &report.service);
+  read_flags(re, &report.service);
   re->callback([&] { exit_code = smallem::cli::RunReport(report); });
 
   smallem::cli::ReportArgs noise;
@@ -370,7 +384,7 @@ int main(int argc, char** argv) {
   no->add_option("--format", noise.format, "table | markdown | csv | json")->capture_default_str();
   no->add_option("--noise-floor", noise.noise_floor,
                  "Floor of the noise threshold, nats/byte (0 = 0.002)");
-  coordinator_flag(no, &noise.service);
+  read_flags(no, &noise.service);
   no->callback([&] { exit_code = smallem::cli::RunReport(noise); });
 
   smallem::cli::ExportArgs exp;  // cli/export_command.h
@@ -381,7 +395,7 @@ int main(int argc, char** argv) {
   ex->add_option("--tensorboard", exp.tensorboard,
                  "Directory: one run directory of event files per variant and seed");
   ex->add_option("--csv", exp.csv, "File: one row per metric point");
-  coordinator_flag(ex, &exp.service);
+  read_flags(ex, &exp.service);
   ex->callback([&] { exit_code = smallem::cli::RunExport(exp); });
 
   smallem::cli::CancelArgs cancel;
@@ -399,6 +413,18 @@ int main(int argc, char** argv) {
   rt->add_option("--run", retry.run_ids, "Run ids instead of an experiment");
   coordinator_flag(rt, &retry.service);
   rt->callback([&] { exit_code = smallem::cli::RunRetry(retry); });
+
+  smallem::cli::DeleteArgs del;
+  CLI::App* de = app.add_subcommand(
+      "delete", "Delete an experiment and everything recorded of it (runs, results, metric\n"
+                "points, checkpoints), in one transaction. Refused while some of its runs are\n"
+                "running on workers (cancel it first), unless --force.\n"
+                "Example: smallemctl delete demo");
+  de->add_option("experiment", del.experiment, "Experiment name or id")->required();
+  de->add_flag("--force", del.force,
+               "Delete it even while runs of it are running (their workers stop them)");
+  coordinator_flag(de, &del.service);
+  de->callback([&] { exit_code = smallem::cli::RunDelete(del); });
 
   smallem::cli::WorkersArgs workers;
   CLI::App* wo = app.add_subcommand(
@@ -423,7 +449,8 @@ int main(int argc, char** argv) {
   smallem::cli::RunLocalArgs run;
   CLI::App* ru = app.add_subcommand(
       "run", "Run a grid on this machine: embedded coordinator (SQLite file here), local\n"
-             "workers, progress, then the report. Running it again resumes.\n"
+             "workers, progress, then the report. Running it again resumes;\n"
+             "`smallemctl report EXP --db FILE` rereads the report (--plot: its figure).\n"
              "Example: smallemctl run examples/demo.yaml");
   ru->add_option("grid", run.grid, "Grid file")->required();
   ru->add_option("--db", run.db, "SQLite database file")->capture_default_str();

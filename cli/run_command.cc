@@ -399,6 +399,15 @@ int RunLocal(const RunLocalArgs& args) {
   if (!report.ok()) return Fail(report.status());
   std::printf("\n%s", report->text().c_str());
   (*coordinator)->Shutdown();
+  // The database stays: the report and its figure are one command away, with
+  // no coordinator to start. Beside a table for a person; on stderr when
+  // stdout is CSV or JSON for a program.
+  const std::string reread =
+      absl::StrCat("smallemctl report ", ShellWord(name), " --db ", ShellWord(args.db));
+  std::fprintf(args.format == "table" ? stdout : stderr,
+               "\nthis report again (no server needed): %s\n"
+               "its figure:                           %s --plot %s\n",
+               reread.c_str(), reread.c_str(), ShellWord(name + ".svg").c_str());
   if (last.counts().failed() > 0) {
     std::fprintf(stderr,
                  "%d run%s failed (see the output above); `%s` again retries them\n",

@@ -115,8 +115,21 @@ absl::Status CheckCoordinatorAddress(const std::string& address) {
 }
 
 absl::Status ExplainUnavailable(const absl::Status& status, const std::string& address) {
+  const absl::string_view message = status.message();
+  // Something answered, but not in gRPC: a web server speaking HTTP/1 —
+  // the dashboard's port, most likely — is not the coordinator's port.
+  if (absl::StrContains(message, "http1.x server")) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach the coordinator at ", address, ": that is an HTTP/1 port (the "
+        "dashboard's, `smallem-coordinator --http`?), not the coordinator's gRPC port; give "
+        "--coordinator the address its log names after \"listening on\" (its --listen)"));
+  }
+  // An HTTP/2 server that is not a gRPC one (a proxy on the way, another
+  // service on that port) answered with an HTTP status: the coordinator
+  // was not reached, whatever gRPC code that status maps to.
+  const bool other_server = absl::StrContains(message, "Received http2 header with status");
   if (status.code() != absl::StatusCode::kUnavailable &&
-      status.code() != absl::StatusCode::kDeadlineExceeded) {
+      status.code() != absl::StatusCode::kDeadlineExceeded && !other_server) {
     return status;
   }
   const std::string host = address.substr(0, address.rfind(':'));
@@ -125,8 +138,10 @@ absl::Status ExplainUnavailable(const absl::Status& status, const std::string& a
   // Starting a coordinator is advice for this machine only; its flag is the
   // coordinator's, so the command is given whole.
   return absl::Status(
-      status.code(),
-      absl::StrCat("cannot reach the coordinator at ", address, " (", status.message(), "); ",
+      other_server ? absl::StatusCode::kUnavailable : status.code(),
+      absl::StrCat("cannot reach the coordinator at ", address, " (",
+                   other_server ? "another server or a proxy answered there: " : "",
+                   status.message(), "); ",
                    here ? absl::StrCat("start one with `smallem-coordinator --listen ", address,
                                        "`, ")
                         : "is it running there, and listening on that port? ",
@@ -148,13 +163,23 @@ ServiceClient::ServiceClient(const std::string& address, absl::Duration deadline
       stub_(v1::ClientService::NewStub(channel_.channel())),
       deadline_(deadline) {}
 
+ServiceClient::ServiceClient(std::shared_ptr<grpc::Channel> channel, const std::string& name,
+                             absl::Duration deadline)
+    : channel_(std::move(channel), name),
+      stub_(v1::ClientService::NewStub(channel_.channel())),
+      deadline_(deadline),
+      in_process_(true) {}
+
 template <typename Response, typename Request, typename Method>
 absl::StatusOr<Response> ServiceClient::Call(Method method, const Request& request) {
   if (!setup_.ok()) return setup_;
   auto context = channel_.NewCallContext(deadline_);
   Response response;
   grpc::Status status = ((*stub_).*method)(context.get(), request, &response);
-  if (!status.ok()) return ExplainUnavailable(FromGrpcStatus(status), address());
+  if (!status.ok()) {
+    return in_process_ ? FromGrpcStatus(status)
+                       : ExplainUnavailable(FromGrpcStatus(status), address());
+  }
   return response;
 }
 
@@ -264,8 +289,11 @@ absl::StatusOr<v1::SubmitResponse> ServiceClient::SubmitGridFile(const std::stri
   return Call<v1::SubmitResponse>(&v1::ClientService::Stub::Submit, request);
 }
 
-absl::StatusOr<v1::ListExperimentsResponse> ServiceClient::ListExperiments() {
-  return Call<v1::ListExperimentsResponse>(&v1::ClientService::Stub::ListExperiments, v1::ListExperimentsRequest());
+absl::StatusOr<v1::ListExperimentsResponse> ServiceClient::ListExperiments(
+    bool include_cancelled) {
+  v1::ListExperimentsRequest request;
+  request.set_include_cancelled(include_cancelled);
+  return Call<v1::ListExperimentsResponse>(&v1::ClientService::Stub::ListExperiments, request);
 }
 
 absl::StatusOr<v1::GetExperimentResponse> ServiceClient::GetExperiment(
@@ -289,6 +317,16 @@ absl::StatusOr<v1::CancelResponse> ServiceClient::Cancel(const v1::CancelRequest
 
 absl::StatusOr<v1::RetryResponse> ServiceClient::Retry(const v1::RetryRequest& request) {
   return Call<v1::RetryResponse>(&v1::ClientService::Stub::Retry, request);
+}
+
+absl::StatusOr<v1::DeleteExperimentResponse> ServiceClient::DeleteExperiment(
+    const std::string& experiment, bool force) {
+  v1::DeleteExperimentRequest request;
+  int64_t id = 0;
+  if (absl::SimpleAtoi(experiment, &id)) request.set_experiment_id(id);
+  else request.set_name(experiment);
+  request.set_force(force);
+  return Call<v1::DeleteExperimentResponse>(&v1::ClientService::Stub::DeleteExperiment, request);
 }
 
 absl::StatusOr<v1::ReportResponse> ServiceClient::Report(v1::ReportRequest request,
@@ -366,6 +404,7 @@ absl::Status ServiceClient::StreamMetrics(
   }
   grpc::Status status = reader->Finish();
   if (status.error_code() == grpc::StatusCode::CANCELLED) return absl::OkStatus();
+  if (in_process_) return FromGrpcStatus(status);
   return ExplainUnavailable(FromGrpcStatus(status), address());
 }
 

@@ -42,6 +42,11 @@ class ServiceClient {
   // Exactly `security`; the environment is not consulted.
   ServiceClient(const std::string& address, absl::Duration deadline,
                 const ChannelSecurity& security);
+  // Calls over `channel` (an in-process server's: ReadOnlyCoordinator),
+  // named `name` in messages (address() returns it). Its errors are the
+  // service's as they are: none is a coordinator out of reach.
+  ServiceClient(std::shared_ptr<grpc::Channel> channel, const std::string& name,
+                absl::Duration deadline);
 
   const std::string& address() const { return channel_.address(); }
 
@@ -64,12 +69,18 @@ class ServiceClient {
   // this grid's budget already (the note was given then).
   absl::StatusOr<std::string> BudgetChangeNote(const Grid& grid);
 
-  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments();
+  // With `include_cancelled`, also the experiments whose every run was
+  // cancelled (left out by default; the response counts them).
+  absl::StatusOr<v1::ListExperimentsResponse> ListExperiments(bool include_cancelled = false);
   // `experiment` is a name or a numeric id.
   absl::StatusOr<v1::GetExperimentResponse> GetExperiment(const std::string& experiment);
   absl::StatusOr<v1::GetRunResponse> GetRun(int64_t run_id);
   absl::StatusOr<v1::CancelResponse> Cancel(const v1::CancelRequest& request);
   absl::StatusOr<v1::RetryResponse> Retry(const v1::RetryRequest& request);
+  // `experiment` is a name or a numeric id; `force` deletes it even while
+  // runs of it are leased.
+  absl::StatusOr<v1::DeleteExperimentResponse> DeleteExperiment(const std::string& experiment,
+                                                                bool force);
   absl::StatusOr<v1::ReportResponse> Report(v1::ReportRequest request,
                                             const std::string& experiment);
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
@@ -95,6 +106,7 @@ class ServiceClient {
   ClientChannel channel_;
   std::unique_ptr<v1::ClientService::Stub> stub_;
   absl::Duration deadline_;
+  bool in_process_ = false;  // no network: errors are not explained as unreachability
 };
 
 // A report request from the command line's --at (steps, time, both),

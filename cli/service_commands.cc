@@ -14,6 +14,7 @@
 #include "base/text.h"
 #include "cli/progress.h"
 #include "cli/service_client.h"
+#include "cli/session.h"
 #include "cli/status_view.h"
 #include "server/report/plot.h"
 
@@ -71,16 +72,23 @@ int RunSubmit(const SubmitArgs& args) {
 }
 
 int RunStatus(const StatusArgs& args) {
-  ServiceClient client = Connect(args.service);
+  absl::StatusOr<Session> session = OpenSession(args.service);
+  if (!session.ok()) return Fail(session.status());
+  ServiceClient& client = *session->client;
   if (args.experiment.empty()) {
-    absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments();
+    absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments(args.all);
     if (!list.ok()) return Fail(list.status());
-    if (list->experiments().empty()) {
+    if (list->experiments().empty() && list->hidden() == 0) {
       std::printf("no experiments yet; submit one with `smallemctl submit GRID`\n");
       return 0;
     }
     for (const v1::Experiment& e : list->experiments()) {
       std::printf("%s\n", FormatExperimentLine(e).c_str());
+    }
+    if (list->hidden() > 0) {
+      std::printf("(%s whose every run was cancelled not shown: `smallemctl status --all`; "
+                  "`smallemctl delete EXPERIMENT` removes one)\n",
+                  CountedNoun(list->hidden(), "experiment", "experiments").c_str());
     }
     return 0;
   }
@@ -141,8 +149,10 @@ int RunReport(const ReportArgs& args) {
     if (absl::Status ok = CheckPlotPath(args.plot); !ok.ok()) return Fail(ok);
     request->set_plot(true);
   }
-  ServiceClient client = Connect(args.service);
-  absl::StatusOr<v1::ReportResponse> report = client.Report(*request, args.experiment);
+  absl::StatusOr<Session> session = OpenSession(args.service);
+  if (!session.ok()) return Fail(session.status());
+  absl::StatusOr<v1::ReportResponse> report =
+      session->client->Report(*request, args.experiment);
   if (!report.ok()) return Fail(report.status());
   std::fputs(report->text().c_str(), stdout);
   if (!args.plot.empty()) {
@@ -152,8 +162,9 @@ int RunReport(const ReportArgs& args) {
     std::fprintf(stderr, "figure written to %s\n", args.plot.c_str());
   }
   if (report->runs_done() < report->runs_total() && args.format == "table") {
-    std::printf("\n%d of %d runs done; `smallemctl status %s` shows the rest.\n",
-                report->runs_done(), report->runs_total(), args.experiment.c_str());
+    std::printf("\n%d of %d runs done; `smallemctl status %s%s` shows the rest.\n",
+                report->runs_done(), report->runs_total(), args.experiment.c_str(),
+                args.service.db.empty() ? "" : (" --db " + args.service.db).c_str());
   }
   return 0;
 }
@@ -189,6 +200,23 @@ int RunRetry(const RetryArgs& args) {
     return args.run_ids.empty() ? kExitOk : kExitError;
   }
   std::printf("requeued %d run%s\n", r->requeued(), r->requeued() == 1 ? "" : "s");
+  return 0;
+}
+
+int RunDelete(const DeleteArgs& args) {
+  ServiceClient client = Connect(args.service);
+  absl::StatusOr<v1::DeleteExperimentResponse> r =
+      client.DeleteExperiment(args.experiment, args.force);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("deleted experiment %s: %s, %s, %s, %s\n", r->name().c_str(),
+              CountedNoun(r->runs(), "run", "runs").c_str(),
+              CountedNoun(r->results(), "result", "results").c_str(),
+              CountedNoun(r->metric_points(), "metric point", "metric points").c_str(),
+              CountedNoun(r->checkpoints(), "checkpoint", "checkpoints").c_str());
+  if (r->leased() > 0) {
+    std::printf("%s running on workers: they stop at their next heartbeat\n",
+                CountedNoun(r->leased(), "run was", "runs were").c_str());
+  }
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // The service verbs of smallemctl: submit, status, watch, report, cancel,
-// retry, workers — clients of a coordinator — and run, which embeds a
+// retry, delete, workers — clients of a coordinator — and run, which embeds a
 // coordinator and local workers. Flags are parsed in cli/main.cc; each verb
 // takes a plain options struct and returns the process exit code: 0 success,
 // 1 failure (the message on stderr says what to do next), 2 bad input.
@@ -18,6 +18,10 @@ struct ServiceArgs {
   int64_t deadline_s = 30;  // per call
   std::string token_file;   // the client token's file; "" = $SMALLEM_CLIENT_TOKEN, else none
   std::string tls_ca;       // PEM root certificate; "" = $SMALLEM_TLS_CA, else plaintext
+  // A database to read instead, opened read-only with no coordinator
+  // (cli/session.h); "" = ask the coordinator. Only the verbs that read
+  // (status, report, noise, export) offer it.
+  std::string db;
 };
 
 struct SubmitArgs {
@@ -29,6 +33,13 @@ struct SubmitArgs {
 struct StatusArgs {
   ServiceArgs service;
   std::string experiment;  // name or id; "" = every experiment, one line each
+  bool all = false;        // list also the experiments whose every run was cancelled
+};
+
+struct DeleteArgs {
+  ServiceArgs service;
+  std::string experiment;  // name or id
+  bool force = false;      // even while runs of it are leased
 };
 
 struct WatchArgs {
@@ -81,6 +92,9 @@ int RunWatch(const WatchArgs& args);
 int RunReport(const ReportArgs& args);
 int RunCancel(const CancelArgs& args);
 int RunRetry(const RetryArgs& args);
+// `smallemctl delete EXPERIMENT`: the experiment and everything recorded of
+// it, gone (refused while runs of it are leased, unless args.force).
+int RunDelete(const DeleteArgs& args);
 int RunWorkers(const WorkersArgs& args);
 // `smallemctl admin backup FILE`: a consistent copy of a running
 // coordinator's database written to the new file FILE.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
+#include "base/files.h"
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "cli/progress.h"
@@ -24,6 +25,7 @@
 #include "engine/train/evaluate.h"
 #include "engine/train/trainer.h"
 #include "engine/train/validation_text.h"
+#include "spec/run_spec_keys.h"
 #ifdef SMALLEM_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #endif
@@ -66,19 +68,52 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device
 // The run spec of --spec FILE: a run spec, or a run's result.json (whose
 // "config" is the spec it ran), so that a run can be reproduced from its
 // directory.
+// The line (from 1) of `text` where the object key `key` is written — its
+// first occurrence as "key" followed by a colon, at or after `from`; 0 when
+// it cannot be found (an escaped key).
+int JsonKeyLine(const std::string& text, const std::string& key, size_t from) {
+  const std::string quoted = absl::StrCat("\"", key, "\"");
+  for (size_t at = text.find(quoted, from); at != std::string::npos;
+       at = text.find(quoted, at + 1)) {
+    const size_t next = text.find_first_not_of(" \t\r\n", at + quoted.size());
+    if (next != std::string::npos && text[next] == ':') {
+      return 1 + static_cast<int>(std::count(text.begin(), text.begin() + at, '\n'));
+    }
+  }
+  return 0;
+}
+
+// The run spec of a --spec file: the file itself, or a result.json's
+// "config". A key no run spec has is named with its line and the nearest
+// key ("spec.json:3: unknown key "lrr" (did you mean "lr"?)"), before any
+// value is read.
 absl::StatusOr<nlohmann::json> ReadSpecFile(const std::string& path) {
-  ASSIGN_OR_RETURN(nlohmann::json file, ReadJsonFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  nlohmann::json file = nlohmann::json::parse(text, nullptr, false);
+  if (file.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: not valid JSON", path));
+  }
   if (!file.is_object()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: expected a JSON object (a run spec, or a run's result.json)", path));
   }
+  size_t spec_from = 0;  // where the spec's own keys start in the text
   if (file.contains("val_nats_per_byte")) {
     const auto config = file.find("config");
     if (config == file.end() || !config->is_object()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: a result without its run spec (\"config\"); pass the run spec instead", path));
     }
-    return *config;
+    spec_from = text.find("\"config\"");
+    file = *config;
+  }
+  const std::vector<std::string>& keys = RunSpecKeyNames();
+  for (auto it = file.begin(); it != file.end(); ++it) {
+    if (std::find(keys.begin(), keys.end(), it.key()) != keys.end()) continue;
+    const int line = JsonKeyLine(text, it.key(), spec_from == std::string::npos ? 0 : spec_from);
+    const absl::Status unknown = UnknownRunSpecKey(it.key());
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, line > 0 ? absl::StrCat(":", line) : "", ": ", unknown.message()));
   }
   return file;
 }

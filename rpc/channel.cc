@@ -1,5 +1,7 @@
 #include "rpc/channel.h"
 
+#include <utility>
+
 #include "base/check.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/limits.h"
@@ -21,6 +23,9 @@ ClientChannel::ClientChannel(const std::string& address, const ChannelOptions& o
   }
   channel_ = grpc::CreateCustomChannel(address, MakeChannelCredentials(options.security), args);
 }
+
+ClientChannel::ClientChannel(std::shared_ptr<grpc::Channel> channel, const std::string& name)
+    : address_(name), channel_(std::move(channel)) {}
 
 std::unique_ptr<grpc::ClientContext> ClientChannel::NewCallContext(absl::Duration deadline) const {
   CHECK(deadline > absl::ZeroDuration() && deadline < absl::InfiniteDuration());

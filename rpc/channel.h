@@ -43,6 +43,10 @@ class ClientChannel {
   // up to kMaxMessageBytes. Connects lazily: an unreachable address shows
   // as Unavailable on the first call, never here.
   ClientChannel(const std::string& address, const ChannelOptions& options);
+  // A channel made elsewhere (an in-process server's,
+  // server/service/read_only_coordinator.h), sending no token; `name`
+  // stands for its address in messages.
+  ClientChannel(std::shared_ptr<grpc::Channel> channel, const std::string& name);
 
   const std::string& address() const { return address_; }
   // For making stubs (v1::ClientService::NewStub(channel.channel())).

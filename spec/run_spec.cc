@@ -1,13 +1,16 @@
 #include "spec/run_spec.h"
 
 #include <cmath>
+#include <iterator>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "spec/optimizer_spec.h"
+#include "spec/run_spec_keys.h"
 
 namespace smallem {
 namespace {
@@ -55,6 +58,22 @@ constexpr const char* kKeys[] = {
     "balance", "bias_rate", "aux_coefficient"};
 
 }  // namespace
+
+const std::vector<std::string>& RunSpecKeyNames() {
+  static const auto* names = new std::vector<std::string>(std::begin(kKeys), std::end(kKeys));
+  return *names;
+}
+
+absl::Status UnknownRunSpecKey(std::string_view key) {
+  const std::string shown = SanitizeLine(key, 80);
+  const std::string near = ClosestWord(key, RunSpecKeyNames());
+  if (!near.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown key \"", shown, "\" (did you mean \"", near, "\"?)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown key \"", shown, "\" (expected one of ",
+                                                 absl::StrJoin(kKeys, ", "), ")"));
+}
 
 ModelConfig RunSpec::ModelFor(int64_t vocab) const {
   return ModelConfig{.vocab = vocab, .context = context, .layers = layers,
@@ -125,10 +144,7 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool known = false;
     for (const char* k : kKeys) known |= (it.key() == k);
-    if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown key \"", it.key(), "\" (expected one of ", absl::StrJoin(kKeys, ", "), ")"));
-    }
+    if (!known) return UnknownRunSpecKey(it.key());
   }
   RunSpec s;
   // The preset first, so per-piece keys override it whatever their order.

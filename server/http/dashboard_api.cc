@@ -130,15 +130,21 @@ absl::StatusOr<ExperimentRecord> DashboardApi::FindExperiment(std::string_view i
   return store_->FindExperiment(id_or_name);
 }
 
-absl::StatusOr<json> DashboardApi::Experiments() {
+absl::StatusOr<json> DashboardApi::Experiments(bool include_cancelled) {
   const uint64_t changes = queue_->changes();  // before reading: no change is missed
   ASSIGN_OR_RETURN(std::vector<ExperimentRecord> experiments, store_->ListExperiments(1000));
   json list = json::array();
+  int hidden = 0;
   for (const ExperimentRecord& e : experiments) {
     ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(e.id));
-    list.push_back(ExperimentJson(e, SummarizeRuns(runs)));
+    const ExperimentSummary summary = SummarizeRuns(runs);
+    if (!include_cancelled && IsCancelledAndEmpty(summary.counts)) {
+      ++hidden;
+      continue;
+    }
+    list.push_back(ExperimentJson(e, summary));
   }
-  return json{{"experiments", std::move(list)}, {"changes", changes}};
+  return json{{"experiments", std::move(list)}, {"hidden", hidden}, {"changes", changes}};
 }
 
 absl::StatusOr<json> DashboardApi::Experiment(std::string_view id_or_name) {

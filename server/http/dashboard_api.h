@@ -31,8 +31,10 @@ class DashboardApi {
       : store_(store), queue_(queue), workers_(workers), clock_(clock) {}
 
   // GET /api/experiments: newest first, each with its run counts by status,
-  // steps done of planned and ETA; and the change counter.
-  absl::StatusOr<nlohmann::json> Experiments();
+  // steps done of planned and ETA; and the change counter. Experiments
+  // whose every run was cancelled (IsCancelledAndEmpty) only with
+  // `include_cancelled` (?all=1); "hidden" counts those left out.
+  absl::StatusOr<nlohmann::json> Experiments(bool include_cancelled = false);
   // GET /api/experiments/{id or name}: the experiment, its runs (state,
   // progress, failure, result) and the report as `smallemctl report
   // --format json` prints it ("report"; "report_error" instead when the

@@ -255,8 +255,8 @@ void DashboardServer::Route(const DashboardOptions& options, DashboardApi* api,
     SendJson(res, json{{"token_required", !token.empty()},
                        {"can_act", !token.empty() && authorized(req)}});
   });
-  srv.Get("/api/experiments", [api](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, api->Experiments());
+  srv.Get("/api/experiments", [api](const httplib::Request& req, httplib::Response& res) {
+    SendJson(res, api->Experiments(/*include_cancelled=*/req.get_param_value("all") == "1"));
   });
   srv.Get(R"(/api/experiments/([^/]+))", [api](const httplib::Request& req,
                                                 httplib::Response& res) {

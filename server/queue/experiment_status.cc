@@ -40,4 +40,8 @@ ExperimentSummary SummarizeRuns(const std::vector<RunRecord>& runs) {
   return s;
 }
 
+bool IsCancelledAndEmpty(const RunCountsRecord& counts) {
+  return counts.cancelled == counts.total;
+}
+
 }  // namespace smallem

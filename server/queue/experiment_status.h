@@ -23,6 +23,12 @@ struct ExperimentSummary {
 // runs currently leased (the parallelism seen now).
 ExperimentSummary SummarizeRuns(const std::vector<RunRecord>& runs);
 
+// True when every run of an experiment was cancelled (none queued, running
+// or finished: nothing in it to read — a grid submitted by mistake, then
+// cancelled). Lists leave such experiments out unless asked (`smallemctl
+// status --all`, the dashboard's "show cancelled").
+bool IsCancelledAndEmpty(const RunCountsRecord& counts);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_SERVER_QUEUE_EXPERIMENT_STATUS_H_

@@ -171,6 +171,11 @@ absl::StatusOr<int> JobQueue::Retry(const RunSelector& selector) {
   return Changed(store_->Retry(selector, clock_->NowUnixMs()));
 }
 
+absl::StatusOr<DeletedExperiment> JobQueue::DeleteExperiment(int64_t experiment_id,
+                                                             bool force) {
+  return Changed(store_->DeleteExperiment(experiment_id, force));
+}
+
 void JobQueue::StartReaper() {
   absl::MutexLock lock(&mu_);
   if (reaper_.joinable()) return;

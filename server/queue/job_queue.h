@@ -17,9 +17,9 @@
 // SIGTERM) is no failure: requeued at once, charged to nothing.
 //
 // Change notification. Every write that can change what a client sees of a
-// run (lease, heartbeat, completion, failure, reaping, cancel, retry) bumps
-// a counter; a streaming reader waits on it (WaitForChange) instead of
-// polling the store.
+// run (lease, heartbeat, completion, failure, reaping, cancel, retry,
+// deletion) bumps a counter; a streaming reader waits on it (WaitForChange)
+// instead of polling the store.
 //
 // Checkpoints (docs/reliability.md). A run's checkpoint is deleted when its
 // result is recorded; each reaper round also deletes those of runs that
@@ -114,6 +114,8 @@ class JobQueue {
 
   absl::StatusOr<int> Cancel(const RunSelector& selector);
   absl::StatusOr<int> Retry(const RunSelector& selector);
+  // SqliteStore::DeleteExperiment, as a change (pages and streams look again).
+  absl::StatusOr<DeletedExperiment> DeleteExperiment(int64_t experiment_id, bool force);
 
   // Starts / stops the background reaper. Stop is idempotent.
   void StartReaper();

@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
+#include "server/report/report_text.h"
 
 namespace smallem {
 
@@ -102,22 +104,69 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
                    RenderFullReport(plan, compared,
                                     FullReportOptions{.at = options.at, .format = options.format,
                                                       .noise = true, .plot_path = ""}));
-  // Runs that lost a worker and continued from a checkpoint (docs/reliability.md).
+  // Runs that continued from a checkpoint (docs/reliability.md), and why
+  // their earlier attempts ended: a worker lost (its lease expired) or one
+  // stopped and handing the run back (Ctrl-C of `smallemctl run`, a
+  // scheduler's SIGTERM) — not the same news.
   int resumed_runs = 0;
   int64_t resumes = 0;
+  bool lost = false, stopped = false;
   for (const auto& [id, r] : by_run) {
     const nlohmann::json j = nlohmann::json::parse(r.result_json, nullptr, false);
     if (!j.is_object() || !j.contains("resumes") || !j["resumes"].is_number_integer()) continue;
     const int64_t n = j["resumes"].get<int64_t>();
-    resumed_runs += n > 0;
+    if (n <= 0) continue;
+    ++resumed_runs;
     resumes += n;
+    ASSIGN_OR_RETURN(std::vector<AttemptRecord> attempts, store.ListAttempts(id));
+    for (const AttemptRecord& a : attempts) {
+      lost |= a.outcome == FailureClassName(FailureClass::kLeaseLost);
+      stopped |= a.outcome == kReleasedOutcome;
+    }
   }
   if (resumed_runs > 0 && (options.format == ReportFormat::kTable ||
                            options.format == ReportFormat::kMarkdown)) {
+    const char* why = lost && stopped ? " after being stopped or losing a worker"
+                      : lost          ? " after losing a worker"
+                      : stopped       ? " after being stopped and started again"
+                                      : "";
     absl::StrAppend(&out.text, options.format == ReportFormat::kMarkdown ? "\n- " : "note: ",
-                    resumed_runs, " run", resumed_runs == 1 ? "" : "s",
-                    " resumed from a checkpoint after losing a worker (", resumes,
-                    " resume", resumes == 1 ? "" : "s", " in all)\n");
+                    CountedNoun(resumed_runs, "run", "runs"), " resumed from a checkpoint", why,
+                    " (", CountedNoun(resumes, "resume", "resumes"), " in all)\n");
+  }
+  // Multi-token prediction: the params column counts the model that
+  // generates; its extra depths train too, and cost what they cost.
+  if (options.format == ReportFormat::kTable || options.format == ReportFormat::kMarkdown) {
+    std::map<std::string, std::string> mtp_notes;  // variant → its note
+    for (const RunRecord& run : runs) {
+      auto it = by_run.find(run.id);
+      if (it == by_run.end() || mtp_notes.count(run.variant)) continue;
+      const nlohmann::json j = nlohmann::json::parse(it->second.result_json, nullptr, false);
+      if (!j.is_object() || !j.contains("mtp_params") || !j["mtp_params"].is_number_integer() ||
+          !j.contains("params") || !j["params"].is_number_integer()) {
+        continue;
+      }
+      const int64_t mtp = j["mtp_params"].get<int64_t>();
+      const int64_t params = j["params"].get<int64_t>();
+      const int64_t depths = j.contains("config") && j["config"].is_object() &&
+                                     j["config"].contains("mtp") &&
+                                     j["config"]["mtp"].is_number_integer()
+                                 ? j["config"]["mtp"].get<int64_t>()
+                                 : 0;
+      if (mtp <= 0) continue;
+      mtp_notes[run.variant] = absl::StrCat(
+          run.variant, " trains ", report_internal::Grouped(params + mtp),
+          " parameters: the params column's ", report_internal::Grouped(params),
+          ", which generate, and ", report_internal::Grouped(mtp), " in its ",
+          depths > 0 ? CountedNoun(depths, "multi-token-prediction depth",
+                                   "multi-token-prediction depths")
+                     : std::string("multi-token-prediction depths"),
+          ", which only training uses");
+    }
+    for (const auto& [variant, note] : mtp_notes) {
+      absl::StrAppend(&out.text, options.format == ReportFormat::kMarkdown ? "\n- " : "note: ",
+                      note, "\n");
+    }
   }
   if (options.plot) {
     ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared));

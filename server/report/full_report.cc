@@ -73,7 +73,13 @@ absl::StatusOr<std::string> RenderFullReport(const ComparisonPlan& plan,
       } else {
         text = FormatCombinedReport(*time, options.format);
       }
-      if (!time_missing.empty()) {
+      if (!time_missing.empty() && !plan.reference) {
+        // No reference block was asked for: one short line, not the
+        // error --at time gives (which says how to add one).
+        absl::StrAppend(&text, markdown ? "\n- " : "note: ",
+                        "equal steps only: no `reference` block for equal time "
+                        "(docs/grid-format.md)\n");
+      } else if (!time_missing.empty()) {
         absl::StrAppend(&text, markdown ? "\n- " : "note: ", "equal time not shown: ", time_missing,
                         ".\n");
       }

@@ -19,6 +19,10 @@ namespace {
 // Layout, in SVG user units (pixels at 100 %).
 constexpr double kWidth = 1080, kHeight = 490;
 constexpr double kPanelTop = 60, kPanelWidth = 430, kPanelHeight = 340;
+// What an x tick label may take: the 12 px sans-serif font's widest glyph
+// the labels use ('m' of "min", 10 px) would overstate digits (6.7 px); 7.5
+// px a character bounds every label these axes print, with this gap between.
+constexpr double kTickLabelCharWidth = 7.5, kTickLabelGap = 4;
 constexpr double kPanelLeft[2] = {80, 620};
 constexpr double kLegendTop = 455;
 constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -156,14 +160,22 @@ void Frame(const Axes& a, const std::string& x_title, bool time_axis, std::strin
   absl::StrAppend(&svg, "<rect class=\"frame\" x=\"", Num(a.left), "\" y=\"", Num(kPanelTop),
                   "\" width=\"", Num(kPanelWidth), "\" height=\"", Num(kPanelHeight),
                   "\" fill=\"none\" stroke=\"#444\"/>\n");
+  // Every tick is drawn; a label that would run into the last one drawn
+  // is left out ("0.7 s0.8 s0.9 s1 s" where 1–9 per decade crowd a wide
+  // range), each label taken as kTickLabelCharWidth per character.
+  double last_label_right = -1e9;
   for (double v : LogTicks(a)) {
     const double x = a.X(v);
     absl::StrAppend(&svg, "<line class=\"tick\" x1=\"", Num(x), "\" y1=\"",
                     Num(kPanelTop + kPanelHeight), "\" x2=\"", Num(x), "\" y2=\"",
                     Num(kPanelTop + kPanelHeight + 5), "\" stroke=\"#444\"/>\n");
+    const std::string label = time_axis ? TimeLabel(v) : StepsLabel(v);
+    const double half = kTickLabelCharWidth * static_cast<double>(label.size()) / 2;
+    if (x - half < last_label_right + kTickLabelGap) continue;
+    last_label_right = x + half;
     absl::StrAppend(&svg, "<text class=\"tick-label\" x=\"", Num(x), "\" y=\"",
                     Num(kPanelTop + kPanelHeight + 18), "\" text-anchor=\"middle\">",
-                    Escape(time_axis ? TimeLabel(v) : StepsLabel(v)), "</text>\n");
+                    Escape(label), "</text>\n");
   }
   int decimals = 0;
   for (double v : LinearTicks(a.y_lo, a.y_hi, &decimals)) {

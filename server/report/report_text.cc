@@ -17,7 +17,8 @@ size_t DisplayWidth(std::string_view s) {
   return n;
 }
 
-// 1234567 → "1,234,567".
+}  // namespace
+
 std::string Grouped(int64_t n) {
   std::string digits = absl::StrCat(n < 0 ? -n : n);
   std::string out;
@@ -27,8 +28,6 @@ std::string Grouped(int64_t n) {
   }
   return n < 0 ? "-" + out : out;
 }
-
-}  // namespace
 
 std::string Fixed(const std::optional<double>& v, const char* format) {
   return v ? absl::StrFormat(format, *v) : std::string(kNone);

@@ -21,6 +21,8 @@ namespace smallem::report_internal {
 // What an empty cell shows.
 inline constexpr char kNone[] = "—";
 
+// 1234567 → "1,234,567".
+std::string Grouped(int64_t n);
 // `v` in printf `format`, or kNone when unset.
 std::string Fixed(const std::optional<double>& v, const char* format);
 // The parameter count, grouped, and its change against the baseline

@@ -134,10 +134,17 @@ grpc::Status ClientServiceImpl::ListExperiments(grpc::ServerContext*,
     if (request->limit() < 0) return absl::InvalidArgumentError("limit: must not be negative");
     const int limit = request->limit() == 0 ? 100 : std::min(request->limit(), 10'000);
     ASSIGN_OR_RETURN(std::vector<ExperimentRecord> experiments, store_->ListExperiments(limit));
+    int hidden = 0;
     for (const ExperimentRecord& e : experiments) {
       ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(e.id));
-      ToProto(e, SummarizeRuns(runs), response->add_experiments());
+      const ExperimentSummary summary = SummarizeRuns(runs);
+      if (!request->include_cancelled() && IsCancelledAndEmpty(summary.counts)) {
+        ++hidden;
+        continue;
+      }
+      ToProto(e, summary, response->add_experiments());
     }
+    response->set_hidden(hidden);
     return absl::OkStatus();
   }());
 }
@@ -243,6 +250,23 @@ grpc::Status ClientServiceImpl::Retry(grpc::ServerContext*, const v1::RetryReque
                      Selector(*store_, request->experiment_id(), request->run_ids()));
     ASSIGN_OR_RETURN(int n, queue_->Retry(selector));
     response->set_requeued(n);
+    return absl::OkStatus();
+  }());
+}
+
+grpc::Status ClientServiceImpl::DeleteExperiment(grpc::ServerContext*,
+                                                 const v1::DeleteExperimentRequest* request,
+                                                 v1::DeleteExperimentResponse* response) {
+  return ToGrpcStatus([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(ExperimentRecord e,
+                     ResolveExperiment(*store_, request->experiment_id(), request->name()));
+    ASSIGN_OR_RETURN(DeletedExperiment deleted, queue_->DeleteExperiment(e.id, request->force()));
+    response->set_name(deleted.name);
+    response->set_runs(deleted.runs);
+    response->set_results(deleted.results);
+    response->set_metric_points(deleted.metric_points);
+    response->set_checkpoints(deleted.checkpoints);
+    response->set_leased(deleted.leased);
     return absl::OkStatus();
   }());
 }

@@ -61,6 +61,9 @@ class ClientServiceImpl final : public v1::ClientService::Service {
                       v1::CancelResponse* response) override;
   grpc::Status Retry(grpc::ServerContext* context, const v1::RetryRequest* request,
                      v1::RetryResponse* response) override;
+  grpc::Status DeleteExperiment(grpc::ServerContext* context,
+                                const v1::DeleteExperimentRequest* request,
+                                v1::DeleteExperimentResponse* response) override;
   grpc::Status Report(grpc::ServerContext* context, const v1::ReportRequest* request,
                       v1::ReportResponse* response) override;
   grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,

@@ -158,6 +158,29 @@ absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::Open(const std::string& path
   return db;
 }
 
+absl::StatusOr<std::unique_ptr<SqliteDb>> SqliteDb::OpenReadOnly(const std::string& path) {
+  // Without this check SQLite's "unable to open database file" would not
+  // say that the file is missing (and a typo must not read as a bad file).
+  if (access(path.c_str(), F_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such database file"));
+  }
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status status = SqliteStatus(raw, rc, absl::StrCat("open ", path, " read-only"));
+    sqlite3_close(raw);
+    return status;
+  }
+  std::unique_ptr<SqliteDb> db(new SqliteDb(raw, path));
+  sqlite3_busy_timeout(raw, 5000);
+  sqlite3_extended_result_codes(raw, 1);
+  // A write-ahead log lets this connection read while the owner writes;
+  // the owner set the mode, a reader cannot.
+  if (absl::Status status = db->Exec("PRAGMA query_only = ON"); !status.ok()) return status;
+  return db;
+}
+
 SqliteDb::~SqliteDb() {
   for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
   sqlite3_close(db_);

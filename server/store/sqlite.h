@@ -69,6 +69,11 @@ class SqliteDb {
   // settings. Unavailable/DataLoss/Internal when the file cannot be opened or
   // is not a database.
   static absl::StatusOr<std::unique_ptr<SqliteDb>> Open(const std::string& path);
+  // Opens the existing database at `path` for reading only (a reader beside
+  // the coordinator that owns it, or with none): no file is created, the
+  // journal mode is left as it is, and every write fails (PermissionDenied).
+  // NotFound when there is no file at `path`; otherwise as Open.
+  static absl::StatusOr<std::unique_ptr<SqliteDb>> OpenReadOnly(const std::string& path);
   ~SqliteDb();
 
   SqliteDb(const SqliteDb&) = delete;

@@ -60,10 +60,33 @@ FailureClass ParseFailureClass(std::string_view name) {
 }
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path) {
+  // Locked before SQLite opens it: a second owner must not migrate it.
+  absl::StatusOr<StoreLock> lock = StoreLock::Acquire(path);
+  if (!lock.ok()) return lock.status();
   absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::Open(path);
   if (!db.ok()) return db.status();
   if (absl::Status s = ApplyMigrations(**db, EmbeddedMigrations()); !s.ok()) return s;
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db)));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db), *std::move(lock)));
+}
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::OpenReadOnly(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<SqliteDb>> db = SqliteDb::OpenReadOnly(path);
+  if (!db.ok()) return db.status();
+  absl::StatusOr<int> version = SchemaVersion(**db);
+  if (!version.ok()) return version.status();
+  const int newest = static_cast<int>(EmbeddedMigrations().size());
+  if (*version < newest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has schema version ", *version, ", older than this binary's ", newest,
+        "; a reader does not migrate it: `smallem-coordinator --db ", path,
+        "` does when it opens it"));
+  }
+  if (*version > newest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has schema version ", *version, " but this binary knows only up to ", newest,
+        "; read it with a newer smallemctl"));
+  }
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(*db), std::nullopt));
 }
 
 // ---- Group commit -------------------------------------------------------------

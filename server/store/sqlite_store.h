@@ -19,6 +19,10 @@
 // then wakes the others. A write's outcome is reported only after its batch
 // commits.
 //
+// One owner: Open takes the file's StoreLock for the store's lifetime, so a
+// second coordinator (or `smallemctl run`) on the same file is refused;
+// OpenReadOnly takes none, so readers may come and go beside the owner.
+//
 // Thread-safe: one connection guarded by db_mu_; writers queue on queue_mu_.
 #ifndef SMALLEM_SERVER_STORE_SQLITE_STORE_H_
 #define SMALLEM_SERVER_STORE_SQLITE_STORE_H_
@@ -40,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/store/sqlite.h"
+#include "server/store/store_lock.h"
 #include "server/store/store_types.h"
 
 namespace smallem {
@@ -70,6 +75,16 @@ struct StoreStats {
   int64_t dataset_bytes = 0;   // their total size
   int64_t commits = 0;         // write transactions committed since Open
   double commit_seconds_sum = 0;
+};
+
+// What SqliteStore::DeleteExperiment removed.
+struct DeletedExperiment {
+  std::string name;
+  int leased = 0;             // of its runs, leased when it went (only with force)
+  int runs = 0;
+  int results = 0;
+  int64_t metric_points = 0;
+  int checkpoints = 0;
 };
 
 struct DatasetChunkRef {
@@ -108,9 +123,18 @@ struct BackupOptions {
 
 class SqliteStore {
  public:
-  // Opens or creates the database at `path` and migrates it to the newest
-  // schema. Errors from SqliteDb::Open and ApplyMigrations.
+  // Opens or creates the database at `path` as its one owner (StoreLock)
+  // and migrates it to the newest schema. Unavailable naming the file when
+  // another owner holds it; errors from SqliteDb::Open and ApplyMigrations.
   static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path);
+  // Opens the existing database at `path` for reading only, beside the
+  // coordinator that owns it or with none (`smallemctl report --db FILE`):
+  // nothing is migrated or created, and every write method fails with
+  // PermissionDenied. NotFound when there is no such file;
+  // FailedPrecondition when its schema is not this binary's (older: a
+  // coordinator of this version migrates it when it opens it; newer: a newer
+  // smallemctl reads it).
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> OpenReadOnly(const std::string& path);
 
   // ---- Experiments -------------------------------------------------------
 
@@ -129,6 +153,14 @@ class SqliteStore {
   // Newest first.
   absl::StatusOr<std::vector<ExperimentRecord>> ListExperiments(int limit);
   absl::StatusOr<RunCountsRecord> CountRuns(int64_t experiment_id);
+
+  // Deletes experiment `id` and everything recorded of it — its runs, their
+  // attempts, metric points, results and checkpoints, its variants — in one
+  // transaction (its dataset stays: other experiments may share it).
+  // FailedPrecondition, deleting nothing, while any of its runs is leased,
+  // unless `force` (the workers holding them learn at their next heartbeat
+  // that the run is gone, and stop). NotFound when absent.
+  absl::StatusOr<DeletedExperiment> DeleteExperiment(int64_t id, bool force);
 
   // ---- Runs (reads) ------------------------------------------------------
 
@@ -311,7 +343,8 @@ class SqliteStore {
  private:
   struct Writer;
 
-  explicit SqliteStore(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+  SqliteStore(std::unique_ptr<SqliteDb> db, std::optional<StoreLock> lock)
+      : lock_(std::move(lock)), db_(std::move(db)) {}
 
   // Runs `op` inside a write transaction, batched with concurrent writes.
   // Returns op's error (its changes rolled back) or the commit's.
@@ -350,6 +383,10 @@ class SqliteStore {
   absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(db_mu_);
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(queue_mu_);  // front = current leader
 
+  // The owner's lock (none for a reader). Declared before db_, so that it
+  // is released after the connection closes (StoreLock: closing its
+  // descriptor first would drop SQLite's own locks).
+  std::optional<StoreLock> lock_;
   absl::Mutex db_mu_;
   std::unique_ptr<SqliteDb> db_ ABSL_GUARDED_BY(db_mu_);
 

@@ -158,7 +158,14 @@ def browser_case(stack, directory):
         wait(driver, lambda d: css(d, "#report-steps tr[data-variant]"), "the report table")
         compare_table(driver, "report-steps", report["rows"],
                       ["seeds_finished", "mean_val_nats_per_byte", "delta", "ci", "tau",
-                       "delta_over_tau", "params"])
+                       "delta_over_tau", "params", "params_change"])
+        # The parameter-difference flag is the CLI's: " !" exactly where the report warns.
+        for row in report["rows"]:
+            cell = css(driver, f'#report-steps tr[data-variant="{row["variant"]}"] '
+                               'td[data-key="params_change"]')
+            check(cell and cell[0].text.endswith(" !") == bool(row.get("params_warning")),
+                  f"{row['variant']}: Δ params {cell[0].text if cell else 'missing'!r}, "
+                  f"report warns {bool(row.get('params_warning'))}")
         check("equal_time" in report, "the fixture's report has no equal-time section")
         compare_table(driver, "report-time", report["equal_time"]["rows"],
                       ["mean_train_seconds", "mean_val_nats_per_byte", "reference_loss", "delta",
@@ -201,6 +208,29 @@ def browser_case(stack, directory):
         load = css(driver, "#expert-load")
         check(load and load[0].text.startswith("max/mean load 1.25×"),
               f"expert load: {load[0].text if load else 'not shown'}")
+        # Its training curve fills the box it is in, with three or more round
+        # ticks on each axis, none running into another, and the loss ticks
+        # bracketing the curve.
+        wait(driver, lambda d: css(d, ".curve.run polyline"), "the run page's training curve")
+        box, chart = css(driver, ".curve.run")[0], css(driver, ".curve.run svg")[0]
+        check(chart.size["width"] >= 0.9 * box.size["width"] - 16,
+              f"the curve takes {chart.size['width']} px of its {box.size['width']} px box")
+        boxes = driver.execute_script(
+            "const box = (e) => { const r = e.getBoundingClientRect();"
+            " return [r.left, r.right, r.top, r.bottom]; };"
+            "return {x: [...document.querySelectorAll('.curve.run .x-tick')].map(box),"
+            " y: [...document.querySelectorAll('.curve.run .y-tick')].map(box),"
+            " line: box(document.querySelector('.curve.run polyline'))};")
+        for axis in ("x", "y"):
+            ticks = sorted(boxes[axis])
+            check(len(ticks) >= 3, f"{len(ticks)} {axis} tick labels on the run's curve")
+            for a, b in zip(ticks, ticks[1:]):
+                apart = a[1] <= b[0] if axis == "x" else (a[3] <= b[2] or b[3] <= a[2])
+                check(apart, f"{axis} tick labels overlap: {a} and {b}")
+        tops = [t[2] for t in boxes["y"]]
+        bottoms = [t[3] for t in boxes["y"]]
+        check(min(tops) <= boxes["line"][2] and max(bottoms) >= boxes["line"][3],
+              f"the loss ticks {boxes['y']} do not bracket the curve {boxes['line']}")
         screenshot(driver, "run.png")
         # A run that diverged on every attempt: its step, each attempt's stderr tail.
         driver.get(stack.url + f"#/runs/{stack.failed_run}")

@@ -305,8 +305,9 @@ TEST_F(CliTest, InterruptedRunStopsItsWorkersRequeuesTheRunAndSaysHowToResume) {
   // smallemctl waited for its workers, and they for their children.
   EXPECT_EQ(ProcessesWithArgument(cache()), std::vector<std::string>{});
   // The worker gave the run back: queued again at once, not left leased,
-  // and charged to nothing (its attempt was released, not lost).
-  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(db());
+  // and charged to nothing (its attempt was released, not lost). Read
+  // read-only: the `run` below owns the file.
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::OpenReadOnly(db());
   ASSERT_TRUE(store.ok()) << store.status();
   RunRecord run = *(*store)->GetRun(1);
   EXPECT_EQ(run.status, RunStatus::kQueued);

@@ -159,6 +159,63 @@ TEST_F(CliUsageTest, TrainTakesTheSpecOfAResultAndABudgetFlagReplacesItsBudget) 
   EXPECT_NE(o.last_error.find("no such dataset directory"), std::string::npos) << o.last_error;
 }
 
+// The dashboard's address is the one in a browser's bar; pointed at with
+// --coordinator, it is named for what it is.
+TEST_F(CliUsageTest, TheDashboardsPortIsCalledAnHttpPortNotTheCoordinators) {
+  testing::TempDir dir;
+  absl::StatusOr<testing::CoordinatorProcess> coordinator = testing::StartCoordinatorProcess(
+      {"--db", dir.Join("smallem.db"), "--http", "127.0.0.1:0"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  // The line after "listening on": "dashboard at http://127.0.0.1:PORT/ ...".
+  constexpr std::string_view kDashboard = "dashboard at http://";
+  std::string dashboard;
+  std::vector<std::string> lines = coordinator->later_lines;
+  // (300 polls of 100 ms bound a coordinator that stays silent.)
+  for (int polls = 0; dashboard.empty() && polls < 300; ++polls) {
+    for (const std::string& line : lines) {
+      const size_t at = line.find(kDashboard);
+      if (at == std::string::npos) continue;
+      const size_t begin = at + kDashboard.size();
+      dashboard = line.substr(begin, line.find('/', begin) - begin);
+    }
+    lines.clear();
+    if (dashboard.empty() && !coordinator->process->Poll(100, &lines)) break;
+  }
+  ASSERT_FALSE(dashboard.empty()) << "the coordinator never named its dashboard";
+  testing::CtlOutput o = RunCtl({"status", "--coordinator", dashboard, "--timeout", "5"});
+  EXPECT_EQ(o.exit.exit_code, 1);
+  EXPECT_EQ(o.last_error.rfind("error: cannot reach the coordinator at " + dashboard +
+                                   ": that is an HTTP/1 port (the dashboard's",
+                               0),
+            0u)
+      << o.last_error;
+  EXPECT_EQ(o.last_error.find("http1.x"), std::string::npos) << o.last_error;
+  // The coordinator's own port answers.
+  EXPECT_EQ(RunCtl({"status", "--coordinator", coordinator->address}).exit.exit_code, 0);
+}
+
+TEST_F(CliUsageTest, ASpecFilesUnknownKeyIsNamedWithItsLineAndTheNearestKey) {
+  testing::TempDir dir;
+  const std::string spec = dir.Join("spec.json");
+  testing::WriteFile(spec, "{\n  \"layers\": 1,\n  \"lrr\": 0.01\n}\n");
+  testing::CtlOutput o = RunCtl({"train", "--spec", spec, "--steps", "1"});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_NE(o.last_error.find(spec + ":3: unknown key \"lrr\" (did you mean \"lr\"?)"),
+            std::string::npos)
+      << o.last_error;
+  // In a result.json, the line inside its "config", not a same-named key
+  // of the result itself.
+  const std::string result = dir.Join("result.json");
+  testing::WriteFile(result, "{\"val_nats_per_byte\": 2.0, \"steps\": 10,\n"
+                             " \"config\": {\"layers\": 1,\n"
+                             "            \"stpes\": 10}}\n");
+  o = RunCtl({"train", "--spec", result});
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_NE(o.last_error.find(result + ":3: unknown key \"stpes\" (did you mean \"steps\"?)"),
+            std::string::npos)
+      << o.last_error;
+}
+
 TEST_F(CliUsageTest, ACorpusOfOnlyWhitespaceIsRefusedByName) {
   testing::TempDir dir;
   testing::WriteFile(dir.Join("blank.txt"), "  \n\t\n  ");

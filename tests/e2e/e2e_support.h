@@ -65,6 +65,9 @@ inline CtlOutput RunTinyGrid(const TempDir& dir, const std::string& name,
 struct CoordinatorProcess {
   std::unique_ptr<ChildProcess> process;
   std::string address;  // where it listens: 127.0.0.1:<the port it bound>
+  // What it printed after that line and was read with it (the dashboard's
+  // address, say); later lines are process->Poll's.
+  std::vector<std::string> later_lines;
 };
 
 // Starts smallem-coordinator with `args` (not --listen or --log-level) on
@@ -88,13 +91,15 @@ inline absl::StatusOr<CoordinatorProcess> StartCoordinatorProcess(
   while (open && std::chrono::steady_clock::now() < give_up) {
     std::vector<std::string> lines;
     open = (*process)->Poll(100, &lines);
-    for (const std::string& line : lines) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string& line = lines[i];
       last_line = line;
       const size_t at = line.find(kListening);
       if (at == std::string::npos) continue;
       const size_t begin = at + kListening.size();
       return CoordinatorProcess{.process = *std::move(process),
-                                .address = line.substr(begin, line.find(' ', begin) - begin)};
+                                .address = line.substr(begin, line.find(' ', begin) - begin),
+                                .later_lines = {lines.begin() + i + 1, lines.end()}};
     }
   }
   return absl::InternalError(absl::StrCat(

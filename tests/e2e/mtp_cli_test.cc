@@ -2,13 +2,16 @@
 // --mtp prints each depth's validation loss, the weights file generates and
 // evaluates to the loss train printed, and impossible values exit 2 naming
 // the key.
+#include <algorithm>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/store/sqlite_store.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/server/test_support.h"
 #include "tests/worker/worker_test_support.h"
@@ -67,6 +70,55 @@ TEST(MtpCliTest, TrainWithMtpReportsEachDepthAndItsFileGeneratesAndEvaluates) {
     EXPECT_EQ(bad.exit.exit_code, 2) << args[1];
     EXPECT_NE(bad.last_error.find(key), std::string::npos) << bad.last_error;
   }
+}
+
+// "1,234": what the report's params cells look like.
+std::string Grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// A grid with an MTP variant: its report says what training adds to the
+// params column, and every run's generation speed was measured inside its
+// context (past it, learned positions re-encode the window per token).
+TEST(MtpCliTest, TheReportCountsTheParametersOnlyTrainingUses) {
+  if (testing::BuildDir().empty()) GTEST_SKIP() << "SMALLEM_BUILD_DIR is not set (run via ctest)";
+  testing::TempDir dir;
+  testing::CtlOutput run = testing::RunTinyGrid(dir, "depths", "", 20, "dense",
+                                                "  dense: {}\n  mtp: {mtp: 2}\n");
+  ASSERT_EQ(run.exit.exit_code, 0) << run.out << "\n" << run.last_error;
+  const std::string db = dir.Join("smallem.db");
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::OpenReadOnly(db);
+  ASSERT_TRUE(store.ok()) << store.status();
+  int64_t params = 0, mtp_params = 0;
+  absl::StatusOr<std::vector<ResultRecord>> results = (*store)->ListResults(1);
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 2u);
+  for (const ResultRecord& r : *results) {
+    const nlohmann::json j = nlohmann::json::parse(r.result_json);
+    const int64_t context = j["config"]["context"].get<int64_t>();
+    EXPECT_EQ(j["generation_tokens"], std::min<int64_t>(64, context - 1)) << r.result_json;
+    if (j.contains("mtp_params")) {
+      params = j["params"].get<int64_t>();
+      mtp_params = j["mtp_params"].get<int64_t>();
+    }
+  }
+  ASSERT_GT(mtp_params, 0);
+  store->reset();
+
+  testing::CtlOutput report = RunCtl({"report", "depths", "--db", db});
+  ASSERT_EQ(report.exit.exit_code, 0) << report.last_error;
+  EXPECT_NE(report.out.find("note: mtp trains " + Grouped(params + mtp_params) +
+                            " parameters: the params column's " + Grouped(params) +
+                            ", which generate, and " + Grouped(mtp_params) +
+                            " in its 2 multi-token-prediction depths, which only training uses"),
+            std::string::npos)
+      << report.out;
+  EXPECT_EQ(report.out.find("note: dense trains"), std::string::npos) << report.out;
 }
 
 }  // namespace

@@ -146,6 +146,16 @@ TEST_F(ServiceResumeTest, StoppedWorkerCheckpointsAtTheSignal) {
   const nlohmann::json clean = nlohmann::json::parse((*store.ListResults(2)).at(0).result_json);
   EXPECT_EQ(resumed["resumes"], 1);
   EXPECT_EQ(DeterministicResult(resumed).dump(), DeterministicResult(clean).dump());
+  // Stopped, not lost (as after Ctrl-C of `smallemctl run`): the report
+  // says so, and blames no worker.
+  absl::StatusOr<RenderedReport> report = RenderExperimentReport(
+      store, *store.FindExperiment("stop"), ReportOptions{.at = CompareAt::kSteps});
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->text.find("1 run resumed from a checkpoint after being stopped and started "
+                              "again (1 resume in all)"),
+            std::string::npos)
+      << report->text;
+  EXPECT_EQ(report->text.find("losing a worker"), std::string::npos) << report->text;
 }
 
 

@@ -41,6 +41,7 @@ TEST(DivergedStoreTest, DivergedRunIsTerminalSurvivesReopenAndIsNeverRequeued) {
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->status, RunStatus::kDiverged);
 
+  store.reset();  // closed, then opened again: one owner at a time
   store = OpenStore(path);
   absl::StatusOr<RunRecord> read = store->GetRun(run.id);
   ASSERT_TRUE(read.ok());

@@ -346,6 +346,21 @@ TEST_F(FullReportTest, TimingsAcrossDeviceClassesAreRefused) {
   EXPECT_THAT(*both, HasSubstr("note: equal time not shown: equal-time comparison refused"));
 }
 
+TEST_F(FullReportTest, AGridWithoutAReferenceBlockGetsAOneLineNote) {
+  ComparisonPlan plan = ComparisonPlan::ForGrid(grid_);
+  plan.reference.reset();
+  absl::StatusOr<std::string> both = RenderFullReport(
+      plan, Runs(),
+      FullReportOptions{
+          .at = CompareAt::kBoth, .format = ReportFormat::kTable, .noise = false, .plot_path = ""});
+  ASSERT_TRUE(both.ok()) << both.status();
+  const std::string note = "note: equal steps only: no `reference` block for equal time "
+                           "(docs/grid-format.md)\n";
+  EXPECT_THAT(*both, HasSubstr(note));
+  EXPECT_THAT(*both, Not(HasSubstr("equal time not shown")));
+  EXPECT_LE(note.size(), 100u);  // one terminal line
+}
+
 TEST_F(FullReportTest, NoiseVerbAndCompareAtNames) {
   absl::StatusOr<std::string> noise =
       RenderNoiseReport(ComparisonPlan::ForGrid(grid_), Runs(), ReportFormat::kCsv);

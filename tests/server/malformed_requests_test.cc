@@ -192,6 +192,18 @@ class MalformedRequestsTest : public CoordinatorTest {
     add("Retry", "nothing selected", retry(0, {}));
     add("Retry", "negative run id", retry(0, {-5}));
     add("Retry", "unknown experiment", retry(999, {}));
+    auto remove = [this](int64_t experiment, std::string name) {
+      return [this, experiment, name] {
+        v1::DeleteExperimentRequest r;
+        r.set_experiment_id(experiment);
+        r.set_name(name);
+        v1::DeleteExperimentResponse out;
+        return client_->DeleteExperiment(Context().get(), r, &out);
+      };
+    };
+    add("DeleteExperiment", "nothing selected", remove(0, ""));
+    add("DeleteExperiment", "unknown experiment", remove(999, ""));
+    add("DeleteExperiment", "a run still leased, without force", remove(0, "exp"));
 
     auto report = [this](std::function<void(v1::ReportRequest&)> edit) {
       return [this, edit] {

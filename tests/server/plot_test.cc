@@ -349,6 +349,34 @@ TEST(PlotTest, TicksReachTheDataOnANarrowRange) {
   ExpectTicksReachEveryPoint(*root, "steps-panel");
 }
 
+TEST(PlotTest, XTickLabelsDoNotRunIntoEachOther) {
+  // 0.6–3.5 s: 1-2-5 leaves two ticks, so every 1–9 per decade is ticked,
+  // and 0.8 s, 0.9 s, 1 s crowd together.
+  PlotData wide;
+  wide.variants = {{.name = "base",
+                    .time = {{0.6, 1.2}, {3.5, 1.1}},
+                    .steps = {{600, 1.2}, {3500, 1.1}}}};
+  std::unique_ptr<Element> root = ParseXml(RenderPlotSvg(wide));
+  for (const char* id : {"time-panel", "steps-panel"}) {
+    const Element* panel = Only(*root, "g", "id", id);
+    ASSERT_NE(panel, nullptr);
+    std::vector<const Element*> labels;
+    panel->Find([](const Element& e) {
+      return e.name == "text" && e.Attr("class") == "tick-label" &&
+             e.Attr("text-anchor") == "middle";
+    }, labels);
+    ASSERT_GE(labels.size(), 2u) << id;
+    // At 12 px, no label character is wider than 7.5 px.
+    for (size_t i = 1; i < labels.size(); ++i) {
+      const double gap = std::stod(labels[i]->Attr("x")) - std::stod(labels[i - 1]->Attr("x"));
+      const double halves = 7.5 * (labels[i]->text.size() + labels[i - 1]->text.size()) / 2;
+      EXPECT_GT(gap, halves) << id << ": \"" << labels[i - 1]->text << "\" runs into \""
+                             << labels[i]->text << "\"";
+    }
+    ExpectTicksReachEveryPoint(*root, id);
+  }
+}
+
 TEST(PlotTest, WritePlotWritesSvgAndRefusesPng) {
   testing::TempDir dir;
   const PlotData data = PlotDataFor(Fixture());

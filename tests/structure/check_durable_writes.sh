@@ -23,6 +23,9 @@ ALLOWED=(
   # A backup's copy: created empty and owner-only (O_EXCL, 0600) for SQLite
   # to write into; SQLite syncs it, and an unchecked copy is removed.
   'server/store/sqlite.cc:O_EXCL'
+  # The database's owner lock: flock(2) on the database file itself, which
+  # SQLite writes; this descriptor only holds the lock.
+  'server/store/store_lock.cc:O_RDWR'
 )
 
 patterns='std::ofstream|std::fstream|[^i]ofstream|(fs|std::filesystem)::rename|(^|[^A-Za-z_.:>])rename\(|std::rename|copy_file|fopen\([^)]*"[wa]|O_WRONLY|O_RDWR'

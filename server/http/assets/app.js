@@ -106,9 +106,12 @@ async function follow(mine, since, refresh) {
 
 // ---- experiments -----------------------------------------------------------
 
+// Experiments whose every run was cancelled are left out unless asked for.
+let showCancelled = false;
+
 async function experimentsPage(mine) {
   const render = async () => {
-    const data = await api("/api/experiments");
+    const data = await api(showCancelled ? "/api/experiments?all=1" : "/api/experiments");
     if (mine !== generation) return data;
     const rows = data.experiments.map((e) => {
       const c = e.counts;
@@ -124,8 +127,16 @@ async function experimentsPage(mine) {
         h("td", {}, e.baseline),
         h("td", { class: "muted" }, when(e.updated_unix_ms)));
     });
+    const toggle = data.hidden > 0 || showCancelled
+      ? h("label", { class: "muted", id: "show-cancelled" },
+          h("input", { type: "checkbox", checked: showCancelled,
+                       onchange: (ev) => { showCancelled = ev.target.checked; render(); } }),
+          showCancelled ? " show experiments whose every run was cancelled"
+                        : ` show ${data.hidden} experiment${data.hidden === 1 ? "" : "s"} whose every run was cancelled`)
+      : null;
     mount(
       h("h1", {}, "Experiments"),
+      toggle,
       rows.length === 0 ? h("p", { class: "muted" }, "None yet: smallemctl submit GRID.yaml")
         : h("table", { id: "experiments" },
             h("tr", {}, ["experiment", "runs", "total", "progress", "ETA", "baseline", "updated"]
@@ -149,6 +160,11 @@ const STEP_COLUMNS = [
   ["verdict", (r) => h("td", { "data-key": "verdict", "data-value": JSON.stringify(r.verdict ?? null),
                                class: `v-${r.verdict}`, title: r.verdict_text || "" }, r.verdict ?? "—")],
   ["params", (r) => numCell("params", r.params, r.params ?? "—")],
+  // As the CLI's Δ params: the change against the baseline, " !" past the
+  // report's warning fraction (a comparison of unequal sizes).
+  ["Δ params", (r) => numCell("params_change", r.params_change,
+    r.params_change === null || r.params_change === undefined ? "—"
+      : `${r.params_change >= 0 ? "+" : ""}${(100 * r.params_change).toFixed(1)} %${r.params_warning ? " !" : ""}`)],
 ];
 const TIME_COLUMNS = [
   ["train s", (r) => numCell("mean_train_seconds", r.mean_train_seconds, fmt(r.mean_train_seconds, 1))],
@@ -206,6 +222,50 @@ function reportSection(data) {
     out.push(h("h2", {}, "Figure"), fig);
   }
   return out;
+}
+
+// A round step for about `n` intervals across [lo, hi] (1, 2 or 5 × 10^k)
+// and the decimals its multiples need.
+function roundStep(lo, hi, n) {
+  const raw = (hi - lo) / Math.max(1, n) || 1;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= raw * (1 - 1e-9));
+  return { step, decimals: Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) };
+}
+
+// The run page's training curve: as wide as its box, with round loss and
+// step ticks; the loss axis runs from the round value below the lowest loss
+// to the one above the highest, so its ticks bracket the curve (the
+// experiment page's small multiples keep the compact curveSvg).
+function runCurveSvg(run, points) {
+  const W = 760, H = 300, L = 56, B = 34, T = 10, R = 14;
+  const finite = points.filter((p) => p.loss !== null);
+  const root = svg("svg", { class: "live-curve run-curve", "data-run": run.id,
+                            "data-points": finite.length, viewBox: `0 0 ${W} ${H}`,
+                            preserveAspectRatio: "xMinYMin meet" });
+  root.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }),
+              svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  if (finite.length === 0) return root;
+  const maxStep = Math.max(run.progress.total_steps || 0, ...finite.map((p) => p.step), 1);
+  let lo = Math.min(...finite.map((p) => p.loss)), hi = Math.max(...finite.map((p) => p.loss));
+  if (hi - lo < 1e-6) { lo -= 0.05; hi += 0.05; }
+  const ys = roundStep(lo, hi, 4), xs = roundStep(0, maxStep, 5);
+  const ylo = Math.floor(lo / ys.step + 1e-9) * ys.step, yhi = Math.ceil(hi / ys.step - 1e-9) * ys.step;
+  const x = (v) => L + ((W - L - R) * v) / maxStep;
+  const y = (l) => T + ((H - B - T) * (yhi - l)) / (yhi - ylo);
+  const text = (t, attrs) => { const e = svg("text", attrs); e.textContent = t; return e; };
+  for (let i = 0; ylo + i * ys.step <= yhi + ys.step * 1e-6; ++i) {
+    const v = ylo + i * ys.step;
+    root.append(svg("line", { class: "grid", x1: L, y1: y(v), x2: W - R, y2: y(v) }),
+                text(v.toFixed(ys.decimals), { class: "y-tick", x: L - 6, y: y(v) + 4, "text-anchor": "end" }));
+  }
+  for (let v = 0; v <= maxStep + xs.step * 1e-6; v += xs.step) {
+    root.append(svg("line", { class: "axis", x1: x(v), y1: H - B, x2: x(v), y2: H - B + 5 }),
+                text(v.toFixed(xs.decimals), { class: "x-tick", x: x(v), y: H - B + 18, "text-anchor": "middle" }));
+  }
+  root.append(text("step", { class: "axis-title", x: W - R, y: H - 2, "text-anchor": "end" }));
+  root.append(svg("polyline", { points: finite.map((p) => `${x(p.step).toFixed(1)},${y(p.loss).toFixed(1)}`).join(" ") }));
+  return root;
 }
 
 // Loss against step for one run, as an SVG polyline.
@@ -316,7 +376,7 @@ async function runPage(mine, id) {
       h("div", { class: "actions" },
         run.status === "queued" || run.status === "leased" ? actionButton("Cancel", `/api/runs/${run.id}/cancel`) : null,
         run.status === "failed" || run.status === "cancelled" ? actionButton("Retry", `/api/runs/${run.id}/retry`) : null),
-      h("h2", {}, "Training loss"), h("div", { class: "curve" }, curveSvg(run, points)),
+      h("h2", {}, "Training loss"), h("div", { class: "curve run" }, runCurveSvg(run, points)),
       run.result ? [h("h2", {}, "Result"), h("pre", { id: "result" }, JSON.stringify(run.result, null, 2))] : null,
       h("h2", {}, "Attempts"),
       h("table", { id: "attempts" },
