@@ -11,7 +11,10 @@ namespace smallem::cpu {
 void ForEachActivation(MatmulParams& p, ActivationVisitor visit) {
   visit(p.a, Access::kRead);
   visit(p.b, Access::kRead);
-  visit(p.out, p.beta == 0.0f ? Access::kWrite : Access::kUpdate);
+  // With beta 0 the product overwrites out, unless out has elements it does
+  // not write (gaps between batch items): those must come back untouched.
+  const bool covers_out = p.out.numel() == p.batch * p.m * p.n;
+  visit(p.out, p.beta == 0.0f && covers_out ? Access::kWrite : Access::kUpdate);
 }
 
 void ForEachActivation(BinaryParams& p, ActivationVisitor visit) {
@@ -148,7 +151,9 @@ void ForEachActivation(BiasGeluBackwardParams& p, ActivationVisitor visit) {
 }
 
 void Bf16Widening::Widen(Tensor& t, Access access) {
-  if (t.empty() || t.dtype != DType::kBF16) return;
+  // A bf16 operand of no elements (k = 0 gives a and b none) stays as it is:
+  // an empty copy would have no address, which the ops take for absent.
+  if (t.empty() || t.numel() == 0 || t.dtype != DType::kBF16) return;
   const bool reads = access != Access::kWrite;
   const bool writes = access != Access::kRead;
   auto it = std::find_if(copies_.begin(), copies_.end(),

@@ -190,6 +190,34 @@ TEST_F(Bf16OpTest, MatmulWithBf16OperandsAndAnAccumulatedBf16Output) {
   ExpectSame(w, "batched matmul");
 }
 
+// Found by the emulated device's parity suite: with beta 0, the widened copy
+// of a bf16 out was written back whole, so the gaps between batch items came
+// back as zeros instead of untouched.
+TEST_F(Bf16OpTest, MatmulIntoABf16OutWithGapsBetweenItemsLeavesTheGapsAlone) {
+  const int64_t m = 3, n = 4, k = 5, gap = 6, batch = 2;
+  Operand a = Make({batch, m * k}, true), b = Make({batch, k * n}, true);
+  Operand out = Make({batch, m * n + gap}, true);
+  const MatmulParams params{.m = m, .n = n, .k = k, .batch = batch, .stride_a = m * k,
+                            .stride_b = k * n, .stride_out = m * n + gap, .beta = 0.0f};
+  MatmulParams ref = params, test = params;
+  ref.a = a.f32, ref.b = b.f32, ref.out = out.f32;
+  test.a = a.stored, test.b = b.stored, test.out = out.stored;
+  backend_.Matmul(ref);
+  backend_.Matmul(test);
+  ExpectSame(out, "matmul into a bf16 out with gaps");
+}
+
+// Also found there: a bf16 a and b of no elements (k = 0) were widened into
+// copies with no address, which the matmul's checks refuse as absent.
+TEST_F(Bf16OpTest, AnEmptyInnerDimensionWithBf16OperandsScalesOut) {
+  const int64_t m = 3, n = 4;
+  Tensor a = Zeros({m, 0}, DType::kBF16), b = Zeros({0, n}, DType::kBF16);
+  Operand out = Make({m, n}, true);
+  backend_.Matmul({.a = a, .b = b, .out = out.stored, .m = m, .n = n, .k = 0, .beta = 0.5f});
+  for (int64_t i = 0; i < m * n; ++i) out.f32.f32()[i] *= 0.5f;
+  ExpectSame(out, "matmul with k = 0");
+}
+
 TEST_F(Bf16OpTest, NormsTakeTheModelsMixOfStreamAndActivations) {
   const int64_t rows = 6, c = 40;
   for (bool layer : {true, false}) {
