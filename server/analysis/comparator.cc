@@ -108,6 +108,18 @@ std::string PendingReason(const Arm& arm, size_t expected) {
   return reason;
 }
 
+// The rule's outcome on a compared row.
+void SetJudgement(const Judgement& judgement, ReportRow& row) {
+  row.verdict = judgement.verdict;
+  row.delta_over_tau = judgement.delta_over_tau;
+  row.tost_low = judgement.tost_low;
+  row.tost_high = judgement.tost_high;
+  row.missable_effect = judgement.missable;
+  row.seeds_to_decide = judgement.seeds_to_decide;
+  row.decide_beyond_max = judgement.decide_beyond_max;
+  row.pending_reason = judgement.reason;
+}
+
 }  // namespace
 
 ComparisonPlan ComparisonPlan::ForGrid(const Grid& grid) {
@@ -214,8 +226,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
   report.noise = PoolNoise(order, all_losses);
   if (baseline_complete && !report.noise.sigma) {
     report.notes.push_back(
-        "No arm has two seeds, so the noise was not measured: τ is the floor alone. "
-        "Add seeds to measure it.");
+        "No arm has two seeds, so the noise was not measured and no row is decided: two seeds "
+        "per arm measure it (e.g. seeds: [1, 2]), three or more give each row its own "
+        "interval.");
   }
   for (const ArmNoise& arm : report.noise.arms) {
     if (!arm.departs) continue;
@@ -283,9 +296,11 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       row.ci_low = d.ci_low;
       row.ci_high = d.ci_high;
       row.tau = d.tau;
-      const Judgement judgement = JudgeDelta(d.delta, d.tau);
-      row.verdict = judgement.verdict;
-      row.delta_over_tau = judgement.delta_over_tau;
+      const Judgement judgement =
+          Judge({.delta = d.delta, .se = d.se, .df = d.df, .floor = plan.noise_floor,
+                 .seeds_now = 2.0 / (1.0 / arm.losses.size() + 1.0 / base.losses.size()),
+                 .fixed_variance = 0});
+      SetJudgement(judgement, row);
       if (arm.losses.size() >= 3 && base.losses.size() >= 3) {
         if (const std::optional<WelchResult> welch = Welch(arm.losses, base.losses)) {
           row.welch_t = welch->t;

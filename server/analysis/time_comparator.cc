@@ -125,7 +125,7 @@ struct Term {
 // df among the estimated sources that contribute: conservative, since
 // Welch–Satterthwaite's ν is never below it (and with few seeds it is
 // anti-conservative; docs/equal-time.md § Calibration).
-void Judge(const std::vector<Term>& terms, double floor, TimeRow& row) {
+void JudgeTerms(const std::vector<Term>& terms, double floor, double seeds, TimeRow& row) {
   double total = 0, nu = 0;
   for (const Term& t : terms) {
     total += t.variance;
@@ -143,9 +143,20 @@ void Judge(const std::vector<Term>& terms, double floor, TimeRow& row) {
     row.ci_high = *row.delta + *row.t_quantile * *row.se;
     row.tau = std::max(floor, *row.t_quantile * *row.se);
   }
-  const Judgement judgement = JudgeDelta(*row.delta, *row.tau);
+  // More seeds shrink every term but the model error, a bias bound.
+  double fixed = 0;
+  for (const Term& t : terms) fixed += t.source == Source::kKnown ? t.variance : 0;
+  const Judgement judgement = Judge({.delta = *row.delta, .se = row.se, .df = row.df,
+                                     .floor = floor, .seeds_now = seeds,
+                                     .fixed_variance = fixed});
   row.verdict = judgement.verdict;
   row.delta_over_tau = judgement.delta_over_tau;
+  row.tost_low = judgement.tost_low;
+  row.tost_high = judgement.tost_high;
+  row.missable_effect = judgement.missable;
+  row.seeds_to_decide = judgement.seeds_to_decide;
+  row.decide_beyond_max = judgement.decide_beyond_max;
+  row.pending_reason = judgement.reason;
 }
 
 }  // namespace
@@ -303,7 +314,7 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         // A bias bound measured at twice the spacing R(t) uses: taken as
         // known (no degrees of freedom), not as a noise estimate.
         terms.push_back({model_error.variance, 0, Source::kKnown});
-        Judge(terms, plan.noise_floor, row);
+        JudgeTerms(terms, plan.noise_floor, n, row);
         if (row.extrapolated) extrapolation_notes.push_back(ExtrapolationNote(row, curve));
       }
     }
