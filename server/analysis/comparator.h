@@ -24,7 +24,9 @@
 //    multiple of τ ("better (5.00τ)"); the 90 % interval inside ±floor gives
 //    `equivalent`; anything else, and every row without a measured noise,
 //    is `undecided`, with what it could have missed and the seeds per arm
-//    that would decide it (server/analysis/verdict.h).
+//    that would decide it (server/analysis/verdict.h). With plan.holm, each
+//    row's τ uses its Holm level across the compared rows
+//    (server/analysis/holm.h); a note states the family either way.
 //  * One validation text: when both arms' results carry an eval_fingerprint
 //    and they differ (or an arm's seeds disagree), the row is refused
 //    (Verdict::kRefused) with a note; results without one compare as before.
@@ -116,6 +118,9 @@ struct ComparisonPlan {
   std::string device_class;           // "" = the baseline's (see above)
   // The reference curve for the equal-time comparison; ignored at equal steps.
   std::optional<ReferencePlan> reference;
+  // Holm's correction across the compared variants (server/analysis/holm.h):
+  // each row's better/worse at its Holm level instead of kAlpha.
+  bool holm = false;
 
   // The comparison a grid file describes (with its reference curve, if any).
   static ComparisonPlan ForGrid(const Grid& grid);
@@ -139,7 +144,8 @@ struct ReportRow {
   std::optional<double> t_quantile;      // t₀.₉₇₅(df)
   std::optional<double> ci_low;          // Δ − t·SE
   std::optional<double> ci_high;         // Δ + t·SE
-  std::optional<double> tau;             // max(floor, t·SE)
+  std::optional<double> tau;             // max(floor, t_{1−α/2}·SE)
+  double alpha = kAlpha;                 // the level better/worse was judged at
   std::optional<double> delta_over_tau;  // Δ / τ, with Δ's sign
   std::optional<double> tost_low;        // Δ − t₀.₉₅·SE: the 90 % interval
   std::optional<double> tost_high;       // Δ + t₀.₉₅·SE
@@ -191,6 +197,11 @@ struct Report {
   // parallel to rows).
   NoiseModel noise;
   std::vector<ReportRow> rows;            // the baseline's first, then the plan's order
+  // The family of better/worse verdicts: the rows compared, each at kAlpha
+  // (about family_size·kAlpha false ones when nothing differs) or, with
+  // holm, at its Holm level (at most kAlpha for any false one).
+  int family_size = 0;
+  bool holm = false;
   std::vector<LeftOutRun> left_out;
   std::vector<std::string> notes;         // sentences for people, in order of importance
 

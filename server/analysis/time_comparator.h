@@ -90,6 +90,7 @@ struct TimeRow {
   std::optional<double> t_quantile;
   std::optional<double> ci_low, ci_high;
   std::optional<double> tau;             // τ_time
+  double alpha = kAlpha;                 // the level better/worse was judged at (Holm)
   std::optional<double> delta_over_tau;  // Δt / τ, with Δt's sign
   std::optional<double> tost_low, tost_high;  // the 90 % interval
   std::optional<double> missable_effect;      // undecided (ReportRow's)

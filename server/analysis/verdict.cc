@@ -42,7 +42,9 @@ std::optional<int> SeedsToDecide(const Evidence& e) {
     const double se = SeAt(e, n);
     const double nu = 2.0 * n - 2;
     if (d > e.floor) {
-      if (d - kZPower * se > std::max(e.floor, StudentTQuantile(0.975, nu) * se)) return n;
+      if (d - kZPower * se > std::max(e.floor, StudentTQuantile(1 - e.alpha / 2, nu) * se)) {
+        return n;
+      }
     } else if (d + (StudentTQuantile(0.95, nu) + kZPower) * se < e.floor) {
       return n;
     }
@@ -54,15 +56,17 @@ Judgement Judge(const Evidence& e) {
   CHECK(e.floor > 0) << "noise floor must be positive, is " << e.floor;
   Judgement j;
   j.tau = e.floor;
+  j.alpha = e.alpha;
   if (!e.se) {
     j.delta_over_tau = e.delta / j.tau;
     j.reason = "noise not measured";
     return j;
   }
   CHECK(e.df.has_value() && *e.df > 0) << "an SE needs its degrees of freedom";
+  CHECK(e.alpha > 0 && e.alpha < 1) << "level " << e.alpha;
   const double t95 = StudentTQuantile(0.975, *e.df);  // two-sided 95 %
   const double t90 = StudentTQuantile(0.95, *e.df);   // one-sided 95 %, TOST
-  j.tau = std::max(e.floor, t95 * *e.se);
+  j.tau = std::max(e.floor, StudentTQuantile(1 - e.alpha / 2, *e.df) * *e.se);
   j.delta_over_tau = e.delta / j.tau;
   j.tost_low = e.delta - t90 * *e.se;
   j.tost_high = e.delta + t90 * *e.se;

@@ -5,6 +5,7 @@
 // is judged against the floor δ, the smallest difference that matters:
 //
 //   τ = max(δ, t₀.₉₇₅(ν)·SE)                     the row's threshold
+//       (t_{1−α/2}(ν) at a level α other than 5 %: Holm's, server/analysis/holm.h)
 //   better / worse  |Δ| > τ (Δ < 0 / Δ > 0): the 95 % interval Δ ± t₀.₉₇₅·SE
 //                   excludes 0 and |Δ| exceeds δ;
 //   equivalent      the 90 % interval Δ ± t₀.₉₅(ν)·SE lies inside (−δ, +δ):
@@ -36,6 +37,8 @@ enum class Verdict {
 // "not compared", "diverged".
 const char* VerdictName(Verdict verdict);
 
+// The level of one comparison.
+inline constexpr double kAlpha = 0.05;
 // The power SeedsToDecide plans for.
 inline constexpr double kDecidePower = 0.8;
 // The search of SeedsToDecide stops here.
@@ -53,12 +56,16 @@ struct Evidence {
   // part more seeds do not reduce (the curve's model error at equal time).
   double seeds_now = 1;
   double fixed_variance = 0;
+  // The two-sided level of better/worse (τ uses t_{1−α/2}); below kAlpha
+  // under Holm's correction. Equivalence and the 95 % interval keep kAlpha.
+  double alpha = 0.05;
 };
 
 // Evidence judged.
 struct Judgement {
   Verdict verdict = Verdict::kUndecided;  // kBetter, kWorse, kEquivalent or kUndecided
-  double tau = 0;                         // max(δ, t₀.₉₇₅·SE); δ without SE
+  double tau = 0;                         // max(δ, t_{1−α/2}·SE); δ without SE
+  double alpha = kAlpha;                  // Evidence::alpha
   double delta_over_tau = 0;              // Δ/τ, with Δ's sign
   std::optional<double> tost_low, tost_high;  // the 90 % interval Δ ∓ t₀.₉₅·SE
   // Undecided with an SE: max(|Δ − t₀.₉₇₅·SE|, |Δ + t₀.₉₇₅·SE|), the
@@ -81,7 +88,7 @@ Judgement Judge(const Evidence& evidence);
 // the measured Δ and the noise as measured, the verdict would be reached
 // with probability ≈ kDecidePower (z = z₀.₈ = 0.8416, SE(n) as in
 // Evidence, ν(n) = 2n − 2):
-//   |Δ| > δ:  |Δ| − z·SE(n) > max(δ, t₀.₉₇₅(ν(n))·SE(n))     (better / worse)
+//   |Δ| > δ:  |Δ| − z·SE(n) > max(δ, t_{1−α/2}(ν(n))·SE(n))  (better / worse)
 //   |Δ| ≤ δ:  |Δ| + (t₀.₉₅(ν(n)) + z)·SE(n) < δ             (equivalent)
 // nullopt when no n ≤ kMaxSeedsToDecide does. REQUIRES: evidence.se set.
 std::optional<int> SeedsToDecide(const Evidence& evidence);

@@ -45,9 +45,12 @@ std::string FormatReportMarkdown(const Report& report);
 std::string FormatReportCsv(const Report& report);
 // Keys: experiment, comparison ("equal_steps"), baseline, budget ({"steps":
 // N} or {"minutes": M}), device_class, noise_floor, noise_model
-// (NoiseModelJson), complete, rows[] (variant, verdict, verdict_text,
+// (NoiseModelJson), complete, family (variants, alpha, holm,
+// expected_false_verdicts: variants·alpha, null with holm), rows[] (variant,
+// verdict, verdict_text,
 // seeds_finished, seeds_expected, losses, mean_val_nats_per_byte, delta,
-// se_method, se, df, t_quantile, ci_low, ci_high, tau, delta_over_tau (Δ/τ,
+// se_method, se, df, t_quantile, ci_low, ci_high, tau, alpha (the level of
+// better/worse: 0.05, or the row's Holm level), delta_over_tau (Δ/τ,
 // with Δ's sign), tost_low, tost_high (the 90 % interval), missable_effect,
 // seeds_to_decide, decide_beyond_max (undecided rows), welch_t, welch_df, params, params_change, params_warning,
 // mean_train_seconds, pending_reason), left_out[] (variant, seed,

@@ -372,6 +372,7 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
                     {"ci_low", JsonOptional(row.ci_low)},
                     {"ci_high", JsonOptional(row.ci_high)},
                     {"tau", JsonOptional(row.tau)},
+                    {"alpha", row.delta ? json(row.alpha) : json(nullptr)},
                     {"delta_over_tau", JsonOptional(row.delta_over_tau)},
                     {"tost_low", JsonOptional(row.tost_low)},
                     {"tost_high", JsonOptional(row.tost_high)},

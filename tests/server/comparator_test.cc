@@ -135,7 +135,9 @@ TEST(ComparatorTest, ParameterCountsMoreThanTwoPercentApartWarn) {
   EXPECT_NEAR(*exact.params_change, 0.02, 1e-12);
   EXPECT_FALSE(exact.params_warning);
   EXPECT_EQ(*Row(*report, "baseline").params, kBaseParams);
-  ASSERT_EQ(report->notes.size(), 1u);
+  // The size warning, then the family of the two compared variants.
+  ASSERT_EQ(report->notes.size(), 2u);
+  EXPECT_THAT(report->notes[1], HasSubstr("2 variants compared at α = 0.05 each"));
   EXPECT_THAT(report->notes[0], HasSubstr("wide"));
   EXPECT_THAT(report->notes[0], HasSubstr("+2.0 %"));
   EXPECT_THAT(report->notes[0], HasSubstr("not at equal size"));

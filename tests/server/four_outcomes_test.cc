@@ -1,29 +1,22 @@
-// The four outcomes (server/analysis/verdict.h) on fixture databases: grids
-// submitted to a real SQLite file, every run completed with a hand-chosen
-// result, and the report rendered as the service renders it
-// (RenderExperimentReport), checked against hand-computed rows.
+// The four outcomes (server/analysis/verdict.h) on fixture databases
+// (tests/server/report_fixture.h), checked against hand-computed rows.
 #include <cmath>
-#include <map>
 #include <string>
-#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/analysis/distributions.h"
-#include "server/grid/grid.h"
-#include "server/report/experiment_report.h"
-#include "server/store/sqlite_store.h"
-#include "tests/server/test_support.h"
+#include "tests/server/report_fixture.h"
 
 namespace smallem {
 namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
-
-constexpr int64_t kNow = 1'700'000'000'000;
+using testing::Losses;
+using testing::RowOf;
 
 // Two seeds per arm, s² = 5e-7 in each: pooled σ = 0.00070711 (df 4);
 // SE = σ·√(1/2 + 1/2) = σ; t₀.₉₇₅(4)·SE = 2.7764451·σ = 0.0019632 < floor,
@@ -76,82 +69,12 @@ variants:
   wide: {lr: 0.004}
 )";
 
-using Losses = std::map<std::pair<std::string, int64_t>, double>;
+const Losses kFour = {{{"base", 1}, 1.000}, {{"base", 2}, 1.001},
+                      {{"same", 1}, 1.000}, {{"same", 2}, 1.001},
+                      {{"near", 1}, 1.001}, {{"near", 2}, 1.002},
+                      {{"far", 1}, 0.990},  {{"far", 2}, 0.991}};
 
-class FourOutcomesTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(dir_.Join("db"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-  }
-
-  // Submits `grid_text`, completes every run with `losses`, and returns the
-  // report in `format`.
-  std::string Report(const char* grid_text, const Losses& losses, ReportFormat format) {
-    absl::StatusOr<Grid> grid = ParseGrid(grid_text, "grid.yaml");
-    EXPECT_TRUE(grid.ok()) << grid.status();
-    if (!grid.ok()) return "";
-    Finish(*grid, grid_text, losses);
-    return Render(grid->name, format);
-  }
-
-  // Submits the grid and completes each of its runs with its loss in `losses`.
-  void Finish(const Grid& grid, const char* grid_text, const Losses& losses) {
-    SubmissionRecord submission{.name = grid.name, .baseline = grid.baseline,
-                                .grid_file = "grid.yaml", .grid_yaml = grid_text,
-                                .dataset_hash = "feedbeef", .retry_budget = 2, .cells = {}};
-    for (const Cell& cell : grid.Cells()) {
-      submission.cells.push_back(CellRecord{
-          .variant = cell.variant, .variant_kind = "variant", .spec_json = cell.spec_json,
-          .spec_hash = cell.spec_hash, .seed = cell.seed, .budget = BudgetKey(cell.budget),
-          .budget_steps = cell.budget.steps, .budget_minutes = cell.budget.minutes});
-    }
-    absl::StatusOr<SubmitOutcome> outcome = store_->Submit(submission, kNow);
-    EXPECT_TRUE(outcome.ok()) << outcome.status();
-    while (true) {
-      absl::StatusOr<std::optional<LeaseRecord>> lease =
-          store_->LeaseNextRun("w1", "cpu", "cpu:2", kNow, kNow + 60'000);
-      EXPECT_TRUE(lease.ok()) << lease.status();
-      if (!lease.ok() || !lease->has_value()) break;
-      const RunRecord& run = (*lease)->run;
-      const json result = {{"val_nats_per_byte", losses.at({run.variant, run.seed})},
-                           {"train_seconds", 10.0},
-                           {"steps", *run.budget_steps},
-                           {"params", 1000},
-                           {"device_class", "cpu:2"}};
-      EXPECT_TRUE(store_->Complete(run.id, run.attempt, "w1", result.dump(), {}, kNow).ok());
-    }
-  }
-
-  // The report of experiment `name`, rendered as the service renders it.
-  std::string Render(const std::string& name, ReportFormat format) {
-    absl::StatusOr<ExperimentRecord> experiment = store_->FindExperiment(name);
-    EXPECT_TRUE(experiment.ok()) << experiment.status();
-    if (!experiment.ok()) return "";
-    absl::StatusOr<RenderedReport> report = RenderExperimentReport(
-        *store_, *experiment, ReportOptions{.format = format, .at = CompareAt::kSteps});
-    EXPECT_TRUE(report.ok()) << report.status();
-    return report.ok() ? report->text : "";
-  }
-
-  const Losses kFour = {{{"base", 1}, 1.000}, {{"base", 2}, 1.001},
-                        {{"same", 1}, 1.000}, {{"same", 2}, 1.001},
-                        {{"near", 1}, 1.001}, {{"near", 2}, 1.002},
-                        {{"far", 1}, 0.990},  {{"far", 2}, 0.991}};
-
-  testing::TempDir dir_;
-  std::unique_ptr<SqliteStore> store_;
-};
-
-const json& RowOf(const json& rows, const std::string& variant) {
-  for (const json& row : rows) {
-    if (row["variant"] == variant) return row;
-  }
-  ADD_FAILURE() << "no row " << variant;
-  static const json none;
-  return none;
-}
+using FourOutcomesTest = testing::ReportFixture;
 
 TEST_F(FourOutcomesTest, EquivalentUndecidedAndBetterRowsEqualHandComputedValues) {
   const json j = json::parse(Report(kFourGrid, kFour, ReportFormat::kJson));

@@ -175,7 +175,8 @@ TEST(ReportFormatTest, JsonCarriesEveryFactWithNullsForTheAbsent) {
   EXPECT_TRUE(pending["mean_val_nats_per_byte"].is_null());
   EXPECT_EQ(pending["pending_reason"], "1 of 2 seeds finished");
   EXPECT_TRUE(j["left_out"].is_array());
-  EXPECT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"].size(), 2u);  // the size warning and the family
+  EXPECT_EQ(j["family"]["variants"], 2);
 }
 
 TEST(ReportFormatTest, UnmeasuredNoiseIsSaidNotInvented) {
