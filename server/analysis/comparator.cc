@@ -323,7 +323,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       family.push_back({report.rows.size(),
                         {.delta = d.delta, .se = d.se, .df = d.df, .floor = plan.noise_floor,
                          .seeds_now = 2.0 / (1.0 / arm.losses.size() + 1.0 / base.losses.size()),
-                         .fixed_variance = 0}});
+                         .fixed_variance = 0,
+                         .alpha = plan.alpha,
+                         .equivalence_alpha = plan.equivalence_alpha}});
       if (arm.losses.size() >= 3 && base.losses.size() >= 3) {
         if (const std::optional<WelchResult> welch = Welch(arm.losses, base.losses)) {
           row.welch_t = welch->t;

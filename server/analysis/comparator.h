@@ -119,8 +119,12 @@ struct ComparisonPlan {
   // The reference curve for the equal-time comparison; ignored at equal steps.
   std::optional<ReferencePlan> reference;
   // Holm's correction across the compared variants (server/analysis/holm.h):
-  // each row's better/worse at its Holm level instead of kAlpha.
+  // each row's better/worse at its Holm level instead of `alpha`.
   bool holm = false;
+  // The levels of better/worse (two-sided) and of each one-sided test of
+  // equivalence: kAlpha, or a sequential look's (server/analysis/sequential.h).
+  double alpha = kAlpha;
+  double equivalence_alpha = kAlpha;
 
   // The comparison a grid file describes (with its reference curve, if any).
   static ComparisonPlan ForGrid(const Grid& grid);

@@ -40,7 +40,7 @@ std::vector<Judgement> JudgeFamily(const std::vector<Evidence>& family, bool hol
       p_values.push_back(e.se && *e.se > 0 ? std::optional(TwoSidedP(e.delta, *e.se, *e.df))
                                            : std::nullopt);
     }
-    levels = HolmLevels(p_values, kAlpha);
+    levels = HolmLevels(p_values, family.empty() ? kAlpha : family.front().alpha);
   }
   std::vector<Judgement> out;
   for (size_t i = 0; i < family.size(); ++i) {

@@ -26,8 +26,8 @@ double TwoSidedP(double delta, double se, double df);
 std::vector<double> HolmLevels(const std::vector<std::optional<double>>& p_values, double alpha);
 
 // Judges each of `family`, parallel to it: at its own Evidence::alpha, or,
-// with `holm`, at its Holm level across the family (from kAlpha, p values
-// from Δ, SE and df).
+// with `holm`, at its Holm level across the family (from the first one's
+// alpha, p values from Δ, SE and df).
 std::vector<Judgement> JudgeFamily(const std::vector<Evidence>& family, bool holm);
 
 }  // namespace smallem

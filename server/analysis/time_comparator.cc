@@ -320,7 +320,10 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         // A bias bound measured at twice the spacing R(t) uses: taken as
         // known (no degrees of freedom), not as a noise estimate.
         terms.push_back({model_error.variance, 0, Source::kKnown});
-        family.push_back({report.rows.size(), JudgeTerms(terms, plan.noise_floor, n, row)});
+        Evidence e = JudgeTerms(terms, plan.noise_floor, n, row);
+        e.alpha = plan.alpha;
+        e.equivalence_alpha = plan.equivalence_alpha;
+        family.push_back({report.rows.size(), e});
         if (row.extrapolated) extrapolation_notes.push_back(ExtrapolationNote(row, curve));
       }
     }

@@ -38,18 +38,23 @@ const char* VerdictName(Verdict verdict) {
 std::optional<int> SeedsToDecide(const Evidence& e) {
   CHECK(e.se.has_value());
   const double d = std::abs(e.delta);
-  for (int n = 2; n <= kMaxSeedsToDecide; ++n) {
+  auto decides = [&](int n) {
     const double se = SeAt(e, n);
     const double nu = 2.0 * n - 2;
     if (d > e.floor) {
-      if (d - kZPower * se > std::max(e.floor, StudentTQuantile(1 - e.alpha / 2, nu) * se)) {
-        return n;
-      }
-    } else if (d + (StudentTQuantile(0.95, nu) + kZPower) * se < e.floor) {
-      return n;
+      return d - kZPower * se > std::max(e.floor, StudentTQuantile(1 - e.alpha / 2, nu) * se);
     }
+    return d + (StudentTQuantile(1 - e.equivalence_alpha, nu) + kZPower) * se < e.floor;
+  };
+  // More seeds only narrow SE(n) and t: once n decides, every larger n does,
+  // so the smallest is found by bisection.
+  if (!decides(kMaxSeedsToDecide)) return std::nullopt;
+  int lo = 1, hi = kMaxSeedsToDecide;  // decides(hi); lo does not (or is below 2)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (decides(mid) ? hi : lo) = mid;
   }
-  return std::nullopt;
+  return hi;
 }
 
 Judgement Judge(const Evidence& e) {
@@ -65,7 +70,8 @@ Judgement Judge(const Evidence& e) {
   CHECK(e.df.has_value() && *e.df > 0) << "an SE needs its degrees of freedom";
   CHECK(e.alpha > 0 && e.alpha < 1) << "level " << e.alpha;
   const double t95 = StudentTQuantile(0.975, *e.df);  // two-sided 95 %
-  const double t90 = StudentTQuantile(0.95, *e.df);   // one-sided 95 %, TOST
+  CHECK(e.equivalence_alpha > 0 && e.equivalence_alpha < 0.5) << e.equivalence_alpha;
+  const double t90 = StudentTQuantile(1 - e.equivalence_alpha, *e.df);  // TOST
   j.tau = std::max(e.floor, StudentTQuantile(1 - e.alpha / 2, *e.df) * *e.se);
   j.delta_over_tau = e.delta / j.tau;
   j.tost_low = e.delta - t90 * *e.se;

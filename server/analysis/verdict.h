@@ -8,7 +8,8 @@
 //       (t_{1−α/2}(ν) at a level α other than 5 %: Holm's, server/analysis/holm.h)
 //   better / worse  |Δ| > τ (Δ < 0 / Δ > 0): the 95 % interval Δ ± t₀.₉₇₅·SE
 //                   excludes 0 and |Δ| exceeds δ;
-//   equivalent      the 90 % interval Δ ± t₀.₉₅(ν)·SE lies inside (−δ, +δ):
+//   equivalent      the 90 % interval Δ ± t₀.₉₅(ν)·SE lies inside (−δ, +δ)
+//                   (Δ ± t_{1−a}(ν)·SE at another one-sided level a):
 //                   two one-sided tests at 5 % each (TOST) show |Δ| < δ;
 //   undecided       neither, or no SE (the noise was not measured).
 //
@@ -57,8 +58,12 @@ struct Evidence {
   double seeds_now = 1;
   double fixed_variance = 0;
   // The two-sided level of better/worse (τ uses t_{1−α/2}); below kAlpha
-  // under Holm's correction. Equivalence and the 95 % interval keep kAlpha.
+  // under Holm's correction or at a sequential look. The 95 % interval and
+  // the missable effect keep kAlpha.
   double alpha = 0.05;
+  // The one-sided level of each of the two one-sided tests of equivalence
+  // (the interval Δ ± t_{1−level}·SE); below kAlpha at a sequential look.
+  double equivalence_alpha = 0.05;
 };
 
 // Evidence judged.
