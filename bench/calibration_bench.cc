@@ -3,7 +3,8 @@
 // at equal steps and at equal time (at and between reference points, for
 // three true curve shapes, 2–10 seeds, 2–6 budgets), and the power at
 // true Δ = 2·floor and 4·floor for 2, 3 and 5 seeds; then sequential seeds
-// (looks [3, 5, 10], O'Brien–Fleming and Pocock) against the fixed 10-seed
+// (looks [3, 5, 10], O'Brien–Fleming and Pocock, without and with futility
+// stopping) against the fixed 10-seed
 // design. Prints markdown tables; --filter sequential prints the last alone.
 //
 //   build/bench/smallem_calibration_bench [--experiments N] [--seed S]
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "server/analysis/calibration.h"
 
 namespace smallem {
@@ -88,6 +90,15 @@ void SequentialRows(int experiments, uint64_t seed, double sigma, double floor) 
     SequentialConfig mixture = base;
     mixture.mixture = true;
     SequentialRow("mixture: half null, half 0.5–4 σ", mixture);
+    for (double futility : {0.05, 0.1}) {
+      SequentialConfig futile = mixture;
+      futile.futility = futility;
+      const std::string label = "mixture, futility below " + absl::StrFormat("%g", futility);
+      SequentialRow(label.c_str(), futile);
+      futile.mixture = false;
+      SequentialRow(("null (Δ = 0), futility below " + absl::StrFormat("%g", futility)).c_str(),
+                    futile);
+    }
   }
   SequentialConfig fixed{.experiments = experiments, .looks = {10}, .sigma = sigma,
                          .floor = floor, .mixture = true, .seed = seed};

@@ -159,6 +159,13 @@ SequentialResult SimulateSequential(const SequentialConfig& config) {
         out.stopped_early += k + 1 < levels->size();
         break;
       }
+      const ReportRow& row = report->rows[1];
+      if (config.futility > 0 && k + 1 < levels->size() && row.se && *row.se > 0 &&
+          ConditionalPower(*row.delta, *row.se, look.seeds, levels->back(), config.floor) <
+              config.futility) {
+        ++out.futile;
+        break;
+      }
     }
     ++out.experiments;
     out.runs += 2 * spent;

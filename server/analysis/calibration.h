@@ -75,6 +75,9 @@ struct SequentialConfig {
   // false: every look at the fixed design's 5 % — looking again without a
   // correction, what a researcher rerunning by hand does.
   bool corrected = true;
+  // > 0: an arm whose ConditionalPower falls below it stops undecided
+  // before the last look (futility).
+  double futility = 0;
   double sigma = 0.003;
   double floor = 0.002;
   double true_delta = 0;  // variant − baseline, nats/byte (ignored with `mixture`)
@@ -89,6 +92,7 @@ struct SequentialResult {
   int better = 0, worse = 0, equivalent = 0, undecided = 0;
   int64_t runs = 0;          // seeds spent, both arms, over all experiments
   int stopped_early = 0;     // decided before the last look
+  int futile = 0;            // stopped undecided for futility
   int non_null = 0;          // experiments with Δ ≠ 0
   int found = 0;             // of those, decided better (Δ < 0) or worse (Δ > 0)
   int null_false = 0;        // Δ = 0 decided better or worse

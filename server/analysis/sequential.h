@@ -10,7 +10,8 @@
 //   equivalent             each one-sided test at the level of the 2·kAlpha
 //                          design: a_k = 1 − Φ(c′_k)
 //
-// One look at n_K seeds is the fixed design (α₁ = 0.05, a₁ = 0.05).
+// One look at n_K seeds is the fixed design (α₁ = 0.05, a₁ = 0.05). An arm
+// may also stop undecided for futility (ConditionalPower below).
 //
 // Thread-safety: pure functions.
 #ifndef SMALLEM_SERVER_ANALYSIS_SEQUENTIAL_H_
@@ -38,6 +39,17 @@ struct LookLevel {
 // The levels of each look of `design`. InvalidArgument when its looks are
 // not strictly increasing from 2 or more.
 absl::StatusOr<std::vector<LookLevel>> LookLevels(const SequentialDesign& design);
+
+// The chance that an arm undecided at a look with `seeds` per arm is decided
+// at the last look (`last` = that look's levels), if the difference keeps
+// its current estimate Δ (conditional power under the current trend): with
+// f = seeds/last.seeds, SE_K = SE·√f and the final estimate
+// Δ_K ~ N(Δ, ((1 − f)·SE·√(f/(1 − f)))²),
+//   P(|Δ_K| > max(δ, t_{1−α_K/2}(ν_K)·SE_K)) + P(|Δ_K| < δ − t_{1−a_K}(ν_K)·SE_K),
+// ν_K = 2·last.seeds − 2. An arm below a futility threshold of it may stop
+// undecided: stopping early for futility never adds a false verdict.
+// REQUIRES: se > 0, 2 ≤ seeds < last.seeds.
+double ConditionalPower(double delta, double se, int seeds, const LookLevel& last, double floor);
 
 }  // namespace smallem
 
