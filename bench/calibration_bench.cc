@@ -2,7 +2,10 @@
 // § Calibration): the false-verdict rate on null experiments (true Δ = 0)
 // at equal steps and at equal time (at and between reference points, for
 // three true curve shapes, 2–10 seeds, 2–6 budgets), and the power at
-// true Δ = 2·floor and 4·floor for 2, 3 and 5 seeds. Prints markdown tables.
+// true Δ = 2·floor and 4·floor for 2, 3 and 5 seeds; then sequential seeds
+// (looks [3, 5, 10], O'Brien–Fleming and Pocock, without and with futility
+// stopping) against the fixed 10-seed
+// design. Prints markdown tables; --filter sequential prints the last alone.
 //
 //   build/bench/smallem_calibration_bench [--experiments N] [--seed S]
 //       [--filter TEXT] [--seeds S] [--budgets B]
@@ -23,6 +26,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "server/analysis/calibration.h"
 
 namespace smallem {
@@ -41,6 +45,70 @@ void Row(const char* label, const SimulationConfig& c) {
   std::printf("| %s | %d | %d | %d | %.4f | %.2f %% ± %.2f |\n", label, c.seeds,
               c.equal_time ? c.budgets : 0, r.experiments, c.true_delta, 100 * p, 100 * se);
   std::fflush(stdout);
+}
+
+// Sequential seeds (docs/equal-time.md § Sequential seeds) at equal steps:
+// the false verdicts over all looks, false equivalence at |Δ| = floor, and
+// on a mixture of effects the power and the runs spent against the fixed
+// design of the last look's seeds.
+void SequentialRow(const char* label, const SequentialConfig& c) {
+  const std::string filtered = std::string("sequential, ") + label;
+  if (!g_filter.empty() && filtered.find(g_filter) == std::string::npos) return;
+  const SequentialResult r = SimulateSequential(c);
+  auto rate = [&](int count, int of) {
+    const double p = of == 0 ? 0 : static_cast<double>(count) / of;
+    return std::make_pair(100 * p, 100 * std::sqrt(p * (1 - p) / std::max(1, of)));
+  };
+  std::string looks;
+  for (int n : c.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(n);
+  const auto [false_rate, false_se] = rate(r.better + r.worse, r.experiments);
+  const auto [eq_rate, eq_se] = rate(r.equivalent, r.experiments);
+  const auto [power, power_se] = rate(r.found, r.non_null);
+  std::printf("| %s | [%s] %s | %d | %.2f %% ± %.2f | %.2f %% ± %.2f | %.1f %% ± %.1f | %.2f |\n",
+              label, looks.c_str(), BoundaryShapeName(c.shape), r.experiments, false_rate,
+              false_se, eq_rate, eq_se, power, power_se,
+              static_cast<double>(r.runs) / std::max(1, r.experiments));
+  std::fflush(stdout);
+}
+
+void SequentialRows(int experiments, uint64_t seed, double sigma, double floor) {
+  std::printf("\n| sequential, equal steps | looks | experiments | better or worse | "
+              "equivalent | power (non-null) | runs per experiment |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  for (BoundaryShape shape : {BoundaryShape::kOBrienFleming, BoundaryShape::kPocock}) {
+    SequentialConfig base{.experiments = experiments, .shape = shape, .sigma = sigma,
+                          .floor = floor, .seed = seed};
+    SequentialRow("null (Δ = 0)", base);
+    if (shape == BoundaryShape::kOBrienFleming) {
+      SequentialConfig naive = base;
+      naive.corrected = false;
+      SequentialRow("null (Δ = 0), every look at 5 %, uncorrected", naive);
+    }
+    SequentialConfig at_floor = base;
+    at_floor.true_delta = floor;
+    SequentialRow("|Δ| = floor", at_floor);
+    SequentialConfig mixture = base;
+    mixture.mixture = true;
+    SequentialRow("mixture: half null, half 0.5–4 σ", mixture);
+    for (double futility : {0.05, 0.1}) {
+      SequentialConfig futile = mixture;
+      futile.futility = futility;
+      const std::string label = "mixture, futility below " + absl::StrFormat("%g", futility);
+      SequentialRow(label.c_str(), futile);
+      futile.mixture = false;
+      SequentialRow(("null (Δ = 0), futility below " + absl::StrFormat("%g", futility)).c_str(),
+                    futile);
+    }
+  }
+  SequentialConfig fixed{.experiments = experiments, .looks = {10}, .sigma = sigma,
+                         .floor = floor, .mixture = true, .seed = seed};
+  SequentialRow("mixture, fixed design", fixed);
+  SequentialConfig small = fixed;
+  small.looks = {3, 5, 10};
+  small.sigma = floor / 2;
+  SequentialRow("mixture, σ = floor/2", small);
+  small.looks = {10};
+  SequentialRow("mixture, σ = floor/2, fixed design", small);
 }
 
 int Main(int argc, char** argv) {
@@ -101,6 +169,7 @@ int Main(int argc, char** argv) {
           c);
     }
   }
+  SequentialRows(experiments, seed, sigma, floor);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "server/analysis/comparator.h"
 #include "server/analysis/reference_curve.h"
+#include "server/analysis/sequential.h"
 #include "server/analysis/stats.h"
 #include "server/analysis/time_comparator.h"
 
@@ -108,6 +109,77 @@ SimulationResult Simulate(const SimulationConfig& config) {
     ++out.experiments;
     out.better += verdict == Verdict::kBetter;
     out.worse += verdict == Verdict::kWorse;
+  }
+  return out;
+}
+
+SequentialResult SimulateSequential(const SequentialConfig& config) {
+  absl::StatusOr<std::vector<LookLevel>> levels =
+      LookLevels({.looks = config.looks, .shape = config.shape});
+  CHECK(levels.ok()) << levels.status();
+  std::mt19937_64 rng(config.seed);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  const int max_seeds = config.looks.back();
+  ComparisonPlan plan;
+  plan.experiment = "simulated";
+  plan.baseline = "base";
+  plan.variants = {"base", "variant"};
+  plan.budget = Budget{.steps = 1000, .minutes = std::nullopt};
+  plan.noise_floor = config.floor;
+
+  SequentialResult out;
+  std::vector<ComparedRun> runs;
+  for (int e = 0; e < config.experiments; ++e) {
+    double delta = config.true_delta;
+    if (config.mixture) {
+      delta = 0;
+      if (uniform(rng) < 0.5) {
+        delta = config.sigma * (0.5 + 3.5 * uniform(rng)) * (uniform(rng) < 0.5 ? -1 : 1);
+      }
+    }
+    // Every seed drawn up front; a look sees the first n_k of each arm.
+    runs.clear();
+    for (int s = 0; s < max_seeds; ++s) {
+      runs.push_back(Run("base", s, 1000, config.sigma * Normal(rng), 1));
+      runs.push_back(Run("variant", s, 1000, delta + config.sigma * Normal(rng), 1));
+    }
+    Verdict verdict = Verdict::kUndecided;
+    int spent = 0;
+    for (size_t k = 0; k < levels->size(); ++k) {
+      const LookLevel& look = (*levels)[k];
+      plan.seeds.clear();
+      for (int s = 0; s < look.seeds; ++s) plan.seeds.push_back(s);
+      plan.alpha = config.corrected ? look.alpha : kAlpha;
+      plan.equivalence_alpha = config.corrected ? look.equivalence_alpha : kAlpha;
+      absl::StatusOr<Report> report = CompareAtEqualSteps(plan, runs);
+      CHECK(report.ok()) << report.status();
+      verdict = report->rows[1].verdict;
+      spent = look.seeds;
+      if (verdict != Verdict::kUndecided) {
+        out.stopped_early += k + 1 < levels->size();
+        break;
+      }
+      const ReportRow& row = report->rows[1];
+      if (config.futility > 0 && k + 1 < levels->size() && row.se && *row.se > 0 &&
+          ConditionalPower(*row.delta, *row.se, look.seeds, levels->back(), config.floor) <
+              config.futility) {
+        ++out.futile;
+        break;
+      }
+    }
+    ++out.experiments;
+    out.runs += 2 * spent;
+    out.better += verdict == Verdict::kBetter;
+    out.worse += verdict == Verdict::kWorse;
+    out.equivalent += verdict == Verdict::kEquivalent;
+    out.undecided += verdict == Verdict::kUndecided;
+    if (delta != 0) {
+      ++out.non_null;
+      out.found += (delta < 0 && verdict == Verdict::kBetter) ||
+                   (delta > 0 && verdict == Verdict::kWorse);
+    } else {
+      out.null_false += verdict == Verdict::kBetter || verdict == Verdict::kWorse;
+    }
   }
   return out;
 }

@@ -18,6 +18,9 @@
 #define SMALLEM_SERVER_ANALYSIS_CALIBRATION_H_
 
 #include <cstdint>
+#include <vector>
+
+#include "server/analysis/group_sequential.h"
 
 namespace smallem {
 
@@ -58,6 +61,45 @@ struct SimulationResult {
 // Runs `config.experiments` experiments. CHECK-fails on a comparison error
 // (a simulated experiment is always well formed).
 SimulationResult Simulate(const SimulationConfig& config);
+
+// Sequential seeds at equal steps (server/analysis/sequential.h): a
+// baseline and a variant, seed j of an arm reaching ε (+ Δ for the
+// variant), ε ~ N(0, σ²); at each look the first n_k seeds of both arms go
+// through CompareAtEqualSteps at the look's levels, and the experiment
+// stops at the first better, worse or equivalent (else undecided at the
+// last look). One look is the fixed design.
+struct SequentialConfig {
+  int experiments = 1000;
+  std::vector<int> looks = {3, 5, 10};
+  BoundaryShape shape = BoundaryShape::kOBrienFleming;
+  // false: every look at the fixed design's 5 % — looking again without a
+  // correction, what a researcher rerunning by hand does.
+  bool corrected = true;
+  // > 0: an arm whose ConditionalPower falls below it stops undecided
+  // before the last look (futility).
+  double futility = 0;
+  double sigma = 0.003;
+  double floor = 0.002;
+  double true_delta = 0;  // variant − baseline, nats/byte (ignored with `mixture`)
+  // Half the experiments null, the others |Δ| uniform in [0.5σ, 4σ] with a
+  // random sign.
+  bool mixture = false;
+  uint64_t seed = 1;
+};
+
+struct SequentialResult {
+  int experiments = 0;
+  int better = 0, worse = 0, equivalent = 0, undecided = 0;
+  int64_t runs = 0;          // seeds spent, both arms, over all experiments
+  int stopped_early = 0;     // decided before the last look
+  int futile = 0;            // stopped undecided for futility
+  int non_null = 0;          // experiments with Δ ≠ 0
+  int found = 0;             // of those, decided better (Δ < 0) or worse (Δ > 0)
+  int null_false = 0;        // Δ = 0 decided better or worse
+  double Power() const { return non_null == 0 ? 0 : static_cast<double>(found) / non_null; }
+};
+
+SequentialResult SimulateSequential(const SequentialConfig& config);
 
 }  // namespace smallem
 

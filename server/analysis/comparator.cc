@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/check.h"
+#include "server/analysis/holm.h"
 #include "server/analysis/stats.h"
 #include "server/grid/grid.h"
 
@@ -108,6 +109,37 @@ std::string PendingReason(const Arm& arm, size_t expected) {
   return reason;
 }
 
+// What a family of k better/worse verdicts risks (docs/equal-time.md § Many
+// variants).
+std::string FamilyNote(int k, bool holm) {
+  if (holm) {
+    return absl::StrFormat(
+        "%d variants compared with Holm's correction (holm: true): the chance of any false "
+        "better/worse verdict among them is at most %.0f %%; each row's τ uses its Holm level "
+        "(JSON alpha).",
+        k, 100 * kAlpha);
+  }
+  return absl::StrFormat(
+      "%d variants compared at α = %.2f each: if none differs, %.2f false better/worse "
+      "verdicts are expected among them (holm: true in the grid keeps the chance of any at "
+      "%.0f %%).",
+      k, kAlpha, k * kAlpha, 100 * kAlpha);
+}
+
+// The rule's outcome on a compared row.
+void SetJudgement(const Judgement& judgement, ReportRow& row) {
+  row.verdict = judgement.verdict;
+  row.tau = judgement.tau;
+  row.alpha = judgement.alpha;
+  row.delta_over_tau = judgement.delta_over_tau;
+  row.tost_low = judgement.tost_low;
+  row.tost_high = judgement.tost_high;
+  row.missable_effect = judgement.missable;
+  row.seeds_to_decide = judgement.seeds_to_decide;
+  row.decide_beyond_max = judgement.decide_beyond_max;
+  row.pending_reason = judgement.reason;
+}
+
 }  // namespace
 
 ComparisonPlan ComparisonPlan::ForGrid(const Grid& grid) {
@@ -117,6 +149,7 @@ ComparisonPlan ComparisonPlan::ForGrid(const Grid& grid) {
   for (const GridVariant& v : grid.variants) plan.variants.push_back(v.name);
   plan.seeds = grid.seeds;
   plan.budget = grid.budget;
+  plan.holm = grid.holm;
   if (grid.reference) {
     ReferencePlan reference{.budgets = grid.reference->budgets, .seeds = grid.reference->seeds,
                             .shared_variant = ""};
@@ -214,8 +247,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
   report.noise = PoolNoise(order, all_losses);
   if (baseline_complete && !report.noise.sigma) {
     report.notes.push_back(
-        "No arm has two seeds, so the noise was not measured: τ is the floor alone. "
-        "Add seeds to measure it.");
+        "No arm has two seeds, so the noise was not measured and no row is decided: two seeds "
+        "per arm measure it (e.g. seeds: [1, 2]), three or more give each row its own "
+        "interval.");
   }
   for (const ArmNoise& arm : report.noise.arms) {
     if (!arm.departs) continue;
@@ -226,6 +260,9 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
         kVarianceTestLevel, *arm.f_ratio > 1 ? "more" : "less"));
   }
 
+  // The compared rows (index into report.rows) and their evidence, judged
+  // together once every row is known (Holm ranks them).
+  std::vector<std::pair<size_t, Evidence>> family;
   for (const std::string& name : order) {
     const Arm& arm = arms[name];
     const std::string conflict = name == plan.baseline ? "" : FingerprintConflict(name, arm, base);
@@ -283,9 +320,12 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
       row.ci_low = d.ci_low;
       row.ci_high = d.ci_high;
       row.tau = d.tau;
-      const Judgement judgement = JudgeDelta(d.delta, d.tau);
-      row.verdict = judgement.verdict;
-      row.delta_over_tau = judgement.delta_over_tau;
+      family.push_back({report.rows.size(),
+                        {.delta = d.delta, .se = d.se, .df = d.df, .floor = plan.noise_floor,
+                         .seeds_now = 2.0 / (1.0 / arm.losses.size() + 1.0 / base.losses.size()),
+                         .fixed_variance = 0,
+                         .alpha = plan.alpha,
+                         .equivalence_alpha = plan.equivalence_alpha}});
       if (arm.losses.size() >= 3 && base.losses.size() >= 3) {
         if (const std::optional<WelchResult> welch = Welch(arm.losses, base.losses)) {
           row.welch_t = welch->t;
@@ -302,6 +342,16 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
     }
     report.rows.push_back(std::move(row));
   }
+
+  std::vector<Evidence> evidence;
+  for (const auto& [index, e] : family) evidence.push_back(e);
+  const std::vector<Judgement> judgements = JudgeFamily(evidence, plan.holm);
+  for (size_t i = 0; i < family.size(); ++i) {
+    SetJudgement(judgements[i], report.rows[family[i].first]);
+  }
+  report.family_size = static_cast<int>(family.size());
+  report.holm = plan.holm;
+  if (report.family_size >= 2) report.notes.push_back(FamilyNote(report.family_size, plan.holm));
 
   if (!report.left_out.empty()) {
     std::set<std::string> classes;

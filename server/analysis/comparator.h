@@ -21,8 +21,12 @@
 //    pooled σ·√(1/n_V + 1/n_B)), the 95 % interval Δ ± t·SE and the row's
 //    threshold τ = max(noise_floor, t·SE), t = t₀.₉₇₅ at the SE's degrees of
 //    freedom. |Δ| > τ gives `better` (Δ < 0) or `worse`, stated as a
-//    multiple of τ ("better (5.00τ)"); otherwise `within noise`
-//    (server/analysis/verdict.h).
+//    multiple of τ ("better (5.00τ)"); the 90 % interval inside ±floor gives
+//    `equivalent`; anything else, and every row without a measured noise,
+//    is `undecided`, with what it could have missed and the seeds per arm
+//    that would decide it (server/analysis/verdict.h). With plan.holm, each
+//    row's τ uses its Holm level across the compared rows
+//    (server/analysis/holm.h); a note states the family either way.
 //  * One validation text: when both arms' results carry an eval_fingerprint
 //    and they differ (or an arm's seeds disagree), the row is refused
 //    (Verdict::kRefused) with a note; results without one compare as before.
@@ -114,6 +118,13 @@ struct ComparisonPlan {
   std::string device_class;           // "" = the baseline's (see above)
   // The reference curve for the equal-time comparison; ignored at equal steps.
   std::optional<ReferencePlan> reference;
+  // Holm's correction across the compared variants (server/analysis/holm.h):
+  // each row's better/worse at its Holm level instead of `alpha`.
+  bool holm = false;
+  // The levels of better/worse (two-sided) and of each one-sided test of
+  // equivalence: kAlpha, or a sequential look's (server/analysis/sequential.h).
+  double alpha = kAlpha;
+  double equivalence_alpha = kAlpha;
 
   // The comparison a grid file describes (with its reference curve, if any).
   static ComparisonPlan ForGrid(const Grid& grid);
@@ -137,8 +148,17 @@ struct ReportRow {
   std::optional<double> t_quantile;      // t₀.₉₇₅(df)
   std::optional<double> ci_low;          // Δ − t·SE
   std::optional<double> ci_high;         // Δ + t·SE
-  std::optional<double> tau;             // max(floor, t·SE)
-  std::optional<double> delta_over_tau;  // |Δ| / τ
+  std::optional<double> tau;             // max(floor, t_{1−α/2}·SE)
+  double alpha = kAlpha;                 // the level better/worse was judged at
+  std::optional<double> delta_over_tau;  // Δ / τ, with Δ's sign
+  std::optional<double> tost_low;        // Δ − t₀.₉₅·SE: the 90 % interval
+  std::optional<double> tost_high;       // Δ + t₀.₉₅·SE
+  // Undecided rows with a measured noise (Judgement): the largest |Δ| the
+  // 95 % interval does not rule out, and the seeds per arm that would
+  // likely decide (unset with decide_beyond_max past kMaxSeedsToDecide).
+  std::optional<double> missable_effect;
+  std::optional<int> seeds_to_decide;
+  bool decide_beyond_max = false;
   std::optional<double> welch_t;         // ≥ 3 seeds in both arms and some variance
   std::optional<double> welch_df;
   // From the first finished run of the row, when there is one.
@@ -146,8 +166,10 @@ struct ReportRow {
   std::optional<int64_t> total_params;    // when they differ from params (MoE)
   std::optional<double> params_change;   // (params − baseline's) / baseline's
   bool params_warning = false;           // |params_change| > params_warning_fraction
-  // Set on pending rows ("1 of 2 seeds finished"), refused ones (why) and
-  // diverged ones ("1 of 2 seeds diverged (seed 2 at step 40)").
+  // Set on pending rows ("1 of 2 seeds finished"), refused ones (why),
+  // diverged ones ("1 of 2 seeds diverged (seed 2 at step 40)"), undecided
+  // ones ("noise not measured", or what would decide) and equivalent ones
+  // (the margin).
   std::string pending_reason;
   // The cache of the first finished run; the throughputs averaged over the
   // finished runs that measured them.
@@ -155,8 +177,9 @@ struct ReportRow {
   std::optional<double> mean_tokens_per_s;
   std::optional<double> mean_generation_tokens_per_s;
 
-  // "baseline", "better (5.00τ)", "worse (1.30τ)", "within noise",
-  // "pending: 1 of 2 seeds finished", "not compared: …".
+  // "baseline", "better (5.00τ)", "worse (1.30τ)", "equivalent (within
+  // ±0.0020)", "undecided: …", "pending: 1 of 2 seeds finished",
+  // "not compared: …".
   std::string VerdictText() const;
 };
 
@@ -178,6 +201,11 @@ struct Report {
   // parallel to rows).
   NoiseModel noise;
   std::vector<ReportRow> rows;            // the baseline's first, then the plan's order
+  // The family of better/worse verdicts: the rows compared, each at kAlpha
+  // (about family_size·kAlpha false ones when nothing differs) or, with
+  // holm, at its Holm level (at most kAlpha for any false one).
+  int family_size = 0;
+  bool holm = false;
   std::vector<LeftOutRun> left_out;
   std::vector<std::string> notes;         // sentences for people, in order of importance
 

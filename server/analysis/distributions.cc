@@ -50,7 +50,55 @@ double Invert(const Cdf& cdf, double p, double lo, double hi) {
   return (lo + hi) / 2;
 }
 
+// Σ xⁿ/(a(a+1)…(a+n)), the series of P(a, x)·Γ(a)·eˣ·x⁻ᵃ.
+double GammaSeries(double a, double x) {
+  double term = 1 / a, sum = term;
+  for (int n = 1; n < 10000 && std::abs(term) > 1e-16 * std::abs(sum); ++n) {
+    term *= x / (a + n);
+    sum += term;
+  }
+  return sum;
+}
+
+// The continued fraction of Q(a, x)·Γ(a)·eˣ·x⁻ᵃ (Lentz's method), for
+// x > a + 1: 1/(x + 1 − a − 1·(1 − a)/(x + 3 − a − 2·(2 − a)/(x + 5 − a − …))).
+double GammaContinuedFraction(double a, double x) {
+  constexpr double kTiny = 1e-300, kEps = 1e-15;
+  double b = x + 1 - a, c = 1 / kTiny, d = 1 / b, h = d;
+  for (int i = 1; i <= 10000; ++i) {
+    const double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::abs(d) < kTiny) d = kTiny;
+    c = b + an / c;
+    if (std::abs(c) < kTiny) c = kTiny;
+    d = 1 / d;
+    const double del = d * c;
+    h *= del;
+    if (std::abs(del - 1) < kEps) break;
+  }
+  return h;
+}
+
 }  // namespace
+
+double RegularizedLowerGamma(double a, double x) {
+  CHECK(a > 0 && x >= 0) << "P(a, x) at a=" << a << " x=" << x;
+  if (x == 0) return 0;
+  const double log_front = a * std::log(x) - x - std::lgamma(a);
+  if (x < a + 1) return std::exp(log_front) * GammaSeries(a, x);
+  return 1 - std::exp(log_front) * GammaContinuedFraction(a, x);
+}
+
+double ChiSquaredCdf(double x, double df) {
+  CHECK(df > 0 && x >= 0) << "χ²(" << df << ") at " << x;
+  return RegularizedLowerGamma(df / 2, x / 2);
+}
+
+double ChiSquaredQuantile(double p, double df) {
+  CHECK(p > 0 && p < 1) << "probability " << p;
+  return Invert([df](double x) { return ChiSquaredCdf(x, df); }, p, 0, df + 1);
+}
 
 double RegularizedIncompleteBeta(double x, double a, double b) {
   CHECK(x >= 0 && x <= 1 && a > 0 && b > 0) << "I_x(a, b) at x=" << x << " a=" << a << " b=" << b;

@@ -55,17 +55,27 @@ NoiseReport AnalyzeNoise(const Report& report) {
       n.f_p = arm.f_p;
       n.departs = arm.departs;
     }
-    if (base != nullptr && row.losses.size() >= 3 && base->size() >= 3) {
-      if (row.variant != report.baseline) {
-        if (const std::optional<WelchResult> welch = Welch(row.losses, *base)) {
-          n.welch_t = welch->t;
-          n.welch_df = welch->df;
-          any_welch = true;
-        }
+    if (base != nullptr && row.losses.size() >= 3 && base->size() >= 3 &&
+        row.variant != report.baseline) {
+      if (const std::optional<WelchResult> welch = Welch(row.losses, *base)) {
+        n.welch_t = welch->t;
+        n.welch_df = welch->df;
+        any_welch = true;
       }
-      n.seeds_to_resolve =
-          SeedsToResolve(*n.stddev, std::sqrt(SampleVariance(*base)), report.noise_floor);
+    }
+    if (base != nullptr && row.losses.size() >= 2 && base->size() >= 2) {
+      const double s_b = std::sqrt(SampleVariance(*base));
+      n.seeds_to_resolve = SeedsToResolve(*n.stddev, s_b, report.noise_floor);
       n.more_than_max_seeds = !n.seeds_to_resolve.has_value();
+      // Both arms scaled by one factor scale s_p by it.
+      const double d = row.variant == report.baseline
+                           ? static_cast<double>(base->size() - 1)
+                           : static_cast<double>(row.losses.size() + base->size() - 2);
+      const double low = std::sqrt(d / ChiSquaredQuantile(0.975, d));
+      const double high = std::sqrt(d / ChiSquaredQuantile(0.025, d));
+      n.seeds_to_resolve_low = SeedsToResolve(*n.stddev * low, s_b * low, report.noise_floor);
+      n.seeds_to_resolve_high = SeedsToResolve(*n.stddev * high, s_b * high, report.noise_floor);
+      n.high_beyond_max = !n.seeds_to_resolve_high.has_value();
     }
     out.rows.push_back(std::move(n));
   }
@@ -83,11 +93,15 @@ NoiseReport AnalyzeNoise(const Report& report) {
         row.variant, *row.stddev, *row.f_ratio, *row.f_p, kVarianceTestLevel));
   }
   const size_t base_seeds = base != nullptr ? base->size() : 0;
-  if (base_seeds < 3) {
+  if (base_seeds < 2) {
     out.notes.push_back(absl::StrFormat(
-        "Welch's t and the seeds needed to resolve the floor need three or more seeds per arm "
+        "The seeds needed to resolve the floor need two or more seeds per arm, Welch's t three "
         "(the baseline has %d finished).",
         static_cast<int>(base_seeds)));
+  } else if (base_seeds < 3) {
+    out.notes.push_back(
+        "Welch's t needs three or more seeds per arm; from two, the seeds to resolve the floor "
+        "are uncertain: the range beside them spans the 95 % interval of s.");
   } else if (any_welch) {
     out.notes.push_back(
         "|t| above the 0.975 quantile of Student's t at the df shown means the difference is "

@@ -12,13 +12,17 @@
 // With three or more seeds in both the variant's and the baseline's arm:
 //   Welch's t = (mean V − mean B) / sqrt(s_V²/n_V + s_B²/n_B), with the
 //     Welch–Satterthwaite degrees of freedom
-//     ν = (a + b)² / (a²/(n_V − 1) + b²/(n_B − 1)), a = s_V²/n_V, b = s_B²/n_B;
+//     ν = (a + b)² / (a²/(n_V − 1) + b²/(n_B − 1)), a = s_V²/n_V, b = s_B²/n_B.
+// With two or more seeds in both:
 //   seeds to resolve the floor = the smallest n ≥ 2 for which the 95 %
 //     confidence interval of a difference of two means of n seeds each is
 //     narrower than the floor on either side:
 //     t_{0.975, 2n−2} · s_p · sqrt(2/n) < floor, with the pooled
 //     s_p² = (s_V² + s_B²) / 2 (for the baseline's own row, s_p = s_B).
-//     Searched up to kMaxSeedsToResolve; beyond it the row says so.
+//     Searched up to kMaxSeedsToResolve; beyond it the row says so. Its
+//     uncertainty: the same search at the ends of the 95 % interval of s_p,
+//     s_p·√(d/χ²_{0.975, d}) … s_p·√(d/χ²_{0.025, d}), d = (n_V − 1) + (n_B − 1)
+//     (n_B − 1 on the baseline's row), so that two seeds give a range.
 //
 // Thread-safety: pure functions.
 #ifndef SMALLEM_SERVER_ANALYSIS_NOISE_H_
@@ -47,9 +51,14 @@ struct NoiseRow {
   // for Welch).
   std::optional<double> welch_t;
   std::optional<double> welch_df;
-  // Seeds per arm that would resolve the floor; set with ≥ 3 seeds per arm.
+  // Seeds per arm that would resolve the floor; set with ≥ 2 seeds per arm.
   std::optional<int> seeds_to_resolve;
   bool more_than_max_seeds = false;  // the search ran past kMaxSeedsToResolve
+  // Its range over the 95 % interval of s_p (low ≤ seeds_to_resolve ≤ high);
+  // high unset with high_beyond_max.
+  std::optional<int> seeds_to_resolve_low;
+  std::optional<int> seeds_to_resolve_high;
+  bool high_beyond_max = false;
 };
 
 struct NoiseReport {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/analysis/distributions.h"
+#include "server/analysis/holm.h"
 #include "server/analysis/stats.h"
 #include "server/grid/grid.h"
 
@@ -125,7 +126,7 @@ struct Term {
 // df among the estimated sources that contribute: conservative, since
 // Welch–Satterthwaite's ν is never below it (and with few seeds it is
 // anti-conservative; docs/equal-time.md § Calibration).
-void Judge(const std::vector<Term>& terms, double floor, TimeRow& row) {
+Evidence JudgeTerms(const std::vector<Term>& terms, double floor, double seeds, TimeRow& row) {
   double total = 0, nu = 0;
   for (const Term& t : terms) {
     total += t.variance;
@@ -143,9 +144,24 @@ void Judge(const std::vector<Term>& terms, double floor, TimeRow& row) {
     row.ci_high = *row.delta + *row.t_quantile * *row.se;
     row.tau = std::max(floor, *row.t_quantile * *row.se);
   }
-  const Judgement judgement = JudgeDelta(*row.delta, *row.tau);
+  // More seeds shrink every term but the model error, a bias bound.
+  double fixed = 0;
+  for (const Term& t : terms) fixed += t.source == Source::kKnown ? t.variance : 0;
+  return {.delta = *row.delta, .se = row.se, .df = row.df, .floor = floor, .seeds_now = seeds,
+          .fixed_variance = fixed};
+}
+
+void SetJudgement(const Judgement& judgement, TimeRow& row) {
   row.verdict = judgement.verdict;
+  row.tau = judgement.tau;
+  row.alpha = judgement.alpha;
   row.delta_over_tau = judgement.delta_over_tau;
+  row.tost_low = judgement.tost_low;
+  row.tost_high = judgement.tost_high;
+  row.missable_effect = judgement.missable;
+  row.seeds_to_decide = judgement.seeds_to_decide;
+  row.decide_beyond_max = judgement.decide_beyond_max;
+  row.pending_reason = judgement.reason;
 }
 
 }  // namespace
@@ -249,6 +265,7 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
   }
 
   std::vector<std::string> extrapolation_notes;
+  std::vector<std::pair<size_t, Evidence>> family;  // compared rows, judged together
   for (const ReportRow& steps_row : report.steps.rows) {
     TimeRow row;
     row.variant = steps_row.variant;
@@ -303,11 +320,26 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
         // A bias bound measured at twice the spacing R(t) uses: taken as
         // known (no degrees of freedom), not as a noise estimate.
         terms.push_back({model_error.variance, 0, Source::kKnown});
-        Judge(terms, plan.noise_floor, row);
+        Evidence e = JudgeTerms(terms, plan.noise_floor, n, row);
+        e.alpha = plan.alpha;
+        e.equivalence_alpha = plan.equivalence_alpha;
+        family.push_back({report.rows.size(), e});
         if (row.extrapolated) extrapolation_notes.push_back(ExtrapolationNote(row, curve));
       }
     }
     report.rows.push_back(std::move(row));
+  }
+  std::vector<Evidence> evidence;
+  for (const auto& [index, e] : family) evidence.push_back(e);
+  const std::vector<Judgement> judgements = JudgeFamily(evidence, plan.holm);
+  for (size_t i = 0; i < family.size(); ++i) {
+    SetJudgement(judgements[i], report.rows[family[i].first]);
+  }
+  if (plan.holm && family.size() >= 2) {
+    report.notes.push_back(absl::StrFormat(
+        "At equal time Holm's correction runs across the %d rows met with the curve (the "
+        "baseline's included).",
+        static_cast<int>(family.size())));
   }
   for (std::string& note : extrapolation_notes) report.notes.push_back(std::move(note));
   if (ref.finished_elsewhere > 0) {

@@ -28,9 +28,11 @@
 //           Welch–Satterthwaite's ν is never below it; ME, a bias bound, has
 //           none;
 //      τ_time = max(floor, t₀.₉₇₅(df)·SE); 95 % interval Δt ± t₀.₉₇₅·SE;
-//    verdict `better`/`worse` when |Δt| > τ_time, stated as a multiple of
-//    it, else `within noise` (server/analysis/verdict.h). With no noise
-//    measured anywhere τ_time is the floor. Every row is compared with the
+//    the four outcomes of server/analysis/verdict.h on (Δt, SE, ν):
+//    `better`/`worse` when |Δt| > τ_time, stated as a multiple of it,
+//    `equivalent` when the 90 % interval lies inside ±floor, else
+//    `undecided` (seeds to decide scale every term but ME(t)). With no noise
+//    measured anywhere τ_time is the floor and the row is undecided. Every row is compared with the
 //    curve, the baseline's included; a row refused at equal steps
 //    (different validation texts) is refused here too.
 //  * Outside the curve's measured span R(t) is extrapolated; the row is
@@ -88,13 +90,18 @@ struct TimeRow {
   std::optional<double> t_quantile;
   std::optional<double> ci_low, ci_high;
   std::optional<double> tau;             // τ_time
-  std::optional<double> delta_over_tau;  // |Δt| / τ
+  double alpha = kAlpha;                 // the level better/worse was judged at (Holm)
+  std::optional<double> delta_over_tau;  // Δt / τ, with Δt's sign
+  std::optional<double> tost_low, tost_high;  // the 90 % interval
+  std::optional<double> missable_effect;      // undecided (ReportRow's)
+  std::optional<int> seeds_to_decide;
+  bool decide_beyond_max = false;
   bool extrapolated = false;
   double span_ratio = 1;       // Interpolated::span_ratio
-  std::string pending_reason;  // set on pending and refused rows
+  std::string pending_reason;  // set on pending, refused, undecided and equivalent rows
 
-  // "better (2.50τ)", "worse (1.30τ)", "within noise", "pending: …",
-  // "not compared: …".
+  // "better (2.50τ)", "worse (1.30τ)", "equivalent (within ±0.0020)",
+  // "undecided: …", "pending: …", "not compared: …".
   std::string VerdictText() const;
 };
 

@@ -78,6 +78,9 @@ struct Grid {
   // slowest). Names and spec hashes are unique.
   std::vector<GridVariant> variants;
   std::optional<ReferenceCurve> reference;
+  // `holm: true`: better/worse verdicts use Holm's correction across the
+  // variants (docs/grid-format.md); off by default.
+  bool holm = false;
 
   // nullptr when no variant has this name.
   const GridVariant* FindVariant(std::string_view name) const;

@@ -210,6 +210,12 @@ absl::Status GridParser::ParseHeader(Top& top) {
       Seeds(top["seeds"].first, top["seeds"].second, "seeds");
   if (!seeds.ok()) return seeds.status();
   grid_.seeds = *seeds;
+
+  if (top.contains("holm")) {
+    absl::StatusOr<bool> holm = Flag(top["holm"].first, top["holm"].second, "holm");
+    if (!holm.ok()) return holm.status();
+    grid_.holm = *holm;
+  }
   return absl::OkStatus();
 }
 

@@ -95,6 +95,7 @@ class GridParser {
                                      absl::string_view key) const;
   absl::StatusOr<std::vector<int64_t>> Seeds(const YAML::Node& value, int line,
                                              absl::string_view key) const;
+  absl::StatusOr<bool> Flag(const YAML::Node& value, int line, absl::string_view key) const;
   absl::StatusOr<Budget> ParseBudget(const YAML::Node& value, int line) const;
   absl::StatusOr<std::vector<Budget>> ParseBudgets(const YAML::Node& value, int line) const;
 
@@ -110,7 +111,7 @@ class GridParser {
   // The axis combinations, in order, each with the overrides that make it.
   absl::StatusOr<std::vector<AxisVariant>> Axes(const YAML::Node& node, int line,
                                                 const Settings& base);
-  absl::Status ParseHeader(Top& top);  // name, data, budget, seeds
+  absl::Status ParseHeader(Top& top);  // name, data, budget, seeds, holm
   // Named variants and axis combinations, then the baseline; returns the
   // baseline's overrides.
   absl::StatusOr<Settings> ParseVariants(Top& top, const Settings& base);

@@ -90,7 +90,8 @@ std::string Suggest(absl::string_view word, const std::vector<std::string>& cand
 
 const std::vector<std::string>& TopLevelKeyNames() {
   static const auto* keys = new std::vector<std::string>{
-      "name", "data", "base", "budget", "seeds", "baseline", "variants", "grid", "reference"};
+      "name", "data",     "base", "budget",    "seeds", "baseline",
+      "variants", "grid", "reference", "holm"};
   return *keys;
 }
 
@@ -168,6 +169,17 @@ absl::StatusOr<std::vector<int64_t>> GridParser::Seeds(const YAML::Node& value, 
     seeds.push_back(*seed);
   }
   return seeds;
+}
+
+absl::StatusOr<bool> GridParser::Flag(const YAML::Node& value, int line,
+                                      absl::string_view key) const {
+  if (value.IsScalar() && IsPlain(value)) {
+    const std::string& v = value.Scalar();
+    if (v == "true" || v == "True" || v == "TRUE") return true;
+    if (v == "false" || v == "False" || v == "FALSE") return false;
+  }
+  return Error(line, "\"", key, "\": expected true or false, got ",
+               value.IsScalar() ? absl::StrCat("\"", Shown(value.Scalar()), "\"") : Describe(value));
 }
 
 absl::StatusOr<Budget> GridParser::ParseBudget(const YAML::Node& value, int line) const {

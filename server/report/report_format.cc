@@ -109,7 +109,8 @@ std::string FormatReportCsv(const Report& report) {
   std::string out =
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
       "mean_val_nats_per_byte,delta,se_method,se,df,t_quantile,ci_low,ci_high,tau,params,"
-      "params_change,params_warning,mean_train_seconds,device_class,pending_reason," +
+      "params_change,params_warning,mean_train_seconds,device_class,pending_reason,"
+      "tost_low,tost_high,missable_effect,seeds_to_decide," +
       std::string(report_internal::kCostCsvHeader) + "\n";
   for (const ReportRow& row : report.rows) {
     std::vector<std::string> fields = {
@@ -133,7 +134,12 @@ std::string FormatReportCsv(const Report& report) {
         row.params_warning ? "true" : "false",
         CsvOptional(row.mean_train_seconds, "%.3f"),
         CsvField(report.device_class),
-        CsvField(row.pending_reason)};
+        CsvField(row.pending_reason),
+        CsvOptional(row.tost_low, "%.6f"),
+        CsvOptional(row.tost_high, "%.6f"),
+        CsvOptional(row.missable_effect, "%.6f"),
+        row.decide_beyond_max ? absl::StrCat(">", kMaxSeedsToDecide)
+                              : CsvOptional(row.seeds_to_decide, "%d")};
     for (std::string& field : report_internal::CostCsvFields(row)) fields.push_back(field);
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
@@ -174,7 +180,13 @@ json ReportToJson(const Report& report) {
                     {"ci_low", JsonOptional(row.ci_low)},
                     {"ci_high", JsonOptional(row.ci_high)},
                     {"tau", JsonOptional(row.tau)},
+                    {"alpha", row.delta ? json(row.alpha) : json(nullptr)},
                     {"delta_over_tau", JsonOptional(row.delta_over_tau)},
+                    {"tost_low", JsonOptional(row.tost_low)},
+                    {"tost_high", JsonOptional(row.tost_high)},
+                    {"missable_effect", JsonOptional(row.missable_effect)},
+                    {"seeds_to_decide", JsonOptional(row.seeds_to_decide)},
+                    {"decide_beyond_max", row.decide_beyond_max},
                     {"welch_t", JsonOptional(row.welch_t)},
                     {"welch_df", JsonOptional(row.welch_df)},
                     {"params", JsonOptional(row.params)},
@@ -200,6 +212,11 @@ json ReportToJson(const Report& report) {
           {"noise_floor", report.noise_floor},
           {"noise_model", NoiseModelJson(report.noise)},
           {"complete", report.Complete()},
+          {"family", {{"variants", report.family_size},
+                      {"alpha", kAlpha},
+                      {"holm", report.holm},
+                      {"expected_false_verdicts",
+                       report.holm ? json(nullptr) : json(report.family_size * kAlpha)}}},
           {"rows", rows},
           {"left_out", left_out},
           {"notes", report.notes}};

@@ -45,10 +45,14 @@ std::string FormatReportMarkdown(const Report& report);
 std::string FormatReportCsv(const Report& report);
 // Keys: experiment, comparison ("equal_steps"), baseline, budget ({"steps":
 // N} or {"minutes": M}), device_class, noise_floor, noise_model
-// (NoiseModelJson), complete, rows[] (variant, verdict, verdict_text,
+// (NoiseModelJson), complete, family (variants, alpha, holm,
+// expected_false_verdicts: variants·alpha, null with holm), rows[] (variant,
+// verdict, verdict_text,
 // seeds_finished, seeds_expected, losses, mean_val_nats_per_byte, delta,
-// se_method, se, df, t_quantile, ci_low, ci_high, tau, delta_over_tau,
-// welch_t, welch_df, params, params_change, params_warning,
+// se_method, se, df, t_quantile, ci_low, ci_high, tau, alpha (the level of
+// better/worse: 0.05, or the row's Holm level), delta_over_tau (Δ/τ,
+// with Δ's sign), tost_low, tost_high (the 90 % interval), missable_effect,
+// seeds_to_decide, decide_beyond_max (undecided rows), welch_t, welch_df, params, params_change, params_warning,
 // mean_train_seconds, pending_reason), left_out[] (variant, seed,
 // device_class), notes[]. Absent values are null.
 nlohmann::json ReportToJson(const Report& report);
@@ -83,11 +87,13 @@ nlohmann::json TimeReportToJson(const TimeReport& report, bool combined = false)
 // departs —, Welch t, df, seeds to resolve the floor), notes. CSV columns:
 // experiment, variant, seeds, spread, stddev, f_ratio, f_p, departs,
 // welch_t, welch_df, seeds_to_resolve (">1000" past the search),
-// pooled_sigma, pooled_df, device_class.
+// pooled_sigma, pooled_df, device_class, seeds_to_resolve_low,
+// seeds_to_resolve_high (its range over the 95 % interval of s).
 std::string FormatNoise(const NoiseReport& noise, ReportFormat format);
 // Keys: experiment, baseline, device_class, noise_floor, pooled_sigma,
 // pooled_df, rows[] (variant, seeds, spread, stddev, f_ratio, f_df_rest, f_p,
-// departs, welch_t, welch_df, seeds_to_resolve, more_than_max_seeds),
+// departs, welch_t, welch_df, seeds_to_resolve, more_than_max_seeds,
+// seeds_to_resolve_low, seeds_to_resolve_high, high_beyond_max),
 // notes[].
 nlohmann::json NoiseToJson(const NoiseReport& noise);
 

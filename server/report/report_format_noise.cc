@@ -25,7 +25,7 @@ using report_internal::JsonOptional;
 const std::vector<std::string>& NoiseHeaders() {
   static const auto* h = new std::vector<std::string>{
       "variant", "seeds", "spread", "s", "F vs rest", "p (F)", "Welch t", "df",
-      "seeds to resolve floor"};
+      "seeds to resolve floor (95 % range)"};
   return *h;
 }
 
@@ -34,8 +34,17 @@ std::string SeedsToResolveText(const NoiseRow& row) {
   return row.seeds_to_resolve ? absl::StrCat(*row.seeds_to_resolve) : std::string();
 }
 
+// "4 (3–12)": the number and its range over the 95 % interval of s.
+std::string SeedsToResolveCell(const NoiseRow& row) {
+  std::string text = SeedsToResolveText(row);
+  if (text.empty()) return kNone;
+  if (!row.seeds_to_resolve_low) return text;
+  const std::string high = row.high_beyond_max ? absl::StrCat(">", kMaxSeedsToResolve)
+                                               : absl::StrCat(*row.seeds_to_resolve_high);
+  return absl::StrCat(text, " (", *row.seeds_to_resolve_low, "–", high, ")");
+}
+
 std::vector<std::string> NoiseCells(const NoiseRow& row) {
-  std::string seeds = SeedsToResolveText(row);
   return {row.variant,
           absl::StrCat(row.seeds),
           Fixed(row.spread, "%.4f"),
@@ -44,7 +53,7 @@ std::vector<std::string> NoiseCells(const NoiseRow& row) {
           row.f_p ? absl::StrFormat("%.3f%s", *row.f_p, row.departs ? " !" : "") : kNone,
           Fixed(row.welch_t, "%+.2f"),
           Fixed(row.welch_df, "%.1f"),
-          seeds.empty() ? std::string(kNone) : seeds};
+          SeedsToResolveCell(row)};
 }
 
 std::string NoiseTitle(const NoiseReport& n) {
@@ -56,7 +65,8 @@ std::string NoiseTitle(const NoiseReport& n) {
 std::string NoiseSigmaLine(const NoiseReport& n) {
   if (!n.sigma) {
     return absl::StrFormat(
-        "pooled σ: not measured (no arm has two finished seeds); every τ is the floor %.4f",
+        "pooled σ: not measured (no arm has two finished seeds): no row is decided; two seeds "
+        "per arm measure it (floor %.4f)",
         n.noise_floor);
   }
   return absl::StrFormat(
@@ -88,7 +98,8 @@ std::string FormatNoise(const NoiseReport& noise, ReportFormat format) {
     case ReportFormat::kCsv: {
       std::string out =
           "experiment,variant,seeds,spread,stddev,f_ratio,f_p,departs,welch_t,welch_df,"
-          "seeds_to_resolve,pooled_sigma,pooled_df,device_class\n";
+          "seeds_to_resolve,pooled_sigma,pooled_df,device_class,seeds_to_resolve_low,"
+          "seeds_to_resolve_high\n";
       for (const NoiseRow& row : noise.rows) {
         std::vector<std::string> fields = {
             CsvField(noise.experiment), CsvField(row.variant), absl::StrCat(row.seeds),
@@ -97,7 +108,9 @@ std::string FormatNoise(const NoiseReport& noise, ReportFormat format) {
             row.departs ? "true" : "false",
             CsvOptional(row.welch_t, "%.4f"), CsvOptional(row.welch_df, "%.2f"),
             SeedsToResolveText(row), CsvOptional(noise.sigma, "%.6f"), absl::StrCat(noise.df),
-            CsvField(noise.device_class)};
+            CsvField(noise.device_class), CsvOptional(row.seeds_to_resolve_low, "%d"),
+            row.high_beyond_max ? absl::StrCat(">", kMaxSeedsToResolve)
+                                : CsvOptional(row.seeds_to_resolve_high, "%d")};
         absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
       }
       return out;
@@ -122,7 +135,10 @@ json NoiseToJson(const NoiseReport& noise) {
                     {"welch_t", JsonOptional(row.welch_t)},
                     {"welch_df", JsonOptional(row.welch_df)},
                     {"seeds_to_resolve", JsonOptional(row.seeds_to_resolve)},
-                    {"more_than_max_seeds", row.more_than_max_seeds}});
+                    {"more_than_max_seeds", row.more_than_max_seeds},
+                    {"seeds_to_resolve_low", JsonOptional(row.seeds_to_resolve_low)},
+                    {"seeds_to_resolve_high", JsonOptional(row.seeds_to_resolve_high)},
+                    {"high_beyond_max", row.high_beyond_max}});
   }
   return {{"experiment", noise.experiment},
           {"baseline", noise.baseline},

@@ -115,7 +115,10 @@ std::string TimeSummary(const TimeReport& r) {
   if (extrapolated > 0) absl::StrAppend(&s, ", ", extrapolated, " extrapolated");
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
   if (diverged > 0) absl::StrAppend(&s, ", ", diverged, " diverged");
-  absl::StrAppend(&s, " (Δ time = loss − R(t); a verdict needs |Δ| > the row's τ time)");
+  absl::StrAppend(&s, absl::StrFormat(
+                         " (Δ time = loss − R(t); better/worse: |Δ| > the row's τ time; "
+                         "equivalent: the 90 %% interval inside ±%.4f; undecided: neither)",
+                         r.steps.noise_floor));
   return s;
 }
 
@@ -209,7 +212,8 @@ std::string TimeCsv(const TimeReport& r) {
       "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
       "mean_val_nats_per_byte,mean_train_seconds,reference_loss,delta,slope,se_variant,"
       "se_reference,se_seconds,se_model,se,df,t_quantile,ci_low,ci_high,tau,extrapolated,"
-      "span_ratio,params,device_class,pending_reason," +
+      "span_ratio,params,device_class,pending_reason,tost_low,tost_high,missable_effect,"
+      "seeds_to_decide," +
       std::string(report_internal::kCostCsvHeader) + "\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const ReportRow& s = r.steps.rows[i];
@@ -240,7 +244,12 @@ std::string TimeCsv(const TimeReport& r) {
         t.reference_loss ? absl::StrFormat("%.4f", t.span_ratio) : "",
         CsvOptional(s.params, "%d"),
         CsvField(r.device_class),
-        CsvField(t.pending_reason)};
+        CsvField(t.pending_reason),
+        CsvOptional(t.tost_low, "%.6f"),
+        CsvOptional(t.tost_high, "%.6f"),
+        CsvOptional(t.missable_effect, "%.6f"),
+        t.decide_beyond_max ? absl::StrCat(">", kMaxSeedsToDecide)
+                            : CsvOptional(t.seeds_to_decide, "%d")};
     for (std::string& field : report_internal::CostCsvFields(s)) fields.push_back(field);
     absl::StrAppend(&out, absl::StrJoin(fields, ","), "\n");
   }
@@ -363,7 +372,13 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
                     {"ci_low", JsonOptional(row.ci_low)},
                     {"ci_high", JsonOptional(row.ci_high)},
                     {"tau", JsonOptional(row.tau)},
+                    {"alpha", row.delta ? json(row.alpha) : json(nullptr)},
                     {"delta_over_tau", JsonOptional(row.delta_over_tau)},
+                    {"tost_low", JsonOptional(row.tost_low)},
+                    {"tost_high", JsonOptional(row.tost_high)},
+                    {"missable_effect", JsonOptional(row.missable_effect)},
+                    {"seeds_to_decide", JsonOptional(row.seeds_to_decide)},
+                    {"decide_beyond_max", row.decide_beyond_max},
                     {"extrapolated", row.extrapolated},
                     {"span_ratio", row.reference_loss ? json(row.span_ratio) : json(nullptr)},
                     {"pending_reason", row.pending_reason.empty() ? json(nullptr)

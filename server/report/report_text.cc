@@ -73,8 +73,8 @@ void AddCostJson(const ReportRow& row, nlohmann::json& out) {
 std::string NoiseLine(const Report& r) {
   if (!r.noise.sigma) {
     return absl::StrFormat(
-        "noise: not measured (no arm has two finished seeds): every τ is the floor, %.4f "
-        "nats/byte",
+        "noise: not measured (no arm has two finished seeds): no row is decided; two seeds "
+        "per arm measure it (floor %.4f nats/byte)",
         r.noise_floor);
   }
   int arms = 0;
@@ -101,7 +101,10 @@ std::string Summary(const Report& r) {
       absl::StrCat(CountedNoun(compared, "variant", "variants"), " compared with ", r.baseline);
   if (pending > 0) absl::StrAppend(&s, ", ", pending, " pending");
   if (diverged > 0) absl::StrAppend(&s, ", ", diverged, " diverged");
-  absl::StrAppend(&s, " (lower is better; a verdict needs |Δ| > the row's τ)");
+  absl::StrAppend(&s, absl::StrFormat(
+                         " (lower is better; better/worse: |Δ| > the row's τ; equivalent: the "
+                         "90 %% interval inside ±%.4f; undecided: neither)",
+                         r.noise_floor));
   return s;
 }
 

@@ -54,7 +54,12 @@ const ReportRow& Row(const Report& report, const std::string& variant) {
 // SE = σ·√(1/2 + 1/2) = σ, t₀.₉₇₅(6) = 2.4469119, t·SE = 0.0015795 < floor,
 // so every τ = 0.002; 95 % CI = Δ ± 0.0015795.
 //   better: 1.490 / 1.491, mean 1.4905, Δ = −0.0100 = 5.00τ
-//   noise:  1.501 / 1.502, mean 1.5015, Δ = +0.0010 = 0.50τ
+//   noise:  1.501 / 1.502, mean 1.5015, Δ = +0.0010 = 0.50τ; 90 % interval
+//           Δ ± t₀.₉₅(6)·σ = ±1.9431803·σ = [−0.0002543, +0.0022543], not
+//           inside ±0.002: undecided, effects up to 0.001 + 0.0015795 =
+//           0.0025795 not ruled out; seeds to decide: the smallest n with
+//           0.001 + (t₀.₉₅(2n−2) + 0.8416)·σ·√(2/n) < 0.002 is 6 (n = 5:
+//           0.0010 + 2.7011·0.00064550·0.63246 = 0.0021027)
 //   worse:  1.5065 ×2,     mean 1.5065, Δ = +0.0060 = 3.00τ
 //   wide:   as noise, params +2.0001 % (warning); exact: params +2.0000 % (none)
 std::vector<ComparedRun> Fixture() {
@@ -83,7 +88,7 @@ TEST(ComparatorTest, HandComputedFixture) {
   const ReportRow& better = Row(*report, "better");
   EXPECT_EQ(better.verdict, Verdict::kBetter);
   EXPECT_NEAR(*better.delta, -0.0100, 1e-12);
-  EXPECT_NEAR(*better.delta_over_tau, 5.0, 1e-9);
+  EXPECT_NEAR(*better.delta_over_tau, -5.0, 1e-9);  // Δ/τ keeps Δ's sign
   EXPECT_EQ(better.se_method, SeMethod::kPooled);
   EXPECT_NEAR(*better.se, std::sqrt(2.5e-6 / 6), 1e-12);
   EXPECT_DOUBLE_EQ(*better.df, 6);
@@ -93,9 +98,13 @@ TEST(ComparatorTest, HandComputedFixture) {
   EXPECT_EQ(better.VerdictText(), "better (5.00τ)");
 
   const ReportRow& noise = Row(*report, "noise");
-  EXPECT_EQ(noise.verdict, Verdict::kWithinNoise);
+  EXPECT_EQ(noise.verdict, Verdict::kUndecided);
   EXPECT_NEAR(*noise.delta, 0.0010, 1e-12);
-  EXPECT_EQ(noise.VerdictText(), "within noise");
+  EXPECT_NEAR(*noise.tost_high, 0.001 + 1.9431803 * std::sqrt(2.5e-6 / 6), 1e-7);
+  EXPECT_NEAR(*noise.missable_effect, 0.0025795, 1e-7);
+  EXPECT_EQ(noise.seeds_to_decide, 6);
+  EXPECT_EQ(noise.VerdictText(),
+            "undecided: effects up to 0.0026 not ruled out; ~6 seeds per arm would decide");
 
   const ReportRow& worse = Row(*report, "worse");
   EXPECT_EQ(worse.verdict, Verdict::kWorse);
@@ -126,7 +135,9 @@ TEST(ComparatorTest, ParameterCountsMoreThanTwoPercentApartWarn) {
   EXPECT_NEAR(*exact.params_change, 0.02, 1e-12);
   EXPECT_FALSE(exact.params_warning);
   EXPECT_EQ(*Row(*report, "baseline").params, kBaseParams);
-  ASSERT_EQ(report->notes.size(), 1u);
+  // The size warning, then the family of the two compared variants.
+  ASSERT_EQ(report->notes.size(), 2u);
+  EXPECT_THAT(report->notes[1], HasSubstr("2 variants compared at α = 0.05 each"));
   EXPECT_THAT(report->notes[0], HasSubstr("wide"));
   EXPECT_THAT(report->notes[0], HasSubstr("+2.0 %"));
   EXPECT_THAT(report->notes[0], HasSubstr("not at equal size"));
@@ -143,7 +154,7 @@ TEST(ComparatorTest, NoiseAboveTheFloorSetsTau) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_NEAR(*Row(*report, "far").tau, 3.1824463 * std::sqrt(8.5e-6 / 3), 1e-7);
   // Δ = −0.002: within this noise.
-  EXPECT_EQ(Row(*report, "close").verdict, Verdict::kWithinNoise);
+  EXPECT_EQ(Row(*report, "close").verdict, Verdict::kUndecided);
   // Δ = −0.006 = 1.12τ.
   EXPECT_EQ(Row(*report, "far").VerdictText(), "better (1.12τ)");
 }
@@ -287,7 +298,7 @@ TEST(ComparatorTest, RunsOfOtherBudgetsVariantsAndSeedsAreIgnored) {
   EXPECT_TRUE(report->left_out.empty());
 }
 
-TEST(ComparatorTest, SingleSeedUsesTheFloorAndSaysSo) {
+TEST(ComparatorTest, SingleSeedDecidesNothingAndSaysSo) {
   absl::StatusOr<Report> report =
       CompareAtEqualSteps(Plan({"baseline", "better"}, {1}), Fixture());
   ASSERT_TRUE(report.ok()) << report.status();
@@ -296,7 +307,10 @@ TEST(ComparatorTest, SingleSeedUsesTheFloorAndSaysSo) {
   EXPECT_FALSE(Row(*report, "better").ci_low.has_value());
   ASSERT_FALSE(report->notes.empty());
   EXPECT_THAT(report->notes[0], HasSubstr("noise was not measured"));
-  EXPECT_EQ(Row(*report, "better").verdict, Verdict::kBetter);  // Δ = −0.010
+  // Δ = −0.010 is five floors, but one seed says nothing of the noise.
+  EXPECT_EQ(Row(*report, "better").verdict, Verdict::kUndecided);
+  EXPECT_EQ(Row(*report, "better").VerdictText(), "undecided: noise not measured");
+  EXPECT_THAT(report->notes[0], HasSubstr("two seeds per arm measure it"));
 }
 
 TEST(ComparatorTest, WelchTWithThreeSeedsPerArm) {
@@ -336,7 +350,7 @@ TEST(ComparatorTest, DifferentValidationTextsAreRefused) {
   EXPECT_THAT(worse.VerdictText(), HasSubstr("not compared: scored on another validation text"));
   EXPECT_THAT(worse.VerdictText(), HasSubstr("sha256:bbbb/1024 vs sha256:aaaa/1024"));
   EXPECT_EQ(Row(*report, "better").verdict, Verdict::kBetter);
-  EXPECT_EQ(Row(*report, "noise").verdict, Verdict::kWithinNoise);
+  EXPECT_EQ(Row(*report, "noise").verdict, Verdict::kUndecided);
   bool noted = false;
   for (const std::string& note : report->notes) noted |= note.find("worse is not compared") == 0;
   EXPECT_TRUE(noted);

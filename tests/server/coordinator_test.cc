@@ -408,7 +408,8 @@ TEST_F(CoordinatorTest, ReportComparesFinishedVariants) {
   nlohmann::json j = nlohmann::json::parse(report.text());
   EXPECT_EQ(j["baseline"], "v0");
   ASSERT_EQ(j["rows"].size(), 2u);
-  EXPECT_EQ(j["rows"][1]["verdict"], "within noise");
+  EXPECT_EQ(j["rows"][1]["verdict"], "undecided");
+  EXPECT_EQ(j["rows"][1]["verdict_text"], "undecided: noise not measured");
 }
 
 TEST_F(CoordinatorTest, NoiseOnlyReportIsTheNoiseSectionAlone) {

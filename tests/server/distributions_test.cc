@@ -41,5 +41,15 @@ TEST(DistributionsTest, FQuantilesMatchTheTable) {
   EXPECT_NEAR(FCdf(3, 2, 4), 1 - std::pow(4.0 / 10, 2), 1e-13);
 }
 
+// χ² table values; χ²(2) has the closed form CDF 1 − e^(−x/2).
+TEST(DistributionsTest, ChiSquaredQuantilesMatchTheTable) {
+  EXPECT_NEAR(ChiSquaredQuantile(0.975, 2), 7.3777589, 1e-6);
+  EXPECT_NEAR(ChiSquaredQuantile(0.025, 2), 0.0506356, 1e-7);
+  EXPECT_NEAR(ChiSquaredQuantile(0.95, 10), 18.3070381, 1e-6);
+  EXPECT_NEAR(ChiSquaredQuantile(0.05, 1), 0.00393214, 1e-8);
+  EXPECT_NEAR(ChiSquaredCdf(3, 2), 1 - std::exp(-1.5), 1e-13);
+  EXPECT_NEAR(ChiSquaredCdf(30, 4), 1 - std::exp(-15) * (1 + 15), 1e-13);
+}
+
 }  // namespace
 }  // namespace smallem

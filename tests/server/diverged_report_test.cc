@@ -51,7 +51,7 @@ TEST(DivergedReportTest, DivergedArmIsShownAsDivergedWithNoMeanAndTheRestCompare
   EXPECT_EQ(wild.VerdictText(), "diverged: 1 of 2 seeds diverged (seed 2 at step 40)");
   // Not pending: the report is complete, and the other arm is compared.
   EXPECT_TRUE(report->Complete());
-  EXPECT_EQ(report->rows[2].verdict, Verdict::kWithinNoise);
+  EXPECT_EQ(report->rows[2].verdict, Verdict::kUndecided);
   EXPECT_TRUE(report->rows[2].mean_loss.has_value());
 }
 

@@ -354,6 +354,21 @@ TEST(GridErrorTest, UnknownTopLevelKeySuggestsTheNearest) {
   EXPECT_THAT(m, HasSubstr("did you mean \"seeds\"?"));
 }
 
+TEST(GridTest, HolmIsOffUnlessTheGridAsks) {
+  absl::StatusOr<Grid> plain = Parse(kDemo);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->holm);
+  absl::StatusOr<Grid> holm = Parse(Demo("seeds: [1, 2]", "seeds: [1, 2]\nholm: true"));
+  ASSERT_TRUE(holm.ok()) << holm.status();
+  EXPECT_TRUE(holm->holm);
+}
+
+TEST(GridErrorTest, HolmMustBeTrueOrFalse) {
+  const std::string m = ErrorOf(Demo("seeds: [1, 2]", "seeds: [1, 2]\nholm: yes please"));
+  EXPECT_THAT(m, HasSubstr("examples/demo.yaml:14: \"holm\": expected true or false, got "
+                           "\"yes please\""));
+}
+
 TEST(GridErrorTest, UnknownRunSpecKeySuggestsTheNearest) {
   const std::string m = ErrorOf(Demo("  optimizer: adamw", "  optimiser: adamw"));
   EXPECT_THAT(m, HasSubstr("examples/demo.yaml:10:"));

@@ -93,7 +93,10 @@ TEST(NoiseTest, HandComputedThreeSeeds) {
   EXPECT_NEAR(*better.welch_t, *report.rows[1].welch_t, 1e-12);
 }
 
-TEST(NoiseTest, TwoSeedsGiveSpreadButNoWelch) {
+// s_p² = (s_V² + s_B²)/2 = (4.5e-6 + 5e-7)/2, s_p = 0.0015811: seeds to
+// resolve the floor 7 (n = 6: t₀.₉₇₅(10)·s_p·√(2/6) = 0.0020342); over
+// s_p's 95 % interval (d = 2: ×0.52066 … ×6.2847) from 3 to 191.
+TEST(NoiseTest, TwoSeedsGiveSpreadAndSeedsToResolveButNoWelch) {
   const Report report = Compare({Finished("base", 1, 1.500), Finished("base", 2, 1.501),
                                  Finished("better", 1, 1.490), Finished("better", 2, 1.493)},
                                 {1, 2});
@@ -101,7 +104,9 @@ TEST(NoiseTest, TwoSeedsGiveSpreadButNoWelch) {
   EXPECT_NEAR(*noise.rows[1].spread, 0.003, 1e-12);
   EXPECT_NEAR(*noise.rows[1].stddev, 0.003 / std::sqrt(2.0), 1e-12);
   EXPECT_FALSE(noise.rows[1].welch_t.has_value());
-  EXPECT_FALSE(noise.rows[1].seeds_to_resolve.has_value());
+  EXPECT_EQ(noise.rows[1].seeds_to_resolve, 7);
+  EXPECT_EQ(noise.rows[1].seeds_to_resolve_low, 3);
+  EXPECT_EQ(noise.rows[1].seeds_to_resolve_high, 191);
   ASSERT_FALSE(noise.notes.empty());
   EXPECT_THAT(noise.notes[0], HasSubstr("three or more seeds per arm"));
 }

@@ -22,7 +22,7 @@ ComparedRun Finished(const std::string& variant, int64_t seed, double loss, int6
 }
 
 // baseline 1.500/1.501; rope better with 3.4 % fewer parameters;
-// "lr=0.001,norm=rms" within noise; "a|b" pending (one seed).
+// "lr=0.001,norm=rms" undecided; "a|b" pending (one seed).
 // Three arms of s² = 5e-7: σ = 0.00070711 (df 3); two seeds each: SE = σ,
 // τ = t₀.₉₇₅(3)·SE = 3.1824463·0.00070711 = 0.0022504 (above the floor);
 // rope Δ = −0.0100 = 4.44τ, 95 % CI [−0.0122504, −0.0077496].
@@ -71,13 +71,15 @@ TEST(ReportFormatTest, TableStatesTheThresholdAndEachVerdict) {
   EXPECT_THAT(table, HasSubstr("noise: σ = 0.0007 nats/byte pooled over 3 arms (df 3); each "
                                "row's τ = max(floor 0.0020, t₀.₉₇₅·SE)"));
   EXPECT_THAT(table, HasSubstr("[-0.0123, -0.0077]  0.0023  better (4.44τ)"));
-  EXPECT_THAT(table, HasSubstr("within noise"));
+  EXPECT_THAT(table, HasSubstr("undecided: effects up to"));
+  EXPECT_THAT(table, Not(HasSubstr("within noise")));
   EXPECT_THAT(table, HasSubstr("pending: 1 of 2 seeds finished"));
   EXPECT_THAT(table, HasSubstr("-0.0100"));
   EXPECT_THAT(table, HasSubstr("115,904"));
   EXPECT_THAT(table, HasSubstr("-3.4 % !"));
   EXPECT_THAT(table, HasSubstr("2 variants compared with baseline, 1 pending (lower is "
-                               "better; a verdict needs |Δ| > the row's τ)."));
+                               "better; better/worse: |Δ| > the row's τ; equivalent: the 90 % "
+                               "interval inside ±0.0020; undecided: neither)."));
   EXPECT_THAT(table, HasSubstr("note: rope has -3.4 % parameters"));
 }
 
@@ -132,12 +134,14 @@ TEST(ReportFormatTest, CsvHasOneLinePerVariantAndQuotesCommas) {
             "experiment,variant,verdict,delta_over_tau,seeds_finished,seeds_expected,"
             "mean_val_nats_per_byte,delta,se_method,se,df,t_quantile,ci_low,ci_high,tau,params,"
             "params_change,params_warning,mean_train_seconds,device_class,pending_reason,"
+            "tost_low,tost_high,missable_effect,seeds_to_decide,"
             "kv_cache_bytes_per_token,mean_tokens_per_s,mean_generation_tokens_per_s");
-  EXPECT_EQ(lines[1], "demo,baseline,baseline,,2,2,1.500500,,,,,,,,,120000,,false,12.500,cpu,,,,");
-  EXPECT_THAT(lines[2], HasSubstr("demo,rope,better,4.444,2,2,1.490500,-0.010000,pooled,0.000707,"
+  EXPECT_EQ(lines[1],
+            "demo,baseline,baseline,,2,2,1.500500,,,,,,,,,120000,,false,12.500,cpu,,,,,,,,");
+  EXPECT_THAT(lines[2], HasSubstr("demo,rope,better,-4.444,2,2,1.490500,-0.010000,pooled,0.000707,"
                                   "3.000,3.18245,-0.012250,-0.007750,0.002250,115904,-0.03413,"
                                   "true,"));
-  EXPECT_THAT(lines[3], HasSubstr("demo,\"lr=0.001,norm=rms\",within noise,"));
+  EXPECT_THAT(lines[3], HasSubstr("demo,\"lr=0.001,norm=rms\",undecided,"));
   EXPECT_THAT(lines[4], HasSubstr("demo,a|b,pending,,1,2,"));
   EXPECT_THAT(lines[4], HasSubstr(",1 of 2 seeds finished"));
 }
@@ -171,7 +175,8 @@ TEST(ReportFormatTest, JsonCarriesEveryFactWithNullsForTheAbsent) {
   EXPECT_TRUE(pending["mean_val_nats_per_byte"].is_null());
   EXPECT_EQ(pending["pending_reason"], "1 of 2 seeds finished");
   EXPECT_TRUE(j["left_out"].is_array());
-  EXPECT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"].size(), 2u);  // the size warning and the family
+  EXPECT_EQ(j["family"]["variants"], 2);
 }
 
 TEST(ReportFormatTest, UnmeasuredNoiseIsSaidNotInvented) {

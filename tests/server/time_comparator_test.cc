@@ -62,7 +62,7 @@ std::vector<ComparedRun> ReferenceRuns(const std::string& device_class = "cpu") 
 // (−0.0001, −0.0006) are within the noise: no model error. Each row's
 // τ_time = max(floor, t₀.₉₇₅(ν)·√(SE_V² + SE_R² + (R′·SE_t)² + ME²)); the
 // test recomputes it from the row's terms.
-//   base  t = 402: R = 0.950886, Δt = −0.00039                      within noise
+//   base  t = 402: R = 0.950886, Δt = −0.00039                      undecided
 //   muon  t = 565: R = 0.926256, Δt = +0.00424                        worse (1.57τ)
 //         (at equal steps Δ = −0.0200: better (10.0τ) — wins per step, loses per minute)
 //   fast  t = 302: R = 0.971583, Δt = −0.01608                        better (6.39τ)
@@ -102,7 +102,7 @@ TEST(TimeComparatorTest, HandComputedFixture) {
   EXPECT_EQ(report->rows[0].variant, "base");
 
   const TimeRow& base = Row(*report, "base");
-  EXPECT_EQ(base.verdict, Verdict::kWithinNoise);
+  EXPECT_EQ(base.verdict, Verdict::kUndecided);
   auto line = [](double t) { return 0.975875 - 0.0723620 * std::log(t / 284.6098217); };
   EXPECT_NEAR(*base.reference_loss, line(402), 1e-6);
   EXPECT_NEAR(*base.delta, 0.9505 - *base.reference_loss, 1e-12);
