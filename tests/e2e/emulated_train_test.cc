@@ -20,8 +20,10 @@ namespace {
 using testing::RunCtl;
 
 // bf16 activations and matmuls against f32 on the CPU, 20 steps of a tiny
-// model: measured differences are below 0.01 nats/byte (docs/gpu-notes.md).
-constexpr double kTolerance = 0.03;
+// model: the measured differences are at most 0.0005 nats/byte (MoE; the
+// others 0.0001 or less, docs/gpu-notes.md), a real GPU's other summation
+// orders get ten times that.
+constexpr double kTolerance = 0.005;
 
 std::string EmulatedCtl() { return testing::BuildDir() + "/emulator/smallemctl-emulated"; }
 
