@@ -11,7 +11,9 @@
 add_library(smallem_emulator_kernel_cases OBJECT ${CMAKE_CURRENT_SOURCE_DIR}/emulator/kernels_test.cc)
 target_link_libraries(smallem_emulator_kernel_cases PRIVATE smallem_emulator GTest::gtest)
 
-function(planted_bug name file kernels filter find replace)
+# Writes the copy of kernels/FILE with FIND replaced by REPLACE under
+# planted/NAME (set as `root` in the caller).
+function(plant name file find replace)
   file(READ ${PROJECT_SOURCE_DIR}/kernels/${file} text)
   string(FIND "${text}" "${find}" at)
   if(at EQUAL -1)
@@ -20,6 +22,11 @@ function(planted_bug name file kernels filter find replace)
   string(REPLACE "${find}" "${replace}" text "${text}")
   set(root ${CMAKE_CURRENT_BINARY_DIR}/planted/${name})
   file(CONFIGURE OUTPUT ${root}/kernels/${file} CONTENT "${text}" @ONLY)
+  set(root ${root} PARENT_SCOPE)
+endfunction()
+
+function(planted_bug name file kernels filter find replace)
+  plant(${name} ${file} "${find}" "${replace}")
   set(sources)
   foreach(kernel ${kernels})
     file(CONFIGURE OUTPUT ${root}/${kernel}.cc CONTENT "#include \"kernels/${kernel}.cu\"\n")
@@ -85,14 +92,7 @@ planted_bug(bf16_truncated_not_rounded activation_path.cuh add *Bf16*
 # whole tests/gpu suite on the emulated device linked against the copy, and
 # FILTER the tests that must fail.
 function(planted_backend_bug name file filter find replace)
-  file(READ ${PROJECT_SOURCE_DIR}/kernels/${file} text)
-  string(FIND "${text}" "${find}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "planted bug ${name}: kernels/${file} no longer has the text to replace")
-  endif()
-  string(REPLACE "${find}" "${replace}" text "${text}")
-  set(root ${CMAKE_CURRENT_BINARY_DIR}/planted/${name})
-  file(CONFIGURE OUTPUT ${root}/kernels/${file} CONTENT "${text}" @ONLY)
+  plant(${name} ${file} "${find}" "${replace}")
   get_filename_component(stem ${file} NAME_WE)
   file(CONFIGURE OUTPUT ${root}/${stem}_planted.cc CONTENT "#include \"kernels/${file}\"\n")
   add_executable(planted_${name} ${root}/${stem}_planted.cc
