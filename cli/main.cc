@@ -455,6 +455,10 @@ int main(int argc, char** argv) {
   ru->add_option("grid", run.grid, "Grid file")->required();
   ru->add_option("--db", run.db, "SQLite database file")->capture_default_str();
   ru->add_option("--cache", run.cache, "Worker cache directory")->capture_default_str();
+  ru->add_option("--devices", run.devices,
+                 "cpu, or the GPUs to train on (cuda:0 or cuda:0,cuda:1): one local worker\n"
+                 "then trains a run per GPU at a time and --workers does not apply")
+      ->capture_default_str();
   ru->add_option("--workers", run.workers,
                  "Local CPU workers, each training one run at a time. 0 = auto: one\n"
                  "single-thread worker per core, or one worker on every core when the\n"

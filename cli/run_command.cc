@@ -18,8 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "base/exit_codes.h"
 #include "base/files.h"
 #include "base/status_macros.h"
@@ -60,6 +62,9 @@ std::string SameRunCommand(const cli::RunLocalArgs& args) {
   std::string command = absl::StrCat("smallemctl run ", ShellWord(args.grid));
   if (args.db != defaults.db) absl::StrAppend(&command, " --db ", ShellWord(args.db));
   if (args.cache != defaults.cache) absl::StrAppend(&command, " --cache ", ShellWord(args.cache));
+  if (args.devices != defaults.devices) {
+    absl::StrAppend(&command, " --devices ", ShellWord(args.devices));
+  }
   if (args.workers != defaults.workers) absl::StrAppend(&command, " --workers ", args.workers);
   if (args.threads != defaults.threads) absl::StrAppend(&command, " --threads ", args.threads);
   if (!args.worker_binary.empty()) {
@@ -103,6 +108,22 @@ WorkerPlan PlanWorkers(int workers, int threads, int cores, bool timed) {
   return {std::max(1, cores / per_run), per_run,
           "one run per core: the runs are independent and no comparison is timed "
           "(--workers 1 for one run at a time)"};
+}
+
+// `run --devices`: "cpu", or a list of GPUs ("cuda:0,cuda:1") that one
+// local worker trains on, a run per GPU at a time (the worker checks that
+// they exist). InvalidArgument for anything else.
+absl::StatusOr<std::vector<std::string>> ParseRunDevices(const std::string& flag) {
+  if (flag == "cpu") return std::vector<std::string>{};
+  std::vector<std::string> gpus = absl::StrSplit(flag, ',');
+  for (const std::string& gpu : gpus) {
+    int index = 0;
+    if (!gpu.starts_with("cuda:") || !absl::SimpleAtoi(gpu.substr(5), &index) || index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--devices ", flag, ": expected cpu, or GPUs such as cuda:0 or cuda:0,cuda:1"));
+    }
+  }
+  return gpus;
 }
 
 std::atomic<bool> g_interrupted{false};
@@ -262,6 +283,8 @@ int RunLocal(const RunLocalArgs& args) {
   absl::StatusOr<v1::ReportRequest> report_request = MakeReportRequest("both", args.format, 0);
   if (!report_request.ok()) return Fail(report_request.status());
   if (args.workers < 0) return Fail(absl::InvalidArgumentError("--workers: 0 (auto) or more"));
+  absl::StatusOr<std::vector<std::string>> gpus = ParseRunDevices(args.devices);
+  if (!gpus.ok()) return Fail(gpus.status());
   absl::StatusOr<std::string> worker_binary = FindWorkerBinary(args.worker_binary);
   if (!worker_binary.ok()) return Fail(worker_binary.status());
 
@@ -315,16 +338,22 @@ int RunLocal(const RunLocalArgs& args) {
   sigaction(SIGTERM, &action, nullptr);
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const WorkerPlan plan = PlanWorkers(args.workers, args.threads, hardware, *timed);
+  const WorkerPlan plan =
+      gpus->empty() ? PlanWorkers(args.workers, args.threads, hardware, *timed)
+                    : WorkerPlan{1, args.threads > 0 ? args.threads : hardware, ""};
   const int threads = plan.threads;
-  std::printf("workers: %d × %d thread%s%s%s\n", plan.workers, threads, threads == 1 ? "" : "s",
-              plan.why.empty() ? "" : " — ", plan.why.c_str());
+  if (gpus->empty()) {
+    std::printf("workers: %d × %d thread%s%s%s\n", plan.workers, threads,
+                threads == 1 ? "" : "s", plan.why.empty() ? "" : " — ", plan.why.c_str());
+  } else {
+    std::printf("workers: 1, training on %s (a run per GPU at a time)\n", args.devices.c_str());
+  }
   std::fflush(stdout);
   LocalWorkers workers;
   for (int i = 0; i < plan.workers; ++i) {
     absl::Status started = workers.Start(
         *worker_binary,
-        {"--coordinator", (*coordinator)->address(), "--devices", "cpu", "--cache", args.cache,
+        {"--coordinator", (*coordinator)->address(), "--devices", args.devices, "--cache", args.cache,
          "--id", absl::StrCat("local-", getpid(), "-", i + 1), "--threads",
          absl::StrCat(threads), "--log-level", "warn", "--parent-pid", absl::StrCat(getpid())});
     if (!started.ok()) return Fail(started);

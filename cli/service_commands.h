@@ -79,6 +79,7 @@ struct RunLocalArgs {
   std::string grid;               // grid file path
   std::string db = "smallem.db";  // SQLite file (in the working directory by default)
   std::string cache = ".cache/smallem";  // worker cache: datasets, job outputs
+  std::string devices = "cpu";    // "cpu", or GPUs "cuda:0,cuda:1": one local worker, a run per GPU
   int workers = 0;                // local CPU workers (one job each); 0 = auto (PlanWorkers)
   int threads = 0;                // CPU threads per job; 0 = cores / workers
   std::string format = "table";   // report format at the end

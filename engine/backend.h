@@ -438,6 +438,10 @@ class Backend {
   virtual bool SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const {
     return false;
   }
+  // OK when this backend's attention has a kernel for heads of `head_dim`
+  // elements; otherwise InvalidArgument saying which sizes it takes
+  // (Model::Create refuses a model the backend cannot run).
+  virtual absl::Status CheckAttentionHeadDim(int64_t head_dim) const { return absl::OkStatus(); }
   // Rows per chunk of the training loss computed with its (vocab, width)
   // head (HeadLoss, engine/autograd/ops.h), for `rows` rows: 0 (the plain
   // composition, the default), `rows` (one chunk), or fewer, where a chunk's

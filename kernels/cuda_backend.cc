@@ -93,6 +93,12 @@ std::string CudaBackend::Name() const { return absl::StrCat("cuda:", device_); }
 
 std::string CudaBackend::DeviceClass() const { return device_class_; }
 
+absl::Status CudaBackend::CheckAttentionHeadDim(int64_t head_dim) const {
+  if (cuda::AttentionSupportsHeadDim(head_dim)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "head size ", head_dim, " has no CUDA attention kernel (the kernels take 32, 64, 128)"));
+}
+
 double CudaBackend::PeakFlops() const {
   // Dense bf16 on the tensor cores (SXM parts); the H200 is an H100 with
   // more memory.

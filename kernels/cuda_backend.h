@@ -83,6 +83,8 @@ class CudaBackend final : public Backend {
 
   // cudaMalloc'd, zeroed (in stream order), 256-byte aligned. Out of memory
   // is ResourceExhausted with the size asked and the bytes already held.
+  absl::Status CheckAttentionHeadDim(int64_t head_dim) const override;  // 32, 64 or 128
+
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* ptr) override;
   // src may be reused when this returns (pageable memory is staged).

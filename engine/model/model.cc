@@ -28,6 +28,11 @@ struct Slot {
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
                                                      Backend& backend) {
   RETURN_IF_ERROR(config.Validate());
+  if (absl::Status s = backend.CheckAttentionHeadDim(config.head_dim()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        s.message(), " on ", backend.DeviceClass(), ": embed ", config.embed, " / heads ",
+        config.heads, "; change embed or heads"));
+  }
   std::unique_ptr<Model> model(new Model(config, backend));
   RETURN_IF_ERROR(model->Allocate());
   return model;

@@ -15,6 +15,9 @@ target_link_libraries(smallem_emulator_kernel_cases PRIVATE smallem_emulator GTe
 # planted/NAME (set as `root` in the caller).
 function(plant name file find replace)
   file(READ ${PROJECT_SOURCE_DIR}/kernels/${file} text)
+  # Copied at configure time: an edit of the original configures again, so
+  # the copy never lags behind the file it plants a bug in.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/${file})
   string(FIND "${text}" "${find}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "planted bug ${name}: kernels/${file} no longer has the text to replace")

@@ -40,6 +40,7 @@
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/random.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
 #include "spec/run_spec.h"
@@ -304,6 +305,26 @@ class ModelParityTest : public ::testing::TestWithParam<Architecture> {
   CpuBackend cpu_{0};
   std::unique_ptr<Backend> gpu_;
 };
+
+// A head size the CUDA attention has no kernel for is refused when the
+// model is made, with what to change — not an abort in the first step's
+// attention (a worker's child then failed each attempt on a CHECK).
+TEST(CudaModelTest, AHeadSizeWithoutAKernelIsRefusedWhenTheModelIsMade) {
+  absl::StatusOr<std::unique_ptr<Backend>> gpu = CreateCudaBackend(0, MatmulPrecision::kF32);
+  if (!gpu.ok()) GTEST_SKIP() << "no GPU: " << gpu.status();
+  ModelConfig config = TinyConfig(Architecture{});
+  config.embed = 32;  // two heads of 16
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(config, **gpu);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(model.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("head size 16"),
+                               ::testing::HasSubstr("32, 64, 128"),
+                               ::testing::HasSubstr("embed 32 / heads 2")));
+  // The CPU's attention takes any head size.
+  CpuBackend cpu(1);
+  EXPECT_TRUE(Model::Create(config, cpu).ok());
+}
 
 TEST_P(ModelParityTest, ForwardAndBackwardMatchTheCpu) {
   const ModelConfig config = TinyConfig(GetParam());
