@@ -43,6 +43,19 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
+// Racecheck (emulator/CMakeLists.txt, smallem_racecheck_test): the kernels
+// are built under ThreadSanitizer, this file is not, and it tells
+// ThreadSanitizer what the device orders. Each CUDA thread is a fiber of
+// its own; switching between them orders nothing; a block's threads start
+// after the host's work before the block and end before the host's work
+// after it; a __syncthreads orders everything each thread did before it
+// before everything any thread does after it, and a warp operation the
+// same among its lanes. Two threads' accesses to one address with no such
+// order between them, one a write, are then a race ThreadSanitizer reports
+// with both accesses' stacks and the two threads' names.
+#if SMALLEM_EMU_RACECHECK
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace smallem::emu {
 namespace {
@@ -94,12 +107,15 @@ struct Fiber {
   int line = 0;
   uint64_t deposit = 0, result = 0;
   int arg = 0;
+  void* race_context = nullptr;  // its ThreadSanitizer fiber (racecheck)
 };
 
 struct Warp {
   unsigned arrived = 0;  // lanes waiting at the current warp operation
   unsigned mask = 0;
   int kind = -1;
+  int generation = 0;    // warp operations completed (racecheck)
+  char order[2] = {};    // racecheck: what a warp operation orders, by generation parity
 };
 
 // One block's execution state.
@@ -109,6 +125,8 @@ struct Block {
   uint3 idx{};
   int threads = 0;
   int barrier_arrived = 0;
+  int barrier_generation = 0;  // barriers completed (racecheck)
+  char barrier_order[2] = {};  // racecheck: what a barrier orders, by generation parity
   std::vector<Warp> warps;
   std::vector<unsigned char> shared;
   std::string fault;
@@ -126,6 +144,24 @@ const void* scheduler_stack_bottom = nullptr;
 size_t scheduler_stack_size = 0;
 #endif
 
+// Racecheck's orders (no-ops in the ordinary build). A fiber releases at a
+// barrier (or warp operation) as it arrives and acquires as it leaves, on
+// the order object of that barrier's generation parity: a thread that left
+// barrier g and reached g + 1 releases into the other object, so none of
+// its later work is taken as ordered before a slower thread's leaving of g.
+char block_start_order, block_end_order;
+#if SMALLEM_EMU_RACECHECK
+void* scheduler_race_context = nullptr;
+void RaceRelease(void* order) { __tsan_release(order); }
+void RaceAcquire(void* order) { __tsan_acquire(order); }
+void RaceSwitchTo(void* context) {
+  __tsan_switch_to_fiber(context, __tsan_switch_to_fiber_no_sync);
+}
+#else
+void RaceRelease(void*) {}
+void RaceAcquire(void*) {}
+#endif
+
 std::string ThreadName(const Block& b, const Fiber& f) {
   char text[160];
   std::snprintf(text, sizeof text, "block (%u,%u,%u) thread (%u,%u,%u)", b.idx.x, b.idx.y,
@@ -137,6 +173,9 @@ void SwitchToScheduler() {
 #if SMALLEM_EMU_ASAN
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, scheduler_stack_bottom, scheduler_stack_size);
+#endif
+#if SMALLEM_EMU_RACECHECK
+  RaceSwitchTo(scheduler_race_context);
 #endif
   SwitchStacks(&current_fiber->sp, scheduler_sp);
 #if SMALLEM_EMU_ASAN
@@ -173,13 +212,18 @@ void FiberEntry() {
 #if SMALLEM_EMU_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
 #endif
+  RaceAcquire(&block_start_order);
   try {
     (*current_block->body)();
   } catch (const Unwind&) {
   }
   current_fiber->state = State::kDone;
+  RaceRelease(&block_end_order);
 #if SMALLEM_EMU_ASAN
   __sanitizer_start_switch_fiber(nullptr, scheduler_stack_bottom, scheduler_stack_size);
+#endif
+#if SMALLEM_EMU_RACECHECK
+  RaceSwitchTo(scheduler_race_context);
 #endif
   SwitchStacks(&current_fiber->sp, scheduler_sp);  // never resumed
   __builtin_unreachable();
@@ -192,6 +236,9 @@ void Resume(Fiber& f) {
 #if SMALLEM_EMU_ASAN
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
+#endif
+#if SMALLEM_EMU_RACECHECK
+  RaceSwitchTo(f.race_context);
 #endif
   SwitchStacks(&scheduler_sp, f.sp);
 #if SMALLEM_EMU_ASAN
@@ -222,6 +269,9 @@ void EnsureFibers(int n) {
       std::abort();
     }
     f.stack = static_cast<char*>(stack);
+#if SMALLEM_EMU_RACECHECK
+    f.race_context = __tsan_create_fiber(0);
+#endif
     fibers.push_back(f);
   }
 }
@@ -261,7 +311,15 @@ std::string RunBlock(const LaunchSpec& spec, const std::function<void()>& body, 
              i / (spec.block.x * spec.block.y)};
     f.state = State::kReady;
     StartFiber(f);
+#if SMALLEM_EMU_RACECHECK
+    // A race report names the two threads by these.
+    __tsan_set_fiber_name(f.race_context, (std::string(spec.name) + " " + ThreadName(b, f)).c_str());
+#endif
   }
+#if SMALLEM_EMU_RACECHECK
+  scheduler_race_context = __tsan_get_current_fiber();
+#endif
+  RaceRelease(&block_start_order);
   std::vector<int> ready;
   for (;;) {
     ready.clear();
@@ -298,6 +356,7 @@ std::string RunBlock(const LaunchSpec& spec, const std::function<void()>& body, 
       }
     }
   }
+  RaceAcquire(&block_end_order);
   current_block = nullptr;
   return b.fault;
 }
@@ -325,6 +384,8 @@ void SyncThreads(const char* file, int line) {
   self.state = State::kWaiting;
   self.file = file;
   self.line = line;
+  char* order = &b.barrier_order[b.barrier_generation & 1];
+  RaceRelease(order);
   if (++b.barrier_arrived == b.threads) {
     for (int i = 0; i < b.threads; ++i) {
       Fiber& f = fibers[i];
@@ -334,9 +395,11 @@ void SyncThreads(const char* file, int line) {
       }
     }
     b.barrier_arrived = 0;
+    ++b.barrier_generation;
     for (int i = 0; i < b.threads; ++i) fibers[i].state = State::kReady;
   }
   Wait();
+  RaceAcquire(order);
 }
 
 namespace {
@@ -398,6 +461,8 @@ uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int widt
   self.line = line;
   self.deposit = value;
   self.arg = arg;
+  char* order = &w.order[w.generation & 1];
+  RaceRelease(order);
   w.arrived |= 1u << lane;
   if (w.arrived == mask) {
     uint64_t votes = 0;
@@ -424,8 +489,10 @@ uint64_t WarpExchange(int kind, unsigned mask, uint64_t value, int arg, int widt
       f.state = State::kReady;
     }
     w.arrived = 0;
+    ++w.generation;
   }
   Wait();
+  RaceAcquire(order);
   return self.result;
 }
 

@@ -117,3 +117,31 @@ planted_backend_bug(graph_replays_a_stale_host_value cuda_backend.cc *GraphTest.
   [[  CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "UploadStaged");]]
   [[  if (capturing_ && (src = Snapshot(src, bytes)) == nullptr) return;
   CheckCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "UploadStaged");]])
+
+# Racecheck's own: a race planted in a copy of a kernel, the emulator's
+# kernel cases run against the copy under ThreadSanitizer (the racecheck
+# flavour, emulator/CMakeLists.txt), and ThreadSanitizer must report it with
+# both accesses in the planted file (expect_race.sh) — not merely a wrong
+# result under one of two schedules.
+function(planted_race name file kernels filter find replace)
+  plant(race_${name} ${file} "${find}" "${replace}")
+  set(sources ${CMAKE_CURRENT_SOURCE_DIR}/emulator/kernels_test.cc)
+  foreach(kernel ${kernels})
+    file(CONFIGURE OUTPUT ${root}/${kernel}.cc CONTENT "#include \"kernels/${kernel}.cu\"\n")
+    list(APPEND sources ${root}/${kernel}.cc)
+  endforeach()
+  add_executable(planted_race_${name} ${sources})
+  target_include_directories(planted_race_${name} BEFORE PRIVATE ${root})
+  target_compile_options(planted_race_${name} PRIVATE -fsanitize=thread)
+  target_link_libraries(planted_race_${name} PRIVATE smallem_racecheck_kernels GTest::gtest_main)
+  add_test(NAME EmulatorPlantedBug.racecheck_${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/emulator/expect_race.sh
+                   $<TARGET_FILE:planted_race_${name}> ${filter} ${file})
+endfunction()
+
+planted_race(shared_memory_race embedding.cu embedding *EmbeddingBackward*
+  [[        if (hit[k]) matches[slot++] = static_cast<int>(threadIdx.x) * kIdsPerThread + k;
+      }
+      __syncthreads();]]
+  [[        if (hit[k]) matches[slot++] = static_cast<int>(threadIdx.x) * kIdsPerThread + k;
+      }]])

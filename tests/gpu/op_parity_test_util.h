@@ -236,7 +236,13 @@ class OpParityTest : public ::testing::Test {
   }
 
   std::mt19937 rng_{20240611};
+#if SMALLEM_RACECHECK
+  // ThreadSanitizer cannot see OpenMP's synchronization (libgomp is not
+  // instrumented), so under racecheck the CPU reference runs on one thread.
+  CpuBackend cpu_{1};
+#else
   CpuBackend cpu_{4};
+#endif
   std::unique_ptr<Backend> gpu_;
   CudaBackend* cuda_ = nullptr;
   std::vector<std::pair<Backend*, void*>> allocations_;
