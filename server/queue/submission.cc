@@ -90,6 +90,7 @@ absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
   SubmissionRecord record{.name = grid.name, .baseline = grid.baseline,
                           .grid_file = submission.file_name, .grid_yaml = submission.yaml,
                           .dataset_hash = hash->second,
+                          .seed_schedule = grid.sequential ? grid.sequential->ToJson() : "",
                           .retry_budget = submission.retry_budget > 0 ? submission.retry_budget
                                                                       : default_retry_budget,
                           .cells = {}};

@@ -64,6 +64,7 @@ struct ExperimentRecord {
   std::string grid_file;
   std::string grid_yaml;
   std::string dataset_hash;
+  std::string seed_schedule;  // SeedSchedule::ToJson, or '' for a plain list of seeds
   int64_t created_unix_ms = 0;
   int64_t updated_unix_ms = 0;
 };
@@ -156,6 +157,7 @@ struct SubmissionRecord {
   std::string grid_file;
   std::string grid_yaml;
   std::string dataset_hash;
+  std::string seed_schedule;  // SeedSchedule::ToJson, or '' for a plain list of seeds
   int retry_budget = 2;
   std::vector<CellRecord> cells;
 };
