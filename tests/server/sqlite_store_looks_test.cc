@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/grid/grid.h"
 #include "server/queue/sequential_looks.h"
+#include "server/service/coordinator.h"
 #include "server/store/sqlite_store.h"
 #include "tests/server/test_support.h"
 
@@ -172,11 +173,19 @@ TEST_F(SqliteStoreLooksTest, FailedDecisionLeavesNothingAndTheNextStepCompletesI
   EXPECT_EQ(Runs(), kAfterLook1);
 }
 
-TEST_F(SqliteStoreLooksTest, PlannerErrorInCompleteKeepsTheResult) {
-  store_->SetLookPlanner([](const LookInputs&, int64_t) -> absl::StatusOr<LookPlan> {
-    return absl::InternalError("planner down");
+// A decision step that fails inside Complete, half-way through its writes
+// (decisions written, then a cell that cannot be) or before any: the result
+// is kept, nothing of the decision is.
+TEST_F(SqliteStoreLooksTest, FailedDecisionInCompleteKeepsTheResultAndNothingElse) {
+  int calls = 0;
+  store_->SetLookPlanner([&calls](const LookInputs& in, int64_t now) -> absl::StatusOr<LookPlan> {
+    if (++calls % 2 == 0) return absl::InternalError("planner down");
+    absl::StatusOr<LookPlan> plan = PlanLooks(in, now);
+    if (plan.ok()) plan->cells.push_back(CellRecord{.variant = "ghost", .spec_hash = "none"});
+    return plan;
   });
   CompleteQueued();
+  EXPECT_EQ(calls, 9);
   absl::StatusOr<RunCountsRecord> counts = store_->CountRuns(experiment_);
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->succeeded, 9);
@@ -211,6 +220,29 @@ TEST_F(SqliteStoreLooksTest, CancelledExperimentDecidesNothingUntilRetried) {
   CompleteQueued(1);
   EXPECT_EQ(Decisions().size(), 2u);
   EXPECT_EQ(Runs(), kAfterLook1);
+}
+
+// A coordinator that died after the results and before their decision (here:
+// results written with no planner) takes it when it starts, once.
+TEST_F(SqliteStoreLooksTest, CoordinatorStartDecidesTheLooksACrashLeftOpen) {
+  CompleteQueued();
+  store_.reset();
+  CoordinatorOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = dir_.Join("s.db");
+  options.reaper = false;
+  for (int start = 0; start < 2; ++start) {
+    absl::StatusOr<std::unique_ptr<Coordinator>> c = Coordinator::Start(options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<std::vector<LookDecisionRecord>> d =
+        (*c)->store().ListLookDecisions(experiment_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->size(), 2u) << "start " << start;
+    absl::StatusOr<std::vector<RunRecord>> runs = (*c)->store().ListRuns(experiment_);
+    ASSERT_TRUE(runs.ok());
+    EXPECT_EQ(runs->size(), 15u) << "start " << start;
+  }
+  Reopen();
 }
 
 TEST_F(SqliteStoreLooksTest, DeletingTheExperimentDeletesItsDecisions) {
