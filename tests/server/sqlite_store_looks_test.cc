@@ -8,9 +8,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "gtest/gtest.h"
 #include "server/grid/grid.h"
 #include "server/queue/sequential_looks.h"
+#include "server/queue/submission.h"
 #include "server/service/coordinator.h"
 #include "server/store/sqlite_store.h"
 #include "tests/server/test_support.h"
@@ -207,6 +209,37 @@ TEST_F(SqliteStoreLooksTest, ResubmissionQueuesNoSeedsAndKeepsTheLooks) {
   EXPECT_EQ(Runs(&queued), kAfterLook1);
   EXPECT_EQ(queued, 6) << "the look's runs stay queued";
   EXPECT_EQ(Decisions().size(), 2u);
+}
+
+// Resubmitting after a cancel reissues the looks' seeds like the start
+// seeds (a plain list's cancelled runs are reissued the same way), and adds
+// none.
+TEST_F(SqliteStoreLooksTest, ResubmissionAfterCancelReissuesTheLooksSeeds) {
+  store_->SetLookPlanner(PlanLooks);
+  CompleteQueued(9);
+  ASSERT_EQ(*store_->Cancel(RunSelector{.experiment_id = experiment_, .run_ids = {}}, 30), 6);
+  // The dataset the grid names, as an upload leaves it.
+  const std::string meta = "{}";
+  ASSERT_TRUE(store_->PutDatasetChunk("feedbeef", {.file_name = "meta.json",
+                                                   .file_size = 2, .offset = 0, .length = 2},
+                                      meta, 31).ok());
+  const int64_t drops = store_->DatasetDrops();
+  ASSERT_TRUE(store_->CompleteDataset("feedbeef", *store_->ListDatasetChunks("feedbeef"), drops)
+                  .ok());
+  const ManualClock clock(32);
+  absl::StatusOr<SubmittedGrid> again = SubmitGrid(
+      *store_, clock,
+      GridSubmission{.yaml = kGrid, .file_name = "seq.yaml",
+                     .dataset_hashes = {{ParseGrid(kGrid, "seq.yaml")->data_dir, "feedbeef"}},
+                     .retry_budget = 0},
+      2, 1000);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->outcome.total, 15);
+  EXPECT_EQ(again->outcome.added, 0);
+  EXPECT_EQ(again->outcome.reissued, 6);
+  int queued = 0;
+  EXPECT_EQ(Runs(&queued), kAfterLook1);
+  EXPECT_EQ(queued, 6);
 }
 
 TEST_F(SqliteStoreLooksTest, CancelledExperimentDecidesNothingUntilRetried) {
