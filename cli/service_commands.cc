@@ -96,6 +96,9 @@ int RunStatus(const StatusArgs& args) {
   if (!e.ok()) return Fail(e.status());
   std::printf("%s\n\n%s", FormatExperimentLine(e->experiment()).c_str(),
               FormatRunTable(e->runs()).c_str());
+  if (!e->experiment().looks_text().empty()) {
+    std::printf("\n%s", e->experiment().looks_text().c_str());
+  }
   if (e->experiment().counts().failed() > 0) {
     std::printf("\nnext: smallemctl retry %s   (requeues the failed runs)\n",
                 e->experiment().name().c_str());
@@ -120,6 +123,16 @@ int RunWatch(const WatchArgs& args) {
         status.message(), " (`smallemctl status EXPERIMENT` lists an experiment's runs)")));
   }
   if (!status.ok()) return Fail(status);
+  // Sequential seeds: where the run's experiment's arms stand now that it
+  // ended (a look it closed may have stopped its arm or queued more seeds).
+  if (last.experiment_id() != 0 && last.status() != v1::RUN_STATUS_QUEUED &&
+      last.status() != v1::RUN_STATUS_LEASED) {
+    absl::StatusOr<v1::GetExperimentResponse> e =
+        client.GetExperiment(absl::StrCat(last.experiment_id()));
+    if (e.ok() && !e->experiment().looks_text().empty()) {
+      std::printf("%s", e->experiment().looks_text().c_str());
+    }
+  }
   if (last.status() == v1::RUN_STATUS_FAILED) {
     std::printf("failed: %s\n", last.last_error().c_str());
     return 1;

@@ -161,6 +161,26 @@ ComparisonPlan ComparisonPlan::ForGrid(const Grid& grid) {
   return plan;
 }
 
+const std::vector<int64_t>& ComparisonPlan::SeedsOf(const std::string& variant) const {
+  auto it = arm_seeds.find(variant);
+  return it == arm_seeds.end() ? seeds : it->second;
+}
+
+std::vector<int64_t> ComparisonPlan::AllSeeds() const {
+  std::vector<int64_t> all = seeds;
+  for (const auto& [variant, list] : arm_seeds) {
+    for (int64_t seed : list) {
+      if (std::find(all.begin(), all.end(), seed) == all.end()) all.push_back(seed);
+    }
+  }
+  return all;
+}
+
+bool ComparisonPlan::HasSeed(const std::string& variant, int64_t seed) const {
+  const std::vector<int64_t>& mine = SeedsOf(variant);
+  return std::find(mine.begin(), mine.end(), seed) != mine.end();
+}
+
 std::string ReportRow::VerdictText() const {
   return smallem::VerdictText(verdict, delta_over_tau, pending_reason);
 }
@@ -178,8 +198,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
   const std::set<std::string> variants(plan.variants.begin(), plan.variants.end());
   std::vector<const ComparedRun*> relevant;
   for (const ComparedRun& r : runs) {
-    if (variants.contains(r.variant) && r.budget == plan.budget &&
-        std::find(plan.seeds.begin(), plan.seeds.end(), r.seed) != plan.seeds.end()) {
+    if (variants.contains(r.variant) && r.budget == plan.budget && plan.HasSeed(r.variant, r.seed)) {
       relevant.push_back(&r);
     }
   }
@@ -193,7 +212,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
 
   // Gather each arm, seed by seed in plan order.
   std::map<std::string, Arm> arms;
-  for (int64_t seed : plan.seeds) {
+  for (int64_t seed : plan.AllSeeds()) {
     std::map<std::string, const ComparedRun*> here;  // variant → finished run on the class
     for (const ComparedRun* r : relevant) {
       if (r->seed != seed) continue;
@@ -232,9 +251,8 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
     }
   }
 
-  const size_t expected = plan.seeds.size();
   const Arm& base = arms[plan.baseline];
-  const bool baseline_complete = base.losses.size() == expected;
+  const bool baseline_complete = base.losses.size() == plan.SeedsOf(plan.baseline).size();
   const bool baseline_diverged = !base.diverged.empty();
 
   // The baseline's row first, then the others in plan order.
@@ -265,6 +283,7 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
   std::vector<std::pair<size_t, Evidence>> family;
   for (const std::string& name : order) {
     const Arm& arm = arms[name];
+    const size_t expected = plan.SeedsOf(name).size();
     const std::string conflict = name == plan.baseline ? "" : FingerprintConflict(name, arm, base);
     ReportRow row;
     row.variant = name;

@@ -40,6 +40,7 @@
 #define SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -112,6 +113,10 @@ struct ComparisonPlan {
   std::string baseline;               // must be one of `variants`
   std::vector<std::string> variants;  // row order (the baseline's row comes first)
   std::vector<int64_t> seeds;         // the seeds each variant must finish
+  // Sequential seeds: the seeds of the arms that have others than `seeds`
+  // (each arm's first n seeds, SeedSchedule::SeedsUpTo); an arm is compared
+  // on its own seeds, its SE on its own n.
+  std::map<std::string, std::vector<int64_t>> arm_seeds;
   Budget budget;                      // the budget compared
   double noise_floor = 0.002;         // nats per byte; τ never goes below it
   double params_warning_fraction = 0.02;
@@ -128,6 +133,12 @@ struct ComparisonPlan {
 
   // The comparison a grid file describes (with its reference curve, if any).
   static ComparisonPlan ForGrid(const Grid& grid);
+
+  // arm_seeds[variant] when set, else seeds.
+  const std::vector<int64_t>& SeedsOf(const std::string& variant) const;
+  // `seeds`, then every other seed of arm_seeds in order of appearance.
+  std::vector<int64_t> AllSeeds() const;
+  bool HasSeed(const std::string& variant, int64_t seed) const;
 };
 
 struct ReportRow {

@@ -20,7 +20,7 @@ namespace {
 // the plan's seed order.
 void GatherSeeds(const ComparisonPlan& plan, const std::vector<ComparedRun>& runs,
                  const std::string& device_class, TimeRow& row) {
-  for (int64_t seed : plan.seeds) {
+  for (int64_t seed : plan.SeedsOf(row.variant)) {
     for (const ComparedRun& r : runs) {
       if (r.variant != row.variant || r.seed != seed || r.budget != plan.budget ||
           r.state != RunState::kSucceeded || r.device_class != device_class) {
@@ -63,7 +63,7 @@ DistinctSpread PoolDistinct(const ComparisonPlan& plan, const std::vector<Compar
     for (const ComparedRun& r : runs) {
       if (r.variant == plan.variants[v] && r.budget == plan.budget &&
           r.state == RunState::kSucceeded && r.device_class == device_class &&
-          std::find(plan.seeds.begin(), plan.seeds.end(), r.seed) != plan.seeds.end()) {
+          plan.HasSeed(plan.variants[v], r.seed)) {
         group.emplace(r.seed, std::pair(r.val_nats_per_byte, r.train_seconds));
       }
     }

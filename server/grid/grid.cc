@@ -1,5 +1,6 @@
 #include "server/grid/grid.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -59,8 +60,40 @@ std::vector<Cell> Grid::Cells() const {
   return cells;
 }
 
+std::vector<int64_t> SeedSchedule::SeedsUpTo(int n) const {
+  CHECK(n >= static_cast<int>(start.size()) && n <= max) << n << " seeds outside the schedule";
+  std::vector<int64_t> out(start.begin(), start.end());
+  int64_t next = *std::max_element(start.begin(), start.end()) + 1;
+  while (static_cast<int>(out.size()) < n) out.push_back(next++);
+  return out;
+}
+
+std::string SeedSchedule::ToJson() const {
+  return nlohmann::json{{"start", start}, {"max", max}, {"looks", looks}}.dump();
+}
+
+absl::StatusOr<SeedSchedule> SeedSchedule::FromJson(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  SeedSchedule s;
+  try {
+    s.start = j.at("start").get<std::vector<int64_t>>();
+    s.max = j.at("max").get<int>();
+    s.looks = j.at("looks").get<std::vector<int>>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stored seed schedule \"", std::string(text), "\" is malformed: ", e.what()));
+  }
+  if (s.start.empty() || s.looks.empty() || s.looks.front() != static_cast<int>(s.start.size()) ||
+      s.looks.back() > s.max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stored seed schedule \"", std::string(text), "\" is inconsistent"));
+  }
+  return s;
+}
+
 int64_t Grid::RunCountBound() const {
-  int64_t runs = static_cast<int64_t>(seeds.size()) * static_cast<int64_t>(variants.size());
+  const int64_t per_arm = sequential ? sequential->max : static_cast<int64_t>(seeds.size());
+  int64_t runs = per_arm * static_cast<int64_t>(variants.size());
   if (reference) {
     runs += static_cast<int64_t>(reference->budgets.size()) *
             static_cast<int64_t>(reference->seeds.size());

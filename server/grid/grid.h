@@ -44,6 +44,29 @@ struct ReferenceCurve {
   std::vector<int64_t> seeds;   // defaults to the grid's seeds
 };
 
+// Sequential seeds (docs/grid-format.md § Sequential seeds), from
+// `seeds: {start: [1, 2, 3], max: 10, looks: [3, 5, 10]}`: every arm starts
+// with the `start` seeds; at each look the coordinator decides each variant
+// (server/analysis/sequential.h) and gives the undecided ones, and the
+// baseline while any comparison with it is open, seeds up to the next look.
+// Seeds beyond `start` are max(start) + 1, max(start) + 2, …, so an arm's
+// first n seeds are the same on every submission.
+struct SeedSchedule {
+  std::vector<int64_t> start;  // distinct, non-negative, in file order
+  int max = 0;                 // cap on seeds per arm: ≥ start.size()
+  // Seeds per arm at each look: strictly increasing, looks[0] ==
+  // start.size() ≥ 2, looks.back() ≤ max.
+  std::vector<int> looks;
+
+  // The first `n` seeds of an arm (start, then the seeds after it).
+  // REQUIRES: start.size() ≤ n ≤ max.
+  std::vector<int64_t> SeedsUpTo(int n) const;
+  // {"start":[…],"max":N,"looks":[…]}: what the store keeps with the
+  // experiment; FromJson reads it back (InvalidArgument when malformed).
+  std::string ToJson() const;
+  static absl::StatusOr<SeedSchedule> FromJson(std::string_view text);
+};
+
 enum class CellKind { kVariant, kReference };
 
 // One run to execute: a spec at a seed and a budget.
@@ -73,6 +96,9 @@ struct Grid {
   std::string data_dir;
   std::string baseline;       // names one of `variants`
   std::vector<int64_t> seeds; // distinct, non-negative, in file order
+  // Set for sequential seeds; then `seeds` is its `start`, the seeds that
+  // Cells() queues at submission.
+  std::optional<SeedSchedule> sequential;
   Budget budget;              // exactly one of steps / minutes
   // Named variants in file order, then axis combinations (first axis varies
   // slowest). Names and spec hashes are unique.
@@ -93,8 +119,9 @@ struct Grid {
   // variant's.
   std::vector<Cell> Cells() const;
 
-  // How many cells Cells() returns at most (seeds × variants, plus the
-  // reference curve's budgets × seeds), computed without expanding them.
+  // How many runs the experiment may queue at most (seeds × variants, or
+  // max × variants for sequential seeds, plus the reference curve's
+  // budgets × seeds), computed without expanding them.
   int64_t RunCountBound() const;
 
   // The complete run spec for `cell`: the cell's spec plus data_dir, seed
@@ -109,7 +136,8 @@ struct Grid {
 // InvalidArgument on any problem, with the file, line and key: YAML syntax,
 // unknown key (with the nearest valid key), wrong type, an empty grid, a
 // duplicate variant name or run spec, a missing baseline or one that is not a
-// variant, bad seeds, a budget with both or neither of steps/minutes, and any
+// variant, bad seeds (or a sequential schedule whose looks do not increase
+// from len(start) to at most max), a budget with both or neither of steps/minutes, and any
 // run spec the engine rejects (RunSpec::FromJson).
 absl::StatusOr<Grid> ParseGrid(std::string_view yaml_text, std::string_view file_name);
 

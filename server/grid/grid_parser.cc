@@ -206,10 +206,17 @@ absl::Status GridParser::ParseHeader(Top& top) {
   if (!budget.ok()) return budget.status();
   grid_.budget = *budget;
 
-  absl::StatusOr<std::vector<int64_t>> seeds =
-      Seeds(top["seeds"].first, top["seeds"].second, "seeds");
-  if (!seeds.ok()) return seeds.status();
-  grid_.seeds = *seeds;
+  const auto& [seeds_node, seeds_line] = top["seeds"];
+  if (seeds_node.IsMap()) {
+    absl::StatusOr<SeedSchedule> schedule = ParseSeedSchedule(seeds_node, seeds_line);
+    if (!schedule.ok()) return schedule.status();
+    grid_.seeds = schedule->start;
+    grid_.sequential = *std::move(schedule);
+  } else {
+    absl::StatusOr<std::vector<int64_t>> seeds = Seeds(seeds_node, seeds_line, "seeds");
+    if (!seeds.ok()) return seeds.status();
+    grid_.seeds = *seeds;
+  }
 
   if (top.contains("holm")) {
     absl::StatusOr<bool> holm = Flag(top["holm"].first, top["holm"].second, "holm");

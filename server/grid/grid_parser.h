@@ -66,7 +66,8 @@ using Top = std::map<std::string, std::pair<YAML::Node, int>>;
 // file, used once; not thread-safe. Its methods are defined by what they
 // read: grid_parser.cc the file's structure (Parse, the variants, the axes,
 // the reference) and the resolving of specs; grid_values.cc typed values
-// (mappings, strings, seeds, budgets, run-spec settings).
+// (mappings, strings, seeds and their sequential schedule, budgets, run-spec
+// settings).
 class GridParser {
  public:
   explicit GridParser(absl::string_view file_name) : file_(file_name) {}
@@ -95,6 +96,9 @@ class GridParser {
                                      absl::string_view key) const;
   absl::StatusOr<std::vector<int64_t>> Seeds(const YAML::Node& value, int line,
                                              absl::string_view key) const;
+  // `seeds: {start: [...], max: N, looks: [...]}` (server/grid/grid.h).
+  absl::StatusOr<SeedSchedule> ParseSeedSchedule(const YAML::Node& value, int line) const;
+
   absl::StatusOr<bool> Flag(const YAML::Node& value, int line, absl::string_view key) const;
   absl::StatusOr<Budget> ParseBudget(const YAML::Node& value, int line) const;
   absl::StatusOr<std::vector<Budget>> ParseBudgets(const YAML::Node& value, int line) const;

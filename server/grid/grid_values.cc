@@ -171,6 +171,72 @@ absl::StatusOr<std::vector<int64_t>> GridParser::Seeds(const YAML::Node& value, 
   return seeds;
 }
 
+absl::StatusOr<SeedSchedule> GridParser::ParseSeedSchedule(const YAML::Node& value,
+                                                           int line) const {
+  auto entries = Entries(value, line, "seeds", {"start", "max", "looks"});
+  if (!entries.ok()) return entries.status();
+  const absl::string_view example = " (like seeds: {start: [1, 2, 3], max: 10, looks: [3, 5, 10]})";
+  SeedSchedule s;
+  std::map<std::string, int> lines;
+  for (const auto& [k, v] : *entries) {
+    const std::string& key = k.Scalar();
+    lines[key] = Line(k);
+    if (key == "start") {
+      absl::StatusOr<std::vector<int64_t>> start = Seeds(v, Line(k), "start");
+      if (!start.ok()) return start.status();
+      s.start = *std::move(start);
+    } else if (key == "max") {
+      std::optional<int64_t> max = ParseInteger(v);
+      if (!max || *max < 2 || *max > kMaxSeeds) {
+        return Error(Line(k), "\"max\": expected the most seeds per arm, an integer from 2 to ",
+                     kMaxSeeds, ", got ",
+                     v.IsScalar() ? absl::StrCat("\"", Shown(v.Scalar()), "\"") : Describe(v));
+      }
+      s.max = static_cast<int>(*max);
+    } else {
+      if (!v.IsSequence() || v.size() == 0) {
+        return Error(Line(k), "\"looks\": expected a non-empty list of seed counts", example);
+      }
+      for (const YAML::Node& item : v) {
+        std::optional<int64_t> n = ParseInteger(item);
+        if (!n || *n <= 0 || *n > kMaxSeeds) {
+          return Error(Line(item), "\"looks\": expected a number of seeds per arm, got ",
+                       item.IsScalar() ? absl::StrCat("\"", Shown(item.Scalar()), "\"")
+                                       : Describe(item));
+        }
+        if (!s.looks.empty() && *n <= s.looks.back()) {
+          return Error(Line(item), "\"looks\": looks must increase (", *n, " follows ",
+                       s.looks.back(), ")");
+        }
+        s.looks.push_back(static_cast<int>(*n));
+      }
+    }
+  }
+  for (const char* required : {"start", "max", "looks"}) {
+    if (!lines.contains(required)) {
+      return Error(line, "\"seeds\": missing \"", required, "\"", example);
+    }
+  }
+  const int start = static_cast<int>(s.start.size());
+  if (start < 2) {
+    return Error(lines["start"], "\"start\": sequential seeds start with at least 2 seeds per "
+                                 "arm (one seed does not measure the noise)");
+  }
+  if (s.looks.front() != start) {
+    return Error(lines["looks"], "\"looks\": the first look is at the ", start,
+                 " start seeds, got ", s.looks.front(), " (looks: [", start, ", ...])");
+  }
+  if (s.max < start) {
+    return Error(lines["max"], "\"max\": ", s.max, " is fewer than the ", start,
+                 " start seeds");
+  }
+  if (s.looks.back() > s.max) {
+    return Error(lines["looks"], "\"looks\": the last look, ", s.looks.back(),
+                 " seeds, is past max: ", s.max);
+  }
+  return s;
+}
+
 absl::StatusOr<bool> GridParser::Flag(const YAML::Node& value, int line,
                                       absl::string_view key) const {
   if (value.IsScalar() && IsPlain(value)) {

@@ -1,5 +1,7 @@
 #include "server/queue/submission.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "engine/data/dataset_format.h"
@@ -37,6 +39,36 @@ absl::Status CheckDatasetFitsGrid(SqliteStore& store, const std::string& hash, c
           " validation tokens; a context of ", context, " needs at least ", context + 1,
           " in each (prepare a larger corpus or lower context)"));
     }
+  }
+  return absl::OkStatus();
+}
+
+// Sequential seeds: the cells its looks queued beyond `start` (of the
+// grid's variants, at its budget) join a resubmission, so that cancelled or
+// failed ones are reissued like the start seeds' — and none is added: a
+// resubmission queues no seed the looks did not.
+absl::Status AddLookCells(SqliteStore& store, const Grid& grid, SubmissionRecord& record) {
+  if (!grid.sequential) return absl::OkStatus();
+  absl::StatusOr<ExperimentRecord> existing = store.FindExperiment(grid.name);
+  if (absl::IsNotFound(existing.status())) return absl::OkStatus();
+  RETURN_IF_ERROR(existing.status());
+  ASSIGN_OR_RETURN(const std::vector<RunRecord> runs, store.ListRuns(existing->id));
+  std::set<std::string> keys;
+  for (const CellRecord& c : record.cells) {
+    keys.insert(absl::StrCat(c.spec_hash, "/", c.seed, "/", c.budget));
+  }
+  const std::string budget = BudgetKey(grid.budget);
+  for (const RunRecord& run : runs) {
+    const GridVariant* v = grid.FindVariant(run.variant);
+    if (run.variant_kind != "variant" || run.budget != budget || v == nullptr ||
+        v->spec_hash != run.spec_hash ||
+        !keys.insert(absl::StrCat(run.spec_hash, "/", run.seed, "/", run.budget)).second) {
+      continue;
+    }
+    record.cells.push_back(CellRecord{
+        .variant = v->name, .variant_kind = "variant", .spec_json = v->spec_json,
+        .spec_hash = v->spec_hash, .seed = run.seed, .budget = budget,
+        .budget_steps = grid.budget.steps, .budget_minutes = grid.budget.minutes});
   }
   return absl::OkStatus();
 }
@@ -90,6 +122,7 @@ absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
   SubmissionRecord record{.name = grid.name, .baseline = grid.baseline,
                           .grid_file = submission.file_name, .grid_yaml = submission.yaml,
                           .dataset_hash = hash->second,
+                          .seed_schedule = grid.sequential ? grid.sequential->ToJson() : "",
                           .retry_budget = submission.retry_budget > 0 ? submission.retry_budget
                                                                       : default_retry_budget,
                           .cells = {}};
@@ -103,6 +136,7 @@ absl::StatusOr<SubmittedGrid> SubmitGrid(SqliteStore& store, const Clock& clock,
         .seed = cell.seed, .budget = BudgetKey(cell.budget),
         .budget_steps = cell.budget.steps, .budget_minutes = cell.budget.minutes});
   }
+  RETURN_IF_ERROR(AddLookCells(store, grid, record));
   ASSIGN_OR_RETURN(SubmitOutcome outcome, store.Submit(record, clock.NowUnixMs()));
   return SubmittedGrid{.experiment_name = grid.name, .outcome = outcome};
 }

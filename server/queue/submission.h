@@ -1,6 +1,8 @@
 // Submitting a grid: parse the grid file the client sent, check that its
 // dataset was uploaded, expand it into cells and record them (SqliteStore::
 // Submit: new cells queued, failed ones reissued, finished ones untouched).
+// Sequential seeds: the cells are the `start` seeds plus those the looks
+// already queued (reissued when failed or cancelled, never added).
 #ifndef SMALLEM_SERVER_QUEUE_SUBMISSION_H_
 #define SMALLEM_SERVER_QUEUE_SUBMISSION_H_
 

@@ -1,5 +1,6 @@
 #include "server/report/experiment_report.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,7 @@
 #include "base/text.h"
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
+#include "server/queue/sequential_looks.h"
 #include "server/report/report_text.h"
 
 namespace smallem {
@@ -96,6 +98,18 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
     compared.push_back(std::move(c));
   }
   out.runs_total = static_cast<int>(runs.size());
+  // Sequential seeds: each arm is compared on the seeds its looks gave it.
+  ASSIGN_OR_RETURN(std::vector<LookDecisionRecord> decisions,
+                   store.ListLookDecisions(experiment.id));
+  ASSIGN_OR_RETURN(std::optional<LooksSummary> looks,
+                   SummarizeLooks(experiment, runs, decisions));
+  if (looks && grid.sequential) {
+    for (const ArmLooks& arm : looks->arms) {
+      const int n = std::clamp(arm.seeds, static_cast<int>(grid.sequential->start.size()),
+                               grid.sequential->max);
+      plan.arm_seeds[arm.variant] = grid.sequential->SeedsUpTo(n);
+    }
+  }
   if (options.noise_only) {
     ASSIGN_OR_RETURN(out.text, RenderNoiseReport(plan, compared, options.format));
     return out;
@@ -104,6 +118,18 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
                    RenderFullReport(plan, compared,
                                     FullReportOptions{.at = options.at, .format = options.format,
                                                       .noise = true, .plot_path = ""}));
+  if (looks) {
+    if (options.format == ReportFormat::kJson) {
+      nlohmann::json j = nlohmann::json::parse(out.text, nullptr, false);
+      if (j.is_object()) {
+        j["sequential"] = LooksJson(*looks);
+        out.text = j.dump(2) + "\n";
+      }
+    } else if (options.format != ReportFormat::kCsv) {
+      absl::StrAppend(&out.text, "\n",
+                      RenderLooks(*looks, options.format == ReportFormat::kMarkdown));
+    }
+  }
   // Runs that continued from a checkpoint (docs/reliability.md), and why
   // their earlier attempts ended: a worker lost (its lease expired) or one
   // stopped and handing the run back (Ctrl-C of `smallemctl run`, a

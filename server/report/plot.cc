@@ -410,7 +410,7 @@ PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
                          report.device_class.empty() ? "" : ", device class ", report.device_class);
   for (const ReportRow& row : report.rows) {
     PlotSeries s{.name = row.variant, .time = {}, .steps = {}};
-    for (int64_t seed : plan.seeds) {
+    for (int64_t seed : plan.SeedsOf(row.variant)) {
       for (const ComparedRun& r : runs) {
         if (r.variant != row.variant || r.seed != seed || r.state != RunState::kSucceeded ||
             r.device_class != report.device_class || r.budget.steps != plan.budget.steps ||

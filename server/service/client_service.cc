@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "rpc/grpc_status.h"
 #include "server/queue/experiment_status.h"
+#include "server/queue/sequential_looks.h"
 #include "server/queue/submission.h"
 #include "server/report/experiment_report.h"
 #include "server/service/dataset_upload.h"
@@ -160,6 +161,16 @@ grpc::Status ClientServiceImpl::GetExperiment(grpc::ServerContext*,
     std::map<int64_t, ResultRecord> by_run;
     for (ResultRecord& r : results) by_run.emplace(r.run_id, std::move(r));
     ToProto(e, SummarizeRuns(runs), response->mutable_experiment());
+    ASSIGN_OR_RETURN(std::vector<LookDecisionRecord> decisions, store_->ListLookDecisions(e.id));
+    // A stored grid that no longer reads costs the looks' lines, not the
+    // status of the runs.
+    absl::StatusOr<std::optional<LooksSummary>> looks = SummarizeLooks(e, runs, decisions);
+    if (!looks.ok()) {
+      response->mutable_experiment()->set_looks_text(
+          absl::StrCat("sequential seeds: ", looks.status().message(), "\n"));
+    } else if (*looks) {
+      response->mutable_experiment()->set_looks_text(RenderLooks(**looks, false));
+    }
     for (const RunRecord& run : runs) {
       auto it = by_run.find(run.id);
       std::optional<ResultRecord> result;

@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "server/http/metrics_text.h"
+#include "server/queue/sequential_looks.h"
 #include "server/service/client_service.h"
 #include "server/service/worker_service.h"
 #include "spdlog/spdlog.h"
@@ -38,6 +40,25 @@ void WarnAboutExposure(const CoordinatorOptions& options) {
 
 }  // namespace
 
+absl::StatusOr<int> DecidePendingLooks(SqliteStore& store, const Clock& clock) {
+  ASSIGN_OR_RETURN(const std::vector<ExperimentRecord> experiments,
+                   store.ListExperiments(std::numeric_limits<int>::max()));
+  int decided = 0;
+  for (const ExperimentRecord& e : experiments) {
+    if (e.seed_schedule.empty()) continue;
+    absl::StatusOr<LookPlan> plan = store.DecideLooks(e.id, clock.NowUnixMs());
+    // One experiment whose stored grid no longer reads must not keep the
+    // coordinator from starting; its looks wait.
+    if (!plan.ok()) {
+      spdlog::warn("experiment {}: its looks stay undecided: {}", e.name,
+                   plan.status().ToString());
+      continue;
+    }
+    decided += static_cast<int>(plan->decisions.size());
+  }
+  return decided;
+}
+
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorOptions& options) {
   const Clock* clock = options.clock != nullptr ? options.clock : SystemClock::Get();
   std::unique_ptr<Coordinator> c(new Coordinator());
@@ -60,6 +81,15 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   if (const int copies = RemoveBackupCopies(options.db_path); copies > 0) {
     spdlog::info("removed {} backup cop{} left by the last run", copies,
                  copies == 1 ? "y" : "ies");
+  }
+  // Sequential seeds: every Complete decides the looks its result ends, in
+  // its own transaction; a decision a crash interrupted (or one whose step
+  // failed) is taken now.
+  c->store_->SetLookPlanner(PlanLooks);
+  ASSIGN_OR_RETURN(const int decided, DecidePendingLooks(*c->store_, *clock));
+  if (decided > 0) {
+    spdlog::info("decided {} look{} of sequential seeds left open by the last run", decided,
+                 decided == 1 ? "" : "s");
   }
   c->queue_ = std::make_unique<JobQueue>(c->store_.get(), clock, options.queue);
   c->workers_ = std::make_unique<WorkerRegistry>(c->store_.get(), clock);

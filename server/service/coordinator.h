@@ -109,6 +109,11 @@ class Coordinator {
   bool shut_down_ = false;
 };
 
+// Runs SqliteStore::DecideLooks on every experiment with sequential seeds
+// (the store's planner set): the decisions a crash interrupted. Returns how
+// many were taken; an experiment whose decision fails is logged and left.
+absl::StatusOr<int> DecidePendingLooks(SqliteStore& store, const Clock& clock);
+
 // smallem-coordinator's body: starts a Coordinator, logs where it listens,
 // serves until SIGINT or SIGTERM, then shuts down. Returns the exit code.
 int RunCoordinator(const CoordinatorOptions& options);

@@ -172,13 +172,15 @@ void SqliteStore::RunBatchLocked(const std::vector<Writer*>& batch) {
 namespace {
 
 constexpr std::string_view kExperimentColumns =
-    "id, name, baseline, grid_file, grid_yaml, dataset_hash, created_unix_ms, updated_unix_ms";
+    "id, name, baseline, grid_file, grid_yaml, dataset_hash, created_unix_ms, updated_unix_ms, "
+    "seed_schedule";
 
 ExperimentRecord ReadExperiment(const SqliteStatement& s) {
   return ExperimentRecord{.id = s.ColumnInt(0), .name = s.ColumnText(1),
                           .baseline = s.ColumnText(2), .grid_file = s.ColumnText(3),
                           .grid_yaml = s.ColumnText(4), .dataset_hash = s.ColumnText(5),
-                          .created_unix_ms = s.ColumnInt(6), .updated_unix_ms = s.ColumnInt(7)};
+                          .seed_schedule = s.ColumnText(8), .created_unix_ms = s.ColumnInt(6),
+                          .updated_unix_ms = s.ColumnInt(7)};
 }
 
 // Cells queued per write transaction: a few milliseconds of inserts, so a
@@ -213,17 +215,19 @@ absl::Status SqliteStore::UpsertExperimentLocked(const SubmissionRecord& sub, in
   if (out.experiment_id != 0) {
     ASSIGN_OR_RETURN(SqliteStatement update,
                      db.Prepare("UPDATE experiments SET baseline = ?, grid_file = ?, "
-                                "grid_yaml = ?, updated_unix_ms = ? WHERE id = ?"));
+                                "grid_yaml = ?, updated_unix_ms = ?, seed_schedule = ? "
+                                "WHERE id = ?"));
     update.Bind(1, sub.baseline).Bind(2, sub.grid_file).Bind(3, sub.grid_yaml).Bind(4, now_ms)
-        .Bind(5, out.experiment_id);
+        .Bind(5, sub.seed_schedule).Bind(6, out.experiment_id);
     RETURN_IF_ERROR(update.Run());
   } else {
     ASSIGN_OR_RETURN(SqliteStatement insert,
                      db.Prepare("INSERT INTO experiments (name, baseline, grid_file, grid_yaml, "
-                                "dataset_hash, created_unix_ms, updated_unix_ms) "
-                                "VALUES (?, ?, ?, ?, ?, ?, ?)"));
+                                "dataset_hash, created_unix_ms, updated_unix_ms, seed_schedule) "
+                                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
     insert.Bind(1, sub.name).Bind(2, sub.baseline).Bind(3, sub.grid_file)
-        .Bind(4, sub.grid_yaml).Bind(5, sub.dataset_hash).Bind(6, now_ms).Bind(7, now_ms);
+        .Bind(4, sub.grid_yaml).Bind(5, sub.dataset_hash).Bind(6, now_ms).Bind(7, now_ms)
+        .Bind(8, sub.seed_schedule);
     RETURN_IF_ERROR(insert.Run());
     out.experiment_id = db.LastInsertRowId();
   }

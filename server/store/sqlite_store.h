@@ -156,7 +156,8 @@ class SqliteStore {
 
   // Deletes experiment `id` and everything recorded of it — its runs, their
   // attempts, metric points, results and checkpoints, its variants — in one
-  // transaction (its dataset stays: other experiments may share it).
+  // transaction, its look decisions too (its dataset stays: other
+  // experiments may share it).
   // FailedPrecondition, deleting nothing, while any of its runs is leased,
   // unless `force` (the workers holding them learn at their next heartbeat
   // that the run is gone, and stop). NotFound when absent.
@@ -340,6 +341,30 @@ class SqliteStore {
   absl::StatusOr<int> DeleteIncompleteCheckpoints();
   absl::StatusOr<CheckpointUsage> GetCheckpointUsage();
 
+  // ---- Sequential seeds (sqlite_store_looks.cc) ----------------------------
+  // The looks of an experiment with sequential seeds are decided by a
+  // LookPlanner (server/queue/sequential_looks.h: PlanLooks) from what the
+  // store holds, and its plan — the decisions and the runs they queue — is
+  // written in the transaction that read it: a look is decided once, its
+  // runs are queued once, and a crash before the commit leaves neither.
+
+  // Decides from `inputs` (read in the calling transaction) at now_ms.
+  using LookPlanner = std::function<absl::StatusOr<LookPlan>(const LookInputs&, int64_t)>;
+  // The planner that Complete (and a Fail that ends a run diverged) runs in
+  // its own transaction, after the result: one SAVEPOINT, so a planner's or
+  // plan's error undoes the decision only, never the result (logged; the
+  // next DecideLooks completes it). None by default (nothing is decided).
+  // REQUIRES: called before any other thread uses the store.
+  void SetLookPlanner(LookPlanner planner);
+  // Runs the planner on experiment `experiment_id` in one transaction and
+  // writes its plan; returns it (empty without a planner). NotFound for an
+  // unknown experiment; the plan's errors (FailedPrecondition for a cell of
+  // a variant the experiment does not have, AlreadyExists for a decision
+  // already recorded) roll the whole plan back.
+  absl::StatusOr<LookPlan> DecideLooks(int64_t experiment_id, int64_t now_ms);
+  // The decisions recorded for an experiment, in (variant, look) order.
+  absl::StatusOr<std::vector<LookDecisionRecord>> ListLookDecisions(int64_t experiment_id);
+
  private:
   struct Writer;
 
@@ -379,6 +404,18 @@ class SqliteStore {
   absl::Status SubmitBatchLocked(const SubmissionRecord& submission, int64_t now_ms,
                                  size_t begin, size_t end, SubmitOutcome& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+
+  // DecideLooks inside the calling write transaction.
+  absl::StatusOr<LookPlan> DecideLooksLocked(int64_t experiment_id, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // DecideLooksLocked under SAVEPOINT look: its error is logged and undone
+  // alone, the caller's writes stay.
+  void MaybeDecideLooksLocked(int64_t experiment_id, int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  absl::StatusOr<std::vector<LookDecisionRecord>> ListLookDecisionsLocked(int64_t experiment_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+
+  LookPlanner look_planner_;  // set before concurrent use; then read only
 
   absl::Mutex queue_mu_ ABSL_ACQUIRED_BEFORE(db_mu_);
   std::deque<Writer*> writers_ ABSL_GUARDED_BY(queue_mu_);  // front = current leader

@@ -50,6 +50,7 @@ absl::StatusOr<DeletedExperiment> SqliteStore::DeleteExperiment(int64_t id, bool
     RETURN_IF_ERROR(remove("attempts", in_runs).status());
     ASSIGN_OR_RETURN(const int64_t runs, remove("runs", "experiment_id = ?"));
     RETURN_IF_ERROR(remove("variants", "experiment_id = ?").status());
+    RETURN_IF_ERROR(remove("look_decisions", "experiment_id = ?").status());
     RETURN_IF_ERROR(remove("experiments", "id = ?").status());
     deleted.checkpoints = static_cast<int>(checkpoints);
     deleted.results = static_cast<int>(results);

@@ -252,7 +252,12 @@ absl::StatusOr<bool> SqliteStore::Complete(int64_t run_id, int attempt,
       s.Bind(1, now_ms).Bind(2, run_id);
       RETURN_IF_ERROR(s.Run());
     }
-    return EndAttemptLocked(run_id, attempt, "succeeded", "", now_ms);
+    RETURN_IF_ERROR(EndAttemptLocked(run_id, attempt, "succeeded", "", now_ms));
+    // This result may end a look of sequential seeds: decided in this same
+    // transaction, so no reader ever sees the look's runs all finished and
+    // the next look's not yet queued.
+    MaybeDecideLooksLocked(run.experiment_id, now_ms);
+    return absl::OkStatus();
   }));
   return duplicate;
 }
@@ -316,6 +321,8 @@ absl::StatusOr<RunRecord> SqliteStore::Fail(int64_t run_id, int attempt,
     }
     RETURN_IF_ERROR(CheckLease(run, attempt, worker_id, now_ms));
     ASSIGN_OR_RETURN(out, FailLocked(run, failure, message, now_ms, decide, divergence));
+    // A diverged seed ends its arm's look too (the arm stops diverged).
+    if (out.status == RunStatus::kDiverged) MaybeDecideLooksLocked(run.experiment_id, now_ms);
     return absl::OkStatus();
   }));
   return out;

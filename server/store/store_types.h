@@ -64,6 +64,7 @@ struct ExperimentRecord {
   std::string grid_file;
   std::string grid_yaml;
   std::string dataset_hash;
+  std::string seed_schedule;  // SeedSchedule::ToJson, or '' for a plain list of seeds
   int64_t created_unix_ms = 0;
   int64_t updated_unix_ms = 0;
 };
@@ -156,6 +157,7 @@ struct SubmissionRecord {
   std::string grid_file;
   std::string grid_yaml;
   std::string dataset_hash;
+  std::string seed_schedule;  // SeedSchedule::ToJson, or '' for a plain list of seeds
   int retry_budget = 2;
   std::vector<CellRecord> cells;
 };
@@ -166,6 +168,43 @@ struct SubmitOutcome {
   int added = 0;      // new runs queued
   int reissued = 0;   // failed/cancelled runs queued again
   int unchanged = 0;  // finished or pending runs left alone
+};
+
+// One look of sequential seeds decided for one variant (table
+// look_decisions, migration 0007; docs/equal-time.md § Sequential seeds).
+struct LookDecisionRecord {
+  int64_t experiment_id = 0;
+  std::string variant;
+  int look = 0;   // 1-based index into the schedule's looks
+  int seeds = 0;  // seeds per arm at that look
+  // "better", "worse", "equivalent" (stopped), "continue" (the next look's
+  // seeds queued), "undecided" (stopped at the last look), "diverged" or
+  // "not compared" (stopped: no comparison possible).
+  std::string outcome;
+  std::optional<double> delta, ci_low, ci_high, tau;  // nats/byte, at equal steps
+  double alpha = 0;              // the look's two-sided level of better/worse
+  double equivalence_alpha = 0;  // its one-sided level of each test of equivalence
+  std::optional<int> seeds_to_decide;  // undecided: seeds per arm that would likely decide
+  std::string reason;                  // the verdict's text, for people
+  int64_t decided_unix_ms = 0;
+};
+
+// What a LookPlanner sees of one experiment, read inside the transaction
+// that will write its plan.
+struct LookInputs {
+  ExperimentRecord experiment;
+  std::vector<RunRecord> runs;           // id order
+  std::vector<ResultRecord> results;     // of those runs
+  std::vector<LookDecisionRecord> decisions;  // (variant, look) order
+};
+
+// What a LookPlanner decided: new decisions (never one whose (variant,
+// look) is already recorded) and the cells they queue (a cell that already
+// has a run is left alone).
+struct LookPlan {
+  std::vector<LookDecisionRecord> decisions;
+  std::vector<CellRecord> cells;
+  int retry_budget = 2;  // of the queued runs
 };
 
 // What a lease hands a worker.

@@ -208,6 +208,19 @@ function reportSection(data) {
   if (report.equal_time) {
     out.push(h("h3", {}, "At equal time"), reportTable("report-time", report.equal_time.rows || [], TIME_COLUMNS));
   }
+  if (report.sequential) {
+    // Sequential seeds (docs/equal-time.md): where each arm's looks stand.
+    const seq = report.sequential;
+    out.push(h("h3", {}, "Sequential seeds"),
+      h("p", { class: "muted" },
+        `looks at ${seq.looks.join(", ")} seeds per arm (at most ${seq.max}), O'Brien–Fleming levels at equal steps` +
+        (seq.paused ? " · paused: the experiment has cancelled runs" : "")),
+      h("table", { id: "report-looks", class: "report" },
+        h("tr", {}, ["arm", "looks", "seeds", "why"].map((t) => h("th", {}, t))),
+        seq.arms.map((a) => h("tr", { "data-variant": a.variant },
+          h("td", {}, a.variant), h("td", {}, a.baseline ? "-" : `${a.looks_done}/${a.looks}`),
+          h("td", { class: "num" }, String(a.seeds)), h("td", {}, a.why)))));
+  }
   if (report.noise && report.noise.rows) {
     out.push(h("h3", {}, "Noise"),
       h("p", { class: "muted" }, `pooled σ ${fmt(report.noise.pooled_sigma)} nats/byte (${report.noise.pooled_df} df)`),

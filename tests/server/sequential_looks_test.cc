@@ -1,0 +1,125 @@
+// What status and report say of sequential seeds (server/queue/
+// sequential_looks.h: SummarizeLooks, RenderLooks, LooksJson), checked
+// line by line against hand-written text, and PlanLooks on hand-made
+// inputs.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/queue/sequential_looks.h"
+
+namespace smallem {
+namespace {
+
+constexpr char kGrid[] = R"(name: seq
+data: ../data/demo
+base: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, batch: 4}
+budget: {steps: 20}
+seeds: {start: [1, 2, 3], max: 6, looks: [3, 6]}
+baseline: base
+variants:
+  base: {}
+  good: {lr: 0.01}
+  open: {lr: 0.0031}
+)";
+
+ExperimentRecord Experiment() {
+  return ExperimentRecord{.id = 1, .name = "seq", .baseline = "base", .grid_file = "seq.yaml",
+                          .grid_yaml = kGrid, .dataset_hash = "feedbeef",
+                          .seed_schedule = R"({"start":[1,2,3],"max":6,"looks":[3,6]})"};
+}
+
+std::vector<RunRecord> Runs(int base, int good, int open) {
+  std::vector<RunRecord> runs;
+  for (auto [variant, n] : {std::pair<std::string, int>{"base", base}, {"good", good},
+                            {"open", open}}) {
+    for (int seed = 1; seed <= n; ++seed) {
+      RunRecord r;
+      r.variant = variant;
+      r.variant_kind = "variant";
+      r.seed = seed;
+      r.budget = "steps:20";
+      r.status = RunStatus::kSucceeded;
+      runs.push_back(r);
+    }
+  }
+  return runs;
+}
+
+LookDecisionRecord Decision(std::string variant, int look, int seeds, std::string outcome,
+                            double delta, double tau, double alpha) {
+  return LookDecisionRecord{.experiment_id = 1, .variant = std::move(variant), .look = look,
+                            .seeds = seeds, .outcome = std::move(outcome), .delta = delta,
+                            .ci_low = delta - tau, .ci_high = delta + tau, .tau = tau,
+                            .alpha = alpha, .equivalence_alpha = alpha / 2};
+}
+
+TEST(SequentialLooksTest, ReportLinesSayWhyEachArmStopped) {
+  LookDecisionRecord last = Decision("open", 2, 6, "undecided", 0.001, 0.005, 0.048);
+  last.seeds_to_decide = 14;
+  const std::vector<LookDecisionRecord> decisions = {
+      Decision("good", 1, 3, "better", -0.5, 0.01, 0.0052),
+      Decision("open", 1, 3, "continue", -0.0007, 0.0123, 0.0052), last};
+  absl::StatusOr<std::optional<LooksSummary>> s =
+      SummarizeLooks(Experiment(), Runs(6, 3, 6), decisions);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->has_value());
+  EXPECT_EQ(RenderLooks(**s, false),
+            "sequential seeds: looks at 3, 6 seeds per arm (at most 6), each variant decided "
+            "against the baseline at equal steps at O'Brien–Fleming levels\n"
+            "  arm   looks  seeds  why\n"
+            "  base  -          6  the baseline: it gets the next look's seeds while a "
+            "comparison with it is open\n"
+            "  good  1/2        3  stopped at look 1 of 2: better (3 seeds per arm; "
+            "Δ = -0.5000 nats/byte, τ = 0.0100 at α = 0.0052)\n"
+            "  open  2/2        6  stopped at the last look (6 seeds per arm): undecided; "
+            "Δ = +0.0010 nats/byte, τ = 0.0050 at α = 0.048; about 14 seeds per arm would "
+            "decide it\n");
+  const nlohmann::json j = LooksJson(**s);
+  EXPECT_EQ(j["decisions"].size(), 3u);
+  EXPECT_EQ(j["decisions"][2]["outcome"], "undecided");
+  EXPECT_EQ(j["decisions"][2]["seeds_to_decide"], 14);
+  EXPECT_EQ(j["arms"][1]["stopped"], true);
+  EXPECT_EQ(j["arms"][2]["seeds"], 6);
+}
+
+TEST(SequentialLooksTest, OpenAndWaitingArmsSayWhatTheyWaitFor) {
+  const std::vector<LookDecisionRecord> decisions = {
+      Decision("open", 1, 3, "continue", -0.0007, 0.0123, 0.0052)};
+  absl::StatusOr<std::optional<LooksSummary>> s =
+      SummarizeLooks(Experiment(), Runs(6, 2, 6), decisions);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::vector<ArmLooks>& arms = (*s)->arms;
+  ASSERT_EQ(arms.size(), 3u);
+  EXPECT_EQ(arms[1].why, "open: look 1 of 2 at 3 seeds per arm when its runs finish");
+  EXPECT_EQ(arms[2].why,
+            "open: undecided at look 1; Δ = -0.0007 nats/byte, τ = 0.0123 at α = 0.0052; look 2 "
+            "of 2 at 6 seeds per arm when its runs finish");
+  EXPECT_EQ(RenderLooks(**s, true).substr(0, 1), "\n");
+  EXPECT_NE(RenderLooks(**s, true).find("| good | 0/2 | 2 | open: look 1 of 2"),
+            std::string::npos);
+}
+
+TEST(SequentialLooksTest, PlainSeedListHasNoLooks) {
+  ExperimentRecord e = Experiment();
+  e.seed_schedule = "";
+  absl::StatusOr<std::optional<LooksSummary>> s = SummarizeLooks(e, Runs(3, 3, 3), {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->has_value());
+  absl::StatusOr<LookPlan> plan = PlanLooks(LookInputs{.experiment = e}, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->decisions.empty());
+}
+
+TEST(SequentialLooksTest, UnfinishedLookDecidesNothing) {
+  LookInputs in{.experiment = Experiment(), .runs = Runs(3, 3, 3), .results = {}, .decisions = {}};
+  for (RunRecord& r : in.runs) r.status = RunStatus::kQueued;
+  in.runs[0].status = RunStatus::kLeased;  // nothing finished yet
+  absl::StatusOr<LookPlan> plan = PlanLooks(in, 1);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->decisions.empty());
+  EXPECT_TRUE(plan->cells.empty());
+}
+
+}  // namespace
+}  // namespace smallem
