@@ -67,8 +67,8 @@ const std::string& EnsureBlasCore();
 // Cooperlake, SapphireRapids), decided once.
 bool BlasCoreIsAvx512();
 
-// The row ops on host memory, for CpuBackend and for Backend's default
-// (copy-to-host) implementations: row_sum_squares.cc and row_scale.cc. in is
+// The row ops on host memory, for CpuBackend: row_sum_squares.cc and
+// row_scale.cc. in is
 // (rows, cols); see RowReduceParams and RowScaleParams in engine/backend.h.
 void RowSumSquares(const float* in, int64_t rows, int64_t cols, float alpha,
                    float beta, float* out, int threads);
