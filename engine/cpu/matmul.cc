@@ -28,8 +28,10 @@
 
 #include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
+#include "engine/cpu/blas_core.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/partition.h"
 #include "engine/op_checks.h"
 
 #ifdef SMALLEM_HAVE_DNNL
