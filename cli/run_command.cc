@@ -109,12 +109,6 @@ std::atomic<bool> g_interrupted{false};
 
 void OnInterrupt(int) { g_interrupted.store(true); }
 
-// Prints the error and returns its exit code (base/exit_codes.h).
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-  return ExitCodeFor(status);
-}
-
 // $SMALLEM_WORKER, then smallem-worker next to smallemctl, then the build
 // tree's layout (cli/smallemctl beside worker/smallem-worker).
 absl::StatusOr<std::string> FindWorkerBinary(const std::string& flag) {
@@ -260,10 +254,12 @@ namespace smallem::cli {
 
 int RunLocal(const RunLocalArgs& args) {
   absl::StatusOr<v1::ReportRequest> report_request = MakeReportRequest("both", args.format, 0);
-  if (!report_request.ok()) return Fail(report_request.status());
-  if (args.workers < 0) return Fail(absl::InvalidArgumentError("--workers: 0 (auto) or more"));
+  if (!report_request.ok()) return ReportError(report_request.status());
+  if (args.workers < 0) {
+    return ReportError(absl::InvalidArgumentError("--workers: 0 (auto) or more"));
+  }
   absl::StatusOr<std::string> worker_binary = FindWorkerBinary(args.worker_binary);
-  if (!worker_binary.ok()) return Fail(worker_binary.status());
+  if (!worker_binary.ok()) return ReportError(worker_binary.status());
 
   // The service logs only what needs attention; progress is ours to show.
   spdlog::set_level(spdlog::level::warn);
@@ -274,7 +270,7 @@ int RunLocal(const RunLocalArgs& args) {
   coordinator_options.http_listen = args.http;
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Start(coordinator_options);
-  if (!coordinator.ok()) return Fail(coordinator.status());
+  if (!coordinator.ok()) return ReportError(coordinator.status());
   if (!args.http.empty()) {
     std::printf("dashboard: %s (while this command runs)\n",
                 (*coordinator)->dashboard_url().c_str());
@@ -287,16 +283,16 @@ int RunLocal(const RunLocalArgs& args) {
   ServiceClient client((*coordinator)->address(), absl::Seconds(60), ChannelSecurity{});
   std::string budget_note;
   absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0, &budget_note);
-  if (!submitted.ok()) return Fail(submitted.status());
+  if (!submitted.ok()) return ReportError(submitted.status());
   if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
   const std::string name = submitted->experiment_name();
   // Submitted, so the file parses.
   absl::StatusOr<bool> timed = ComparesAtEqualTime(args.grid);
-  if (!timed.ok()) return Fail(timed.status());
+  if (!timed.ok()) return ReportError(timed.status());
   // The unchanged runs split into finished and still to run: what is queued
   // or leased now, less what this submission just queued.
   absl::StatusOr<v1::GetExperimentResponse> now = client.GetExperiment(name);
-  if (!now.ok()) return Fail(now.status());
+  if (!now.ok()) return ReportError(now.status());
   const v1::RunCounts& counts = now->experiment().counts();
   const int pending =
       std::clamp(counts.queued() + counts.leased() - submitted->runs_added() -
@@ -327,7 +323,7 @@ int RunLocal(const RunLocalArgs& args) {
         {"--coordinator", (*coordinator)->address(), "--devices", "cpu", "--cache", args.cache,
          "--id", absl::StrCat("local-", getpid(), "-", i + 1), "--threads",
          absl::StrCat(threads), "--log-level", "warn", "--parent-pid", absl::StrCat(getpid())});
-    if (!started.ok()) return Fail(started);
+    if (!started.ok()) return ReportError(started);
   }
 
   ProgressLine progress(stderr, /*plain_interval_s=*/10.0);
@@ -339,7 +335,7 @@ int RunLocal(const RunLocalArgs& args) {
     absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(name);
     if (!e.ok()) {
       progress.Finish();
-      Fail(e.status());
+      ReportError(e.status());
       break;
     }
     last = e->experiment();
@@ -385,7 +381,7 @@ int RunLocal(const RunLocalArgs& args) {
   workers.Stop();
   if (!workers_lost.ok()) {
     (*coordinator)->Shutdown();
-    return Fail(workers_lost);
+    return ReportError(workers_lost);
   }
 
   if (g_interrupted.load()) {
@@ -396,7 +392,7 @@ int RunLocal(const RunLocalArgs& args) {
     return 130;
   }
   absl::StatusOr<v1::ReportResponse> report = client.Report(*report_request, name);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return ReportError(report.status());
   std::printf("\n%s", report->text().c_str());
   (*coordinator)->Shutdown();
   // The database stays: the report and its figure are one command away, with

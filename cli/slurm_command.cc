@@ -184,11 +184,7 @@ std::string SlurmScript(const SlurmSubmitArgs& args) {
 }
 
 int RunSlurmSubmit(SlurmSubmitArgs args) {
-  auto fail = [](const absl::Status& status) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return ExitCodeFor(status);
-  };
-  if (absl::Status ok = CheckSlurmSubmitArgs(args); !ok.ok()) return fail(ok);
+  if (absl::Status ok = CheckSlurmSubmitArgs(args); !ok.ok()) return ReportError(ok);
   const std::string script = SlurmScript(args);
   if (args.dry_run) {
     std::fputs(script.c_str(), stdout);
@@ -199,7 +195,7 @@ int RunSlurmSubmit(SlurmSubmitArgs args) {
   std::string path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
                                    "/smallem-worker-XXXXXX.sbatch");
   const int fd = mkstemps(path.data(), 7);
-  if (fd < 0) return fail(absl::InternalError(absl::StrCat("cannot create ", path)));
+  if (fd < 0) return ReportError(absl::InternalError(absl::StrCat("cannot create ", path)));
   close(fd);
   absl::Status written = WriteFileDurably(path, script);
   absl::StatusOr<ProgramResult> sbatch =
@@ -208,11 +204,11 @@ int RunSlurmSubmit(SlurmSubmitArgs args) {
   unlink(path.c_str());
   if (!sbatch.ok()) {
     if (absl::IsNotFound(sbatch.status())) {
-      return fail(absl::FailedPreconditionError(
+      return ReportError(absl::FailedPreconditionError(
           "sbatch not found: run this on a machine with Slurm's client commands (a login "
           "node), or print the script with --dry-run and submit it there"));
     }
-    return fail(sbatch.status());
+    return ReportError(sbatch.status());
   }
   // --parsable prints "JOBID" or "JOBID;CLUSTER" as its last line.
   std::vector<std::string> lines =
@@ -221,7 +217,7 @@ int RunSlurmSubmit(SlurmSubmitArgs args) {
   const std::string job_id = last.substr(0, last.find(';'));
   int64_t id = 0;
   if (sbatch->exit_code != 0 || !absl::SimpleAtoi(job_id, &id)) {
-    return fail(absl::UnavailableError(absl::StrCat(
+    return ReportError(absl::UnavailableError(absl::StrCat(
         "sbatch refused the job (exit ", sbatch->exit_code, "): ",
         SanitizeText(std::string(absl::StripAsciiWhitespace(sbatch->output)), 2000),
         "\n(see the script with --dry-run)")));
