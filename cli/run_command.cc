@@ -42,17 +42,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `word` as a shell reads it back: quoted unless it is plainly safe.
-std::string ShellWord(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789_./:=@%+-") == std::string::npos) {
-    return word;
-  }
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 // The command that runs this grid again on the same database, cache and
 // workers: what resumes it (or retries its failed runs).
 std::string SameRunCommand(const cli::RunLocalArgs& args) {

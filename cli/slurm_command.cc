@@ -41,19 +41,6 @@ bool IsSbatchWord(std::string_view s, std::string_view extra) {
   return true;
 }
 
-// `s` as one shell word: single-quoted, a ' inside written '\''.
-std::string ShellQuote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 absl::Status BadFlag(absl::string_view flag, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
 }
@@ -173,11 +160,11 @@ std::string SlurmScript(const SlurmSubmitArgs& args) {
   const std::string binary =
       args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
   absl::StrAppend(&s, "exec srun --ntasks-per-node=1 --kill-on-bad-exit=0 \\\n  ",
-                  ShellQuote(binary), " --coordinator ", args.coordinator,
-                  " --devices all \\\n  --cache ", ShellQuote(args.cache), " --threads ",
+                  ShellWord(binary), " --coordinator ", args.coordinator,
+                  " --devices all \\\n  --cache ", ShellWord(args.cache), " --threads ",
                   args.threads);
   if (!args.worker_token_file.empty()) {
-    absl::StrAppend(&s, " --token-file ", ShellQuote(args.worker_token_file));
+    absl::StrAppend(&s, " --token-file ", ShellWord(args.worker_token_file));
   }
   absl::StrAppend(&s, "\n");
   return s;
