@@ -77,10 +77,10 @@ struct WorkerPlan {
 // `timed`: the grid compares at equal time (a reference curve or a minutes
 // budget), so a run's training seconds must not depend on what runs beside
 // it: one run at a time, on every core. Otherwise the runs are independent
-// and one single-thread run per core finishes the grid a little sooner (the
-// demo on a quiet 2-core machine: 2 min 04 s against 2 min 12 s) and never
-// spins at an OpenMP barrier, which on a loaded machine costs a multi-thread
-// run most of its speed (docs/benchmarks.md § The demo's runs, § Threads).
+// and one single-thread run per core finishes the grid a little sooner and
+// never spins at an OpenMP barrier, which on a loaded machine costs a
+// multi-thread run most of its speed (measured: docs/benchmarks.md § The
+// demo's runs, § Threads).
 WorkerPlan PlanWorkers(int workers, int threads, int cores, bool timed) {
   if (workers > 0) return {workers, threads > 0 ? threads : std::max(1, cores / workers), ""};
   if (timed) {
