@@ -1,5 +1,8 @@
 #include "base/exit_codes.h"
 
+#include <cstdio>
+#include <string>
+
 namespace smallem {
 
 int ExitCodeFor(const absl::Status& status) {
@@ -13,6 +16,11 @@ int ExitCodeFor(const absl::Status& status) {
     default:
       return kExitError;
   }
+}
+
+int ReportError(const absl::Status& status) {
+  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+  return ExitCodeFor(status);
 }
 
 }  // namespace smallem

@@ -29,6 +29,10 @@ inline constexpr int kExitBadInput = 2;
 // The exit code for `status`, per the table above.
 int ExitCodeFor(const absl::Status& status);
 
+// Prints "error: <status's message>" on stderr and returns
+// ExitCodeFor(status): a command's way out, `return ReportError(status);`.
+int ReportError(const absl::Status& status);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_BASE_EXIT_CODES_H_

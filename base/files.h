@@ -1,5 +1,5 @@
 // Whole files: the one reader and the one durable writer every library uses
-// (tests/structure/durable_writes_test.sh fails on a file written or renamed
+// (tests/structure/check_durable_writes.sh fails on a file written or renamed
 // any other way outside this file).
 //
 // WriteFileDurably replaces a file so that a reader, or the machine after a

@@ -3,7 +3,7 @@
 // The engine must build with the CUDA toolkit, abseil and nlohmann-json alone
 // (no OpenSSL), yet datasets are content-addressed by SHA-256: this file is
 // that hash. It is checked against the NIST test vectors
-// (tests/engine/sha256_test.cc).
+// (tests/base/sha256_test.cc).
 //
 // A Sha256 object is a plain value; it is not synchronized.
 #ifndef SMALLEM_BASE_SHA256_H_

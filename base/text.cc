@@ -128,4 +128,21 @@ std::string ShortestDecimal(double value) {
   return std::string(buffer, r.ptr);
 }
 
+std::string ShellWord(std::string_view word) {
+  constexpr std::string_view kSafe =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+-";
+  if (!word.empty() && word.find_first_not_of(kSafe) == std::string_view::npos) {
+    return std::string(word);
+  }
+  std::string quoted = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
 }  // namespace smallem

@@ -39,6 +39,12 @@ std::string CountedNoun(long long count, std::string_view singular, std::string_
 // program parses again. Pure.
 std::string ShortestDecimal(double value);
 
+// `word` as one word that a POSIX shell reads back unchanged: as it is when
+// it is non-empty and made only of letters, digits and _./:=@%+-, else
+// single-quoted with each ' written '\''. For the commands a CLI prints or
+// a generated script runs. Pure.
+std::string ShellWord(std::string_view word);
+
 }  // namespace smallem
 
 #endif  // SMALLEM_BASE_TEXT_H_

@@ -24,7 +24,7 @@
 #include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/gemm.h"
 #include "engine/random.h"
 
 namespace smallem {

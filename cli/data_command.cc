@@ -77,10 +77,7 @@ int RunDataPrepare(const DataPrepareArgs& args) {
 
   const absl::Status status = PrepareDataset(options, progress);
   line.Finish();
-  if (!status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return ExitCodeFor(status);
-  }
+  if (!status.ok()) return ReportError(status);
   auto dataset = Dataset::Open(options.out_dir);
   if (!dataset.ok()) {
     std::fprintf(stderr, "error: the dataset was written but does not open: %s\n",

@@ -22,11 +22,6 @@
 namespace smallem::cli {
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-  return ExitCodeFor(status);
-}
-
 // What export needs of one run.
 struct ExportedRun {
   v1::Run run;  // with spec_json and result_json
@@ -168,30 +163,30 @@ absl::Status WriteCsv(const std::string& path, const std::string& experiment,
 
 int RunExport(const ExportArgs& args) {
   if (args.tensorboard.empty() && args.csv.empty()) {
-    return Fail(absl::InvalidArgumentError(
+    return ReportError(absl::InvalidArgumentError(
         "say what to write: --tensorboard DIR and/or --csv FILE"));
   }
   absl::StatusOr<Session> session = OpenSession(args.service);
-  if (!session.ok()) return Fail(session.status());
+  if (!session.ok()) return ReportError(session.status());
   ServiceClient& client = *session->client;
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
-  if (!e.ok()) return Fail(e.status());
+  if (!e.ok()) return ReportError(e.status());
   std::vector<ExportedRun> runs;
   int64_t points = 0;
   for (const v1::Run& listed : e->runs()) {
     absl::StatusOr<ExportedRun> r = Fetch(client, listed.run_id());
-    if (!r.ok()) return Fail(r.status());
+    if (!r.ok()) return ReportError(r.status());
     points += static_cast<int64_t>(r->points.size());
     runs.push_back(*std::move(r));
   }
   const std::string& name = e->experiment().name();
   if (!args.tensorboard.empty()) {
-    if (absl::Status s = WriteTensorBoard(args.tensorboard, runs); !s.ok()) return Fail(s);
+    if (absl::Status s = WriteTensorBoard(args.tensorboard, runs); !s.ok()) return ReportError(s);
     std::printf("wrote TensorBoard event files of %zu runs to %s (tensorboard --logdir %s)\n",
                 runs.size(), args.tensorboard.c_str(), args.tensorboard.c_str());
   }
   if (!args.csv.empty()) {
-    if (absl::Status s = WriteCsv(args.csv, name, runs); !s.ok()) return Fail(s);
+    if (absl::Status s = WriteCsv(args.csv, name, runs); !s.ok()) return ReportError(s);
     std::printf("wrote %lld metric points of %zu runs to %s\n", static_cast<long long>(points),
                 runs.size(), args.csv.c_str());
   }

@@ -44,17 +44,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `word` as a shell reads it back: quoted unless it is plainly safe.
-std::string ShellWord(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                              "0123456789_./:=@%+-") == std::string::npos) {
-    return word;
-  }
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 // The command that runs this grid again on the same database, cache and
 // workers: what resumes it (or retries its failed runs).
 std::string SameRunCommand(const cli::RunLocalArgs& args) {
@@ -93,10 +82,10 @@ struct WorkerPlan {
 // `timed`: the grid compares at equal time (a reference curve or a minutes
 // budget), so a run's training seconds must not depend on what runs beside
 // it: one run at a time, on every core. Otherwise the runs are independent
-// and one single-thread run per core finishes the grid a little sooner (the
-// demo on a quiet 2-core machine: 2 min 04 s against 2 min 12 s) and never
-// spins at an OpenMP barrier, which on a loaded machine costs a multi-thread
-// run most of its speed (docs/benchmarks.md § The demo's runs, § Threads).
+// and one single-thread run per core finishes the grid a little sooner and
+// never spins at an OpenMP barrier, which on a loaded machine costs a
+// multi-thread run most of its speed (measured: docs/benchmarks.md § The
+// demo's runs, § Threads).
 WorkerPlan PlanWorkers(int workers, int threads, int cores, bool timed) {
   if (workers > 0) return {workers, threads > 0 ? threads : std::max(1, cores / workers), ""};
   if (timed) {
@@ -129,12 +118,6 @@ absl::StatusOr<std::vector<std::string>> ParseRunDevices(const std::string& flag
 std::atomic<bool> g_interrupted{false};
 
 void OnInterrupt(int) { g_interrupted.store(true); }
-
-// Prints the error and returns its exit code (base/exit_codes.h).
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-  return ExitCodeFor(status);
-}
 
 // $SMALLEM_WORKER, then smallem-worker next to smallemctl, then the build
 // tree's layout (cli/smallemctl beside worker/smallem-worker).
@@ -281,12 +264,14 @@ namespace smallem::cli {
 
 int RunLocal(const RunLocalArgs& args) {
   absl::StatusOr<v1::ReportRequest> report_request = MakeReportRequest("both", args.format, 0);
-  if (!report_request.ok()) return Fail(report_request.status());
-  if (args.workers < 0) return Fail(absl::InvalidArgumentError("--workers: 0 (auto) or more"));
+  if (!report_request.ok()) return ReportError(report_request.status());
+  if (args.workers < 0) {
+    return ReportError(absl::InvalidArgumentError("--workers: 0 (auto) or more"));
+  }
   absl::StatusOr<std::vector<std::string>> gpus = ParseRunDevices(args.devices);
-  if (!gpus.ok()) return Fail(gpus.status());
+  if (!gpus.ok()) return ReportError(gpus.status());
   absl::StatusOr<std::string> worker_binary = FindWorkerBinary(args.worker_binary);
-  if (!worker_binary.ok()) return Fail(worker_binary.status());
+  if (!worker_binary.ok()) return ReportError(worker_binary.status());
 
   // The service logs only what needs attention; progress is ours to show.
   spdlog::set_level(spdlog::level::warn);
@@ -297,7 +282,7 @@ int RunLocal(const RunLocalArgs& args) {
   coordinator_options.http_listen = args.http;
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Start(coordinator_options);
-  if (!coordinator.ok()) return Fail(coordinator.status());
+  if (!coordinator.ok()) return ReportError(coordinator.status());
   if (!args.http.empty()) {
     std::printf("dashboard: %s (while this command runs)\n",
                 (*coordinator)->dashboard_url().c_str());
@@ -310,16 +295,16 @@ int RunLocal(const RunLocalArgs& args) {
   ServiceClient client((*coordinator)->address(), absl::Seconds(60), ChannelSecurity{});
   std::string budget_note;
   absl::StatusOr<v1::SubmitResponse> submitted = client.SubmitGridFile(args.grid, 0, &budget_note);
-  if (!submitted.ok()) return Fail(submitted.status());
+  if (!submitted.ok()) return ReportError(submitted.status());
   if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
   const std::string name = submitted->experiment_name();
   // Submitted, so the file parses.
   absl::StatusOr<bool> timed = ComparesAtEqualTime(args.grid);
-  if (!timed.ok()) return Fail(timed.status());
+  if (!timed.ok()) return ReportError(timed.status());
   // The unchanged runs split into finished and still to run: what is queued
   // or leased now, less what this submission just queued.
   absl::StatusOr<v1::GetExperimentResponse> now = client.GetExperiment(name);
-  if (!now.ok()) return Fail(now.status());
+  if (!now.ok()) return ReportError(now.status());
   const v1::RunCounts& counts = now->experiment().counts();
   const int pending =
       std::clamp(counts.queued() + counts.leased() - submitted->runs_added() -
@@ -356,7 +341,7 @@ int RunLocal(const RunLocalArgs& args) {
         {"--coordinator", (*coordinator)->address(), "--devices", args.devices, "--cache", args.cache,
          "--id", absl::StrCat("local-", getpid(), "-", i + 1), "--threads",
          absl::StrCat(threads), "--log-level", "warn", "--parent-pid", absl::StrCat(getpid())});
-    if (!started.ok()) return Fail(started);
+    if (!started.ok()) return ReportError(started);
   }
 
   ProgressLine progress(stderr, /*plain_interval_s=*/10.0);
@@ -368,7 +353,7 @@ int RunLocal(const RunLocalArgs& args) {
     absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(name);
     if (!e.ok()) {
       progress.Finish();
-      Fail(e.status());
+      ReportError(e.status());
       break;
     }
     last = e->experiment();
@@ -414,7 +399,7 @@ int RunLocal(const RunLocalArgs& args) {
   workers.Stop();
   if (!workers_lost.ok()) {
     (*coordinator)->Shutdown();
-    return Fail(workers_lost);
+    return ReportError(workers_lost);
   }
 
   if (g_interrupted.load()) {
@@ -425,7 +410,7 @@ int RunLocal(const RunLocalArgs& args) {
     return 130;
   }
   absl::StatusOr<v1::ReportResponse> report = client.Report(*report_request, name);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return ReportError(report.status());
   std::printf("\n%s", report->text().c_str());
   (*coordinator)->Shutdown();
   // The database stays: the report and its figure are one command away, with

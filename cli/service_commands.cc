@@ -26,12 +26,6 @@ ServiceClient Connect(const ServiceArgs& args) {
                        absl::Seconds(args.deadline_s), args.token_file, args.tls_ca);
 }
 
-// Prints the error and returns its exit code (base/exit_codes.h).
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-  return ExitCodeFor(status);
-}
-
 // Fills the selector of a cancel/retry request from the arguments.
 template <typename Request>
 absl::StatusOr<Request> SelectRuns(ServiceClient& client, const CancelArgs& args) {
@@ -60,7 +54,7 @@ int RunSubmit(const SubmitArgs& args) {
   std::string budget_note;
   absl::StatusOr<v1::SubmitResponse> r =
       client.SubmitGridFile(args.grid, args.retry_budget, &budget_note);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return ReportError(r.status());
   if (!budget_note.empty()) std::printf("%s\n", budget_note.c_str());
   std::printf("experiment %s (id %lld): %s — %d queued, %d reissued, %d unchanged\n",
               r->experiment_name().c_str(), static_cast<long long>(r->experiment_id()),
@@ -73,11 +67,11 @@ int RunSubmit(const SubmitArgs& args) {
 
 int RunStatus(const StatusArgs& args) {
   absl::StatusOr<Session> session = OpenSession(args.service);
-  if (!session.ok()) return Fail(session.status());
+  if (!session.ok()) return ReportError(session.status());
   ServiceClient& client = *session->client;
   if (args.experiment.empty()) {
     absl::StatusOr<v1::ListExperimentsResponse> list = client.ListExperiments(args.all);
-    if (!list.ok()) return Fail(list.status());
+    if (!list.ok()) return ReportError(list.status());
     if (list->experiments().empty() && list->hidden() == 0) {
       std::printf("no experiments yet; submit one with `smallemctl submit GRID`\n");
       return 0;
@@ -93,7 +87,7 @@ int RunStatus(const StatusArgs& args) {
     return 0;
   }
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
-  if (!e.ok()) return Fail(e.status());
+  if (!e.ok()) return ReportError(e.status());
   std::printf("%s\n\n%s", FormatExperimentLine(e->experiment()).c_str(),
               FormatRunTable(e->runs()).c_str());
   if (!e->experiment().looks_text().empty()) {
@@ -119,10 +113,10 @@ int RunWatch(const WatchArgs& args) {
   if (last.run_id() != 0) line.Update(FormatRunLine(last), /*force=*/true);
   line.Finish();
   if (absl::IsNotFound(status)) {
-    return Fail(absl::NotFoundError(absl::StrCat(
+    return ReportError(absl::NotFoundError(absl::StrCat(
         status.message(), " (`smallemctl status EXPERIMENT` lists an experiment's runs)")));
   }
-  if (!status.ok()) return Fail(status);
+  if (!status.ok()) return ReportError(status);
   // Sequential seeds: where the run's experiment's arms stand now that it
   // ended (a look it closed may have stopped its arm or queued more seeds).
   if (last.experiment_id() != 0 && last.status() != v1::RUN_STATUS_QUEUED &&
@@ -155,22 +149,22 @@ int RunWatch(const WatchArgs& args) {
 int RunReport(const ReportArgs& args) {
   absl::StatusOr<v1::ReportRequest> request =
       MakeReportRequest(args.at, args.format, args.noise_floor);
-  if (!request.ok()) return Fail(request.status());
+  if (!request.ok()) return ReportError(request.status());
   request->set_noise_only(args.noise_only);
   if (!args.plot.empty()) {
     // Checked before asking: a bad path should not cost a report.
-    if (absl::Status ok = CheckPlotPath(args.plot); !ok.ok()) return Fail(ok);
+    if (absl::Status ok = CheckPlotPath(args.plot); !ok.ok()) return ReportError(ok);
     request->set_plot(true);
   }
   absl::StatusOr<Session> session = OpenSession(args.service);
-  if (!session.ok()) return Fail(session.status());
+  if (!session.ok()) return ReportError(session.status());
   absl::StatusOr<v1::ReportResponse> report =
       session->client->Report(*request, args.experiment);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return ReportError(report.status());
   std::fputs(report->text().c_str(), stdout);
   if (!args.plot.empty()) {
     if (absl::Status written = WriteFileDurably(args.plot, report->plot_svg()); !written.ok()) {
-      return Fail(written);
+      return ReportError(written);
     }
     std::fprintf(stderr, "figure written to %s\n", args.plot.c_str());
   }
@@ -185,9 +179,9 @@ int RunReport(const ReportArgs& args) {
 int RunCancel(const CancelArgs& args) {
   ServiceClient client = Connect(args.service);
   absl::StatusOr<v1::CancelRequest> request = SelectRuns<v1::CancelRequest>(client, args);
-  if (!request.ok()) return Fail(request.status());
+  if (!request.ok()) return ReportError(request.status());
   absl::StatusOr<v1::CancelResponse> r = client.Cancel(*request);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return ReportError(r.status());
   if (r->cancelled() == 0) {
     // Say why: only queued and running runs can be cancelled.
     std::printf("nothing cancelled: none of the selected runs is queued or running "
@@ -203,9 +197,9 @@ int RunCancel(const CancelArgs& args) {
 int RunRetry(const RetryArgs& args) {
   ServiceClient client = Connect(args.service);
   absl::StatusOr<v1::RetryRequest> request = SelectRuns<v1::RetryRequest>(client, args);
-  if (!request.ok()) return Fail(request.status());
+  if (!request.ok()) return ReportError(request.status());
   absl::StatusOr<v1::RetryResponse> r = client.Retry(*request);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return ReportError(r.status());
   if (r->requeued() == 0) {
     std::printf("nothing requeued: only failed and cancelled runs are retried, and none of the "
                 "selected runs is (`smallemctl status%s%s` shows each run's state)\n",
@@ -220,7 +214,7 @@ int RunDelete(const DeleteArgs& args) {
   ServiceClient client = Connect(args.service);
   absl::StatusOr<v1::DeleteExperimentResponse> r =
       client.DeleteExperiment(args.experiment, args.force);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return ReportError(r.status());
   std::printf("deleted experiment %s: %s, %s, %s, %s\n", r->name().c_str(),
               CountedNoun(r->runs(), "run", "runs").c_str(),
               CountedNoun(r->results(), "result", "results").c_str(),
@@ -238,7 +232,7 @@ int RunWorkers(const WorkersArgs& args) {
   v1::ListWorkersRequest request;
   if (!args.all) request.set_seen_within_ms(10 * 60 * 1000);
   absl::StatusOr<v1::ListWorkersResponse> r = client.ListWorkers(request);
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return ReportError(r.status());
   const auto note_omitted = [&] {
     if (r->omitted() > 0) {
       std::printf("(%d more not seen for 10 minutes: `smallemctl workers --all`)\n",
@@ -280,7 +274,7 @@ int RunWorkers(const WorkersArgs& args) {
 int RunBackup(const BackupArgs& args) {
   ServiceClient client = Connect(args.service);
   absl::StatusOr<int64_t> bytes = client.Backup(args.file);
-  if (!bytes.ok()) return Fail(bytes.status());
+  if (!bytes.ok()) return ReportError(bytes.status());
   std::printf("wrote %s (%lld bytes), a consistent copy of %s's database\n", args.file.c_str(),
               static_cast<long long>(*bytes), client.address().c_str());
   std::printf("to serve it: smallem-coordinator --db %s\n", args.file.c_str());

@@ -41,19 +41,6 @@ bool IsSbatchWord(std::string_view s, std::string_view extra) {
   return true;
 }
 
-// `s` as one shell word: single-quoted, a ' inside written '\''.
-std::string ShellQuote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 absl::Status BadFlag(absl::string_view flag, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
 }
@@ -173,22 +160,18 @@ std::string SlurmScript(const SlurmSubmitArgs& args) {
   const std::string binary =
       args.worker_binary.empty() ? DefaultWorkerBinary() : args.worker_binary;
   absl::StrAppend(&s, "exec srun --ntasks-per-node=1 --kill-on-bad-exit=0 \\\n  ",
-                  ShellQuote(binary), " --coordinator ", args.coordinator,
-                  " --devices all \\\n  --cache ", ShellQuote(args.cache), " --threads ",
+                  ShellWord(binary), " --coordinator ", args.coordinator,
+                  " --devices all \\\n  --cache ", ShellWord(args.cache), " --threads ",
                   args.threads);
   if (!args.worker_token_file.empty()) {
-    absl::StrAppend(&s, " --token-file ", ShellQuote(args.worker_token_file));
+    absl::StrAppend(&s, " --token-file ", ShellWord(args.worker_token_file));
   }
   absl::StrAppend(&s, "\n");
   return s;
 }
 
 int RunSlurmSubmit(SlurmSubmitArgs args) {
-  auto fail = [](const absl::Status& status) {
-    std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
-    return ExitCodeFor(status);
-  };
-  if (absl::Status ok = CheckSlurmSubmitArgs(args); !ok.ok()) return fail(ok);
+  if (absl::Status ok = CheckSlurmSubmitArgs(args); !ok.ok()) return ReportError(ok);
   const std::string script = SlurmScript(args);
   if (args.dry_run) {
     std::fputs(script.c_str(), stdout);
@@ -199,7 +182,7 @@ int RunSlurmSubmit(SlurmSubmitArgs args) {
   std::string path = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
                                    "/smallem-worker-XXXXXX.sbatch");
   const int fd = mkstemps(path.data(), 7);
-  if (fd < 0) return fail(absl::InternalError(absl::StrCat("cannot create ", path)));
+  if (fd < 0) return ReportError(absl::InternalError(absl::StrCat("cannot create ", path)));
   close(fd);
   absl::Status written = WriteFileDurably(path, script);
   absl::StatusOr<ProgramResult> sbatch =
@@ -208,11 +191,11 @@ int RunSlurmSubmit(SlurmSubmitArgs args) {
   unlink(path.c_str());
   if (!sbatch.ok()) {
     if (absl::IsNotFound(sbatch.status())) {
-      return fail(absl::FailedPreconditionError(
+      return ReportError(absl::FailedPreconditionError(
           "sbatch not found: run this on a machine with Slurm's client commands (a login "
           "node), or print the script with --dry-run and submit it there"));
     }
-    return fail(sbatch.status());
+    return ReportError(sbatch.status());
   }
   // --parsable prints "JOBID" or "JOBID;CLUSTER" as its last line.
   std::vector<std::string> lines =
@@ -221,7 +204,7 @@ int RunSlurmSubmit(SlurmSubmitArgs args) {
   const std::string job_id = last.substr(0, last.find(';'));
   int64_t id = 0;
   if (sbatch->exit_code != 0 || !absl::SimpleAtoi(job_id, &id)) {
-    return fail(absl::UnavailableError(absl::StrCat(
+    return ReportError(absl::UnavailableError(absl::StrCat(
         "sbatch refused the job (exit ", sbatch->exit_code, "): ",
         SanitizeText(std::string(absl::StripAsciiWhitespace(sbatch->output)), 2000),
         "\n(see the script with --dry-run)")));

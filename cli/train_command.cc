@@ -33,12 +33,6 @@
 namespace smallem {
 namespace {
 
-// Prints the error and returns its exit code (base/exit_codes.h).
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
-  return ExitCodeFor(s);
-}
-
 absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrFormat("%s: cannot open", path));
@@ -151,14 +145,14 @@ int RunTrain(const TrainArgs& args) {
   nlohmann::json file_spec = nlohmann::json::object();
   if (!args.spec_file.empty()) {
     absl::StatusOr<nlohmann::json> file = ReadSpecFile(args.spec_file);
-    if (!file.ok()) return Fail(file.status());
+    if (!file.ok()) return ReportError(file.status());
     file_spec = *std::move(file);
   }
   absl::StatusOr<RunSpec> spec = MergeTrainSpec(file_spec, args.spec);
-  if (!spec.ok()) return Fail(spec.status());
+  if (!spec.ok()) return ReportError(spec.status());
 
   absl::StatusOr<std::unique_ptr<Backend>> created = CreateBackend(args.device, args.threads);
-  if (!created.ok()) return Fail(created.status());
+  if (!created.ok()) return ReportError(created.status());
   // --profile: every call goes through the profiler to the real backend.
   std::unique_ptr<ProfilingBackend> profiler;
   if (args.profile) profiler = std::make_unique<ProfilingBackend>(**created);
@@ -205,7 +199,7 @@ int RunTrain(const TrainArgs& args) {
   }
   absl::StatusOr<nlohmann::json> result = Train(*spec, backend, options);
   line.Finish();
-  if (!result.ok()) return Fail(result.status());
+  if (!result.ok()) return ReportError(result.status());
   if (profiler) std::fprintf(stderr, "%s", profiler->FormatTable().c_str());
   if (args.json_progress) {
     std::printf("%s\n", nlohmann::json{{"event", "result"}, {"result", *result}}.dump().c_str());
@@ -260,12 +254,12 @@ int RunEval(const EvalArgs& args) {
   std::string source = "defaults";
   if (std::filesystem::exists(result_path)) {
     absl::StatusOr<nlohmann::json> file = ReadJsonFile(result_path);
-    if (!file.ok()) return Fail(file.status());
+    if (!file.ok()) return ReportError(file.status());
     recorded = *file;
     const nlohmann::json config = recorded.value("config", nlohmann::json::object());
     if (!config.is_object() ||
         !config.value("eval_batches", nlohmann::json()).is_number_integer()) {
-      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+      return ReportError(absl::InvalidArgumentError(absl::StrFormat(
           "%s has no config.eval_batches: pass --eval-batches and --eval-batch-size",
           result_path)));
     }
@@ -279,25 +273,25 @@ int RunEval(const EvalArgs& args) {
   if (args.eval_batches) eval_batches = *args.eval_batches;
   if (args.eval_batch_size) eval_batch_size = *args.eval_batch_size;
   if (eval_batches <= 0 || eval_batch_size <= 0) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+    return ReportError(absl::InvalidArgumentError(absl::StrFormat(
         "--eval-batches %d --eval-batch-size %d: both must be positive (settings from %s)",
         eval_batches, eval_batch_size, source)));
   }
 
   CpuBackend backend(args.threads);
   absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return ReportError(model.status());
   absl::StatusOr<Dataset> data = Dataset::Open(args.data);
-  if (!data.ok()) return Fail(data.status());
+  if (!data.ok()) return ReportError(data.status());
   if (data->vocab() != (*model)->config().vocab) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+    return ReportError(absl::InvalidArgumentError(absl::StrFormat(
         "%s has vocab %d but the weights were trained with vocab %d", args.data, data->vocab(),
         (*model)->config().vocab)));
   }
   absl::StatusOr<ValidationText> text =
       PlanValidationText(static_cast<int64_t>(data->val.size()), eval_batches);
   if (!text.ok()) {
-    return Fail(absl::InvalidArgumentError(
+    return ReportError(absl::InvalidArgumentError(
         absl::StrFormat("%s: %s", args.data, text.status().message())));
   }
   Arena arena(backend);
@@ -327,15 +321,15 @@ int RunEval(const EvalArgs& args) {
 int RunGenerate(const GenerateArgs& args) {
   CpuBackend backend(1);
   absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
-  if (!model.ok()) return Fail(model.status());
+  if (!model.ok()) return ReportError(model.status());
   const std::string tok_path =
       !args.tokenizer.empty()
           ? args.tokenizer
           : (std::filesystem::path(args.weights).parent_path() / "tokenizer.json").string();
   absl::StatusOr<Tokenizer> tokenizer = Tokenizer::Load(tok_path);
-  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  if (!tokenizer.ok()) return ReportError(tokenizer.status());
   if (tokenizer->vocab_size() != (*model)->config().vocab) {
-    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+    return ReportError(absl::InvalidArgumentError(absl::StrFormat(
         "%s has vocab %d, the weights %d: pass the dataset's tokenizer with --tokenizer", tok_path,
         tokenizer->vocab_size(), (*model)->config().vocab)));
   }

@@ -505,16 +505,8 @@ class Backend {
   // The ops, one method per entry of SMALLEM_BACKEND_OPS (engine/op_list.h),
   // each `void Method(const Params& p)` with the params struct above.
 #define SMALLEM_DECLARE_PURE_OP(Method, Params, op) virtual void Method(const Params& p) = 0;
-  SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(SMALLEM_DECLARE_PURE_OP)
+  SMALLEM_BACKEND_OPS(SMALLEM_DECLARE_PURE_OP)
 #undef SMALLEM_DECLARE_PURE_OP
-  // The optimizer ops without gradients (RowSumSquares, RowScale). The
-  // default implementations copy the operands to the host, run the CPU
-  // reference and copy the result back: correct on every backend, slow and
-  // synchronizing where memory is not host memory, until the backend
-  // overrides them with its own kernels.
-#define SMALLEM_DECLARE_DEFAULTED_OP(Method, Params, op) virtual void Method(const Params& p);
-  SMALLEM_BACKEND_OPS_WITH_HOST_DEFAULT(SMALLEM_DECLARE_DEFAULTED_OP)
-#undef SMALLEM_DECLARE_DEFAULTED_OP
 };
 
 }  // namespace smallem

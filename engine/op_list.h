@@ -12,9 +12,8 @@
 //
 // SMALLEM_BACKEND_OPS(X) holds one X(Method, Params, kEnumerator) per
 // Backend method `void Method(const Params& p)`, kEnumerator being the Op
-// it belongs to (forward and backward share one). It is two lists in a row:
-// the methods every backend implements, then those for which Backend has a
-// default implementation (a round trip through host memory).
+// it belongs to (forward and backward share one). Every backend implements
+// every method: Backend has no defaults.
 //
 // A new op is one entry in each list (and its params struct in
 // engine/backend.h); the compiler then asks for every implementation.
@@ -54,7 +53,7 @@
   X(kGroupedMatmul, "grouped_matmul") /* one product per group of contiguous rows */
 
 // The methods every backend implements.
-#define SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X)                       \
+#define SMALLEM_BACKEND_OPS(X)                                       \
   X(Matmul, MatmulParams, kMatmul)                                  \
   X(Add, BinaryParams, kAdd)                                        \
   X(AddBackward, BinaryBackwardParams, kAdd)                        \
@@ -98,17 +97,9 @@
   X(MoeCombineForward, MoeCombineParams, kMoePermute)               \
   X(MoeCombineBackward, MoeCombineBackwardParams, kMoePermute)      \
   X(GroupedMatmulForward, GroupedMatmulParams, kGroupedMatmul)      \
-  X(GroupedMatmulBackward, GroupedMatmulBackwardParams, kGroupedMatmul)
-
-// The methods Backend implements through host memory (engine/backend.cc),
-// for backends without kernels of their own.
-#define SMALLEM_BACKEND_OPS_WITH_HOST_DEFAULT(X) \
-  X(RowSumSquares, RowReduceParams, kRowSumSquares) \
+  X(GroupedMatmulBackward, GroupedMatmulBackwardParams, kGroupedMatmul) \
+  X(RowSumSquares, RowReduceParams, kRowSumSquares)                 \
   X(RowScale, RowScaleParams, kRowScale)
-
-#define SMALLEM_BACKEND_OPS(X)             \
-  SMALLEM_BACKEND_OPS_WITHOUT_DEFAULT(X) \
-  SMALLEM_BACKEND_OPS_WITH_HOST_DEFAULT(X)
 
 // For a backend's class body: `void Method(const Params& p) override;` for
 // every op, as SMALLEM_BACKEND_OPS(SMALLEM_DECLARE_OP_OVERRIDE).

@@ -4,7 +4,8 @@
 #include <cmath>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
+#include "engine/cpu/sqrt.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

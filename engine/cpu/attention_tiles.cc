@@ -43,11 +43,11 @@
 
 // Static dispatch only, as engine/cpu/vector_math_highway.cc.
 #define HWY_COMPILE_ONLY_STATIC 1
+#include "engine/cpu/highway_exp.h"
+#include "engine/cpu/thread_scratch.h"
+#include "engine/cpu/transpose.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "engine/cpu/cpu_util.h"
-#include "engine/cpu/highway_exp.h"
-#include "engine/cpu/transpose.h"
 
 namespace smallem::cpu {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
 #include "engine/cpu/vector_math.h"
 #include "engine/op_checks.h"
 

@@ -1,4 +1,4 @@
-// cpu::EnsureBlasCore (cpu_util.h): Debian's OpenBLAS (0.3.21, built for
+// cpu::EnsureBlasCore (blas_core.h): Debian's OpenBLAS (0.3.21, built for
 // every x86 core, DYNAMIC_ARCH) picks its kernels from the CPU's model
 // number at load time, and on models newer than it knows — e.g. the Xeons of
 // family 6 model 207 this project is measured on — it falls back to its
@@ -13,7 +13,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/blas_core.h"
 
 #ifdef SMALLEM_HAVE_OPENBLAS
 #include <cblas.h>

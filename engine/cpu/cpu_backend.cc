@@ -17,7 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "engine/bf16.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/blas_core.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/partition.h"
+#include "engine/cpu/thread_scratch.h"
 
 #ifdef SMALLEM_HAVE_OPENBLAS
 #include <cblas.h>

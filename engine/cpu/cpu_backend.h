@@ -30,7 +30,7 @@ class CpuBackend final : public Backend {
   static std::string BlasCore();
   // What runs the f32 products: "onednn+openblas" (by size, the default
   // where both exist), "onednn", "openblas" or "loop" (cpu::GemmLibraryFor
-  // in engine/cpu/cpu_util.h; SMALLEM_GEMM overrides).
+  // in engine/cpu/gemm.h; SMALLEM_GEMM overrides).
   static std::string GemmLibrary();
   std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
   // f32 unless set: bf16 makes every tape on this backend store activations

@@ -5,7 +5,6 @@
 
 #include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

@@ -8,7 +8,7 @@
 #include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/gemm.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

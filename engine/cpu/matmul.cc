@@ -5,14 +5,15 @@
 //
 // Where the build has both, oneDNN runs the products of at least
 // kSmallProduct multiply-adds — the linear layers, where its JIT-compiled
-// AVX-512 kernels are 1.1–1.2× faster than OpenBLAS 0.3.21's — and OpenBLAS
-// the smaller ones (attention's blocks), where its small-matrix kernels are
-// 1.1–1.6× faster than oneDNN's (smallem_gemm_bench; docs/benchmarks.md §
-// The products' library). A transposed first operand of kTallTransposed
-// rows or more — the head's gradient Gᵀ·X at vocabularies from 4096 — goes
-// to OpenBLAS too where OpenBLAS runs its AVX-512 kernels: 1.15–1.3× faster
-// there than oneDNN, which packs that operand poorly; on its AVX2 kernels
-// (a user's OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU) it is 1.5× slower.
+// AVX-512 kernels are the faster — and OpenBLAS the smaller ones
+// (attention's blocks), where its small-matrix kernels are. A transposed
+// first operand of kTallTransposed rows or more — the head's gradient Gᵀ·X
+// at vocabularies from 4096 — goes to OpenBLAS too where OpenBLAS runs its
+// AVX-512 kernels, which beat oneDNN there (it packs that operand poorly);
+// on its AVX2 kernels (a user's OPENBLAS_CORETYPE=Haswell on an AVX-512
+// CPU) OpenBLAS is the slower one, so the rule asks BlasCoreIsAvx512. The
+// measurements behind each choice: docs/benchmarks.md § The products'
+// library and § On the Zen 5 machine (smallem_gemm_bench).
 // oneDNN threads through the same OpenMP runtime as the ops.
 #include <omp.h>
 #include <pthread.h>
@@ -28,8 +29,10 @@
 
 #include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
+#include "engine/cpu/blas_core.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/partition.h"
 #include "engine/op_checks.h"
 
 #ifdef SMALLEM_HAVE_DNNL

@@ -1,7 +1,7 @@
 // Elementwise product and its gradient: d(a·b)/da = b, d(a·b)/db = a.
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

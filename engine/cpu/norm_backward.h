@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
 #include "engine/op_checks.h"
 
 namespace smallem::cpu {

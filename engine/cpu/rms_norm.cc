@@ -6,10 +6,10 @@
 
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
-#include "engine/op_checks.h"
 #include "engine/cpu/norm_backward.h"
 #include "engine/cpu/norm_residual.h"
+#include "engine/cpu/partition.h"
+#include "engine/op_checks.h"
 
 namespace smallem {
 

@@ -6,7 +6,7 @@
 
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

@@ -5,7 +5,8 @@
 #include <cmath>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
+#include "engine/cpu/row_ops.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

@@ -2,7 +2,8 @@
 // beta·out[r]. Each row is summed in double by one thread, in order, so the
 // result does not depend on the thread count or on how rows are batched.
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
+#include "engine/cpu/row_ops.h"
 #include "engine/op_checks.h"
 
 namespace smallem {

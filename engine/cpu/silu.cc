@@ -1,7 +1,7 @@
 // SiLU: y = x·σ(x); dy/dx = σ(x)(1 + x(1 − σ(x))).
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/partition.h"
 #include "engine/cpu/vector_math.h"
 #include "engine/op_checks.h"
 

@@ -2,11 +2,11 @@
 // the activations (GELU, SiLU, SwiGLU, forward and backward) and the
 // softmax pieces (row max, exp and its sum, scaled exp) that attention and
 // the loss share. The callers split arrays across the OpenMP team
-// (cpu::ForChunks in cpu_util.h) and rows across threads themselves.
+// (cpu::ForChunks in partition.h) and rows across threads themselves.
 //
 // Built on Highway's contrib math (libhwy-dev: Exp to 1 ulp, static dispatch
 // to the -march the engine is compiled for) where Highway is present; a
-// plain loop over cpu::Exp (cpu_util.h) elsewhere — the GPU machine, which
+// plain loop over cpu::Exp (exp.h) elsewhere — the GPU machine, which
 // has no Debian packages. Each element's result does not depend on where a
 // chunk starts (the tails run the same lane code, one lane wide), so the
 // thread count never changes a bit. docs/design-notes.md § CPU vector math.

@@ -1,11 +1,11 @@
 // engine/cpu/vector_math.h without Highway (the GPU machine builds the
-// engine from sources alone): plain loops over cpu::Exp (cpu_util.h), which
+// engine from sources alone): plain loops over cpu::Exp (exp.h), which
 // GCC vectorizes under `omp simd`.
 #ifndef SMALLEM_HAVE_HWY
 
 #include <limits>
 
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/exp.h"
 #include "engine/cpu/vector_math.h"
 
 namespace smallem::cpu {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
+#include "nlohmann/json.hpp"
 
 namespace smallem {
 

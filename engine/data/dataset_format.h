@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 
 namespace smallem {
 

@@ -5,6 +5,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "engine/data/pretokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace smallem {
 

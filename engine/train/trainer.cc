@@ -29,6 +29,7 @@
 #include "engine/train/resume.h"
 #include "engine/train/step_runner.h"
 #include "engine/train/validation_text.h"
+#include "nlohmann/json.hpp"
 
 namespace smallem {
 namespace {

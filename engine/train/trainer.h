@@ -20,7 +20,7 @@
 #include "engine/backend.h"
 #include "engine/train/checkpointer.h"
 #include "engine/train/step_runner.h"  // kWarmupSteps
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 #include "spec/run_spec.h"
 
 namespace smallem {

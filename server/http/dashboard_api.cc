@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "server/queue/experiment_status.h"
 #include "server/report/experiment_report.h"
 

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
-#include "nlohmann/json.hpp"
+#include "nlohmann/json_fwd.hpp"
 #include "server/queue/job_queue.h"
 #include "server/queue/worker_registry.h"
 #include "server/store/sqlite_store.h"

@@ -23,5 +23,12 @@ TEST(ExitCodesTest, EverythingElseIsOne) {
   }
 }
 
+TEST(ExitCodesTest, ReportErrorPrintsTheMessageAndReturnsItsCode) {
+  testing::internal::CaptureStderr();
+  const int code = ReportError(absl::NotFoundError("grid.yaml: no such file"));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "error: grid.yaml: no such file\n");
+  EXPECT_EQ(code, kExitBadInput);
+}
+
 }  // namespace
 }  // namespace smallem

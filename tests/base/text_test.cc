@@ -23,6 +23,16 @@ TEST(ShortestDecimalTest, PrintsTheShortestTextThatReadsBackExactly) {
   }
 }
 
+TEST(ShellWordTest, PlainWordsStayBareTheRestIsSingleQuoted) {
+  EXPECT_EQ(ShellWord("grid.yaml"), "grid.yaml");
+  EXPECT_EQ(ShellWord("/var/lib/smallem/db-1.sqlite"), "/var/lib/smallem/db-1.sqlite");
+  EXPECT_EQ(ShellWord("host:50051"), "host:50051");
+  EXPECT_EQ(ShellWord(""), "''");
+  EXPECT_EQ(ShellWord("my grid.yaml"), "'my grid.yaml'");
+  EXPECT_EQ(ShellWord("$HOME"), "'$HOME'");
+  EXPECT_EQ(ShellWord("/scratch/it's here"), "'/scratch/it'\\''s here'");
+}
+
 TEST(SanitizeTextTest, ValidTextIsUnchanged) {
   const std::string text = "step 12: loss is NaN\n\tété 日本 🙂";
   EXPECT_EQ(SanitizeText(text, 1000), text);

@@ -52,7 +52,7 @@ TEST_F(SlurmSubmitTest, DryRunPrintsOneWorkerPerNodeThatDrainsOnSigterm) {
         "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu", "#SBATCH --account=proj1",
         "#SBATCH --time=02:30:00", "#SBATCH --signal=TERM@120", "exec srun",
         "--coordinator login1:7070 --devices all",
-        "--token-file '/etc/smallem/worker.token'", "--cache '/scratch/it'\\''s here'"}) {
+        "--token-file /etc/smallem/worker.token", "--cache '/scratch/it'\\''s here'"}) {
     EXPECT_TRUE(absl::StrContains(o.out, line)) << "no \"" << line << "\" in:\n" << o.out;
   }
   ExpectBashParses(o.out);

@@ -10,8 +10,11 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/cpu/blas_core.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/exp.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/sqrt.h"
 #include "tests/engine/cpu_op_test_util.h"
 
 namespace smallem {

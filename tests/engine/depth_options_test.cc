@@ -1,8 +1,9 @@
-// own_keys and passes (docs/architecture.md § Model): the whole model's
-// gradients against finite differences under each option and their
-// combination, causality, save → load, the cache against the batch forward,
-// 2 layers × 2 passes against 4 layers with copied weights, parameter and
-// cache sizes, and the errors for impossible values.
+// own_keys and passes (docs/architecture.md § Sharing keys and looping
+// layers): the whole model's gradients against finite differences under
+// each option and their combination, causality, save → load, the cache
+// against the batch forward, 2 layers × 2 passes against 4 layers with
+// copied weights, parameter and cache sizes, and the errors for impossible
+// values.
 #include <cstdio>
 #include <filesystem>
 #include <string>

@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/cpu/cpu_util.h"
+#include "engine/cpu/gemm.h"
 
 namespace smallem {
 namespace {

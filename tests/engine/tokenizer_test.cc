@@ -11,6 +11,7 @@
 #include "engine/data/bpe_trainer.h"
 #include "engine/data/pretokenizer.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace smallem {
 namespace {
