@@ -175,7 +175,7 @@ int RunExport(const ExportArgs& args) {
   if (!session.ok()) return Fail(session.status());
   ServiceClient& client = *session->client;
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
-  if (!e.ok()) return Fail(e.status());
+  if (!e.ok()) return Fail(ForSession(e.status(), args.service));
   std::vector<ExportedRun> runs;
   int64_t points = 0;
   for (const v1::Run& listed : e->runs()) {

@@ -93,7 +93,7 @@ int RunStatus(const StatusArgs& args) {
     return 0;
   }
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
-  if (!e.ok()) return Fail(e.status());
+  if (!e.ok()) return Fail(ForSession(e.status(), args.service));
   std::printf("%s\n\n%s", FormatExperimentLine(e->experiment()).c_str(),
               FormatRunTable(e->runs()).c_str());
   if (e->experiment().counts().failed() > 0) {
@@ -153,7 +153,7 @@ int RunReport(const ReportArgs& args) {
   if (!session.ok()) return Fail(session.status());
   absl::StatusOr<v1::ReportResponse> report =
       session->client->Report(*request, args.experiment);
-  if (!report.ok()) return Fail(report.status());
+  if (!report.ok()) return Fail(ForSession(report.status(), args.service));
   std::fputs(report->text().c_str(), stdout);
   if (!args.plot.empty()) {
     if (absl::Status written = WriteFileDurably(args.plot, report->plot_svg()); !written.ok()) {
