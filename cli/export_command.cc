@@ -170,7 +170,7 @@ int RunExport(const ExportArgs& args) {
   if (!session.ok()) return ReportError(session.status());
   ServiceClient& client = *session->client;
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
-  if (!e.ok()) return ReportError(e.status());
+  if (!e.ok()) return ReportError(ForSession(e.status(), args.service));
   std::vector<ExportedRun> runs;
   int64_t points = 0;
   for (const v1::Run& listed : e->runs()) {

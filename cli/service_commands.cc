@@ -87,7 +87,7 @@ int RunStatus(const StatusArgs& args) {
     return 0;
   }
   absl::StatusOr<v1::GetExperimentResponse> e = client.GetExperiment(args.experiment);
-  if (!e.ok()) return ReportError(e.status());
+  if (!e.ok()) return ReportError(ForSession(e.status(), args.service));
   std::printf("%s\n\n%s", FormatExperimentLine(e->experiment()).c_str(),
               FormatRunTable(e->runs()).c_str());
   if (!e->experiment().looks_text().empty()) {
@@ -160,7 +160,7 @@ int RunReport(const ReportArgs& args) {
   if (!session.ok()) return ReportError(session.status());
   absl::StatusOr<v1::ReportResponse> report =
       session->client->Report(*request, args.experiment);
-  if (!report.ok()) return ReportError(report.status());
+  if (!report.ok()) return ReportError(ForSession(report.status(), args.service));
   std::fputs(report->text().c_str(), stdout);
   if (!args.plot.empty()) {
     if (absl::Status written = WriteFileDurably(args.plot, report->plot_svg()); !written.ok()) {

@@ -1,6 +1,9 @@
 #include "cli/session.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "server/store/sqlite_store.h"
 
 namespace smallem::cli {
 
@@ -24,6 +27,16 @@ absl::StatusOr<Session> OpenSession(const ServiceArgs& args) {
   session.client = std::make_unique<ServiceClient>(session.local->channel(),
                                                    absl::StrCat("--db ", args.db), deadline);
   return session;
+}
+
+absl::Status ForSession(const absl::Status& status, const ServiceArgs& args) {
+  if (args.db.empty() || !absl::IsNotFound(status) ||
+      !absl::StrContains(status.message(), kListExperimentsHint)) {
+    return status;
+  }
+  return absl::NotFoundError(absl::StrReplaceAll(
+      status.message(),
+      {{"`smallemctl status --all`", absl::StrCat("`smallemctl status --db ", args.db, " --all`")}}));
 }
 
 }  // namespace smallem::cli

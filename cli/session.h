@@ -25,6 +25,13 @@ struct Session {
 // call when the coordinator cannot be reached.
 absl::StatusOr<Session> OpenSession(const ServiceArgs& args);
 
+// `status` as the user should read it in this session: with args.db, a
+// NotFound that ends with the store's kListExperimentsHint names the
+// command that lists that database's experiments (`smallemctl status --db
+// FILE --all`), since the bare one would ask a coordinator. Anything else is
+// returned as it is.
+absl::Status ForSession(const absl::Status& status, const ServiceArgs& args);
+
 }  // namespace smallem::cli
 
 #endif  // SMALLEM_CLI_SESSION_H_

@@ -37,7 +37,7 @@ void PoolNoise(const std::vector<CurvePoint>& points, std::optional<double> arms
   }
   const bool arms = arms_sigma && arms_df > 0;
   c.sigma_source = df > 0 ? (arms ? "reference seeds and the compared arms" : "reference seeds")
-                          : (arms ? "the compared arms" : "");
+                          : (arms ? "compared arms" : "");
   if (arms) sum += *arms_sigma * *arms_sigma * arms_df, df += arms_df;
   c.sigma_df = df;
   if (df > 0) c.sigma = std::sqrt(sum / df);

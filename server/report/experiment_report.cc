@@ -1,6 +1,7 @@
 #include "server/report/experiment_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -70,6 +71,49 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
     c.eval_fingerprint = j["eval_fingerprint"].get<std::string>();
   }
   return c;
+}
+
+absl::StatusOr<std::vector<TrainingCurve>> ReadTrainingCurves(
+    SqliteStore& store, const ComparisonPlan& plan, const std::vector<RunRecord>& runs,
+    const std::map<int64_t, ResultRecord>& results) {
+  std::vector<TrainingCurve> curves;
+  for (const RunRecord& run : runs) {
+    if (run.status != RunStatus::kSucceeded || run.variant_kind == "reference" ||
+        run.budget_steps != plan.budget.steps || run.budget_minutes != plan.budget.minutes ||
+        std::find(plan.seeds.begin(), plan.seeds.end(), run.seed) == plan.seeds.end() ||
+        std::find(plan.variants.begin(), plan.variants.end(), run.variant) ==
+            plan.variants.end()) {
+      continue;
+    }
+    auto it = results.find(run.id);
+    if (it == results.end()) continue;
+    const nlohmann::json j = nlohmann::json::parse(it->second.result_json, nullptr, false);
+    if (!j.is_object() || !j.contains("val_nats_per_byte") || !j["val_nats_per_byte"].is_number() ||
+        !j.contains("val_nats_per_token") || !j["val_nats_per_token"].is_number()) {
+      continue;
+    }
+    const double per_token = j["val_nats_per_token"].get<double>();
+    if (!(per_token > 0)) continue;
+    const double tokens_per_byte = j["val_nats_per_byte"].get<double>() / per_token;
+    std::map<int64_t, double> by_step;  // later attempts replace earlier ones
+    for (int attempt = 1; attempt <= run.attempt; ++attempt) {
+      ASSIGN_OR_RETURN(std::vector<MetricPointRecord> points,
+                       store.ListMetricPoints(run.id, attempt, /*after_step=*/0));
+      for (const MetricPointRecord& p : points) by_step[p.step] = p.loss;
+    }
+    TrainingCurve c{.variant = run.variant,
+                    .seed = run.seed,
+                    .device_class = run.lease_device_class,
+                    .points = {}};
+    if (j.contains("device_class") && j["device_class"].is_string()) {
+      c.device_class = j["device_class"].get<std::string>();
+    }
+    for (const auto& [step, loss] : by_step) {
+      if (std::isfinite(loss)) c.points.push_back({static_cast<double>(step), loss * tokens_per_byte});
+    }
+    curves.push_back(std::move(c));
+  }
+  return curves;
 }
 
 absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
@@ -195,7 +239,9 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
     }
   }
   if (options.plot) {
-    ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared));
+    ASSIGN_OR_RETURN(std::vector<TrainingCurve> curves,
+                     ReadTrainingCurves(store, plan, runs, by_run));
+    ASSIGN_OR_RETURN(out.plot_svg, RenderReportPlotSvg(plan, compared, curves));
   }
   return out;
 }

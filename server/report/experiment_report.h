@@ -5,6 +5,8 @@
 #ifndef SMALLEM_SERVER_REPORT_EXPERIMENT_REPORT_H_
 #define SMALLEM_SERVER_REPORT_EXPERIMENT_REPORT_H_
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "server/analysis/comparator.h"
 #include "server/report/full_report.h"
+#include "server/report/plot.h"
 #include "server/report/report_format.h"
 #include "server/store/sqlite_store.h"
 
@@ -38,6 +41,18 @@ struct RenderedReport {
 // InvalidArgument when a result is not the result JSON of docs/architecture.md § The formats.
 absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
                                           const std::optional<ResultRecord>& result);
+
+// The training curves of `runs` that the figure draws: each succeeded run
+// at `plan`'s budget and seeds, of a variant of the plan (not the
+// reference's), from its progress points (every attempt's, a later
+// attempt's replacing an earlier one's at a step: a resumed run goes on
+// from its checkpoint), converted from nats per token to nats per byte by
+// its result's val_nats_per_byte / val_nats_per_token (the validation
+// text's tokens per byte; a run whose result lacks them has no curve).
+// The store's errors.
+absl::StatusOr<std::vector<TrainingCurve>> ReadTrainingCurves(
+    SqliteStore& store, const ComparisonPlan& plan, const std::vector<RunRecord>& runs,
+    const std::map<int64_t, ResultRecord>& results);
 
 // Errors of ParseGrid and RenderFullReport (FailedPrecondition for --at time
 // without a reference curve).

@@ -94,12 +94,13 @@ absl::StatusOr<std::string> RenderFullReport(const ComparisonPlan& plan,
 }
 
 absl::StatusOr<std::string> RenderReportPlotSvg(const ComparisonPlan& plan,
-                                                const std::vector<ComparedRun>& runs) {
+                                                const std::vector<ComparedRun>& runs,
+                                                const std::vector<TrainingCurve>& curves) {
   ASSIGN_OR_RETURN(Report steps, CompareAtEqualSteps(plan, runs));
   absl::StatusOr<TimeReport> time = CompareAtEqualTime(plan, runs);
-  if (time.ok()) return RenderPlotSvg(PlotDataFor(*time));
+  if (time.ok()) return RenderPlotSvg(PlotDataFor(*time, curves));
   if (time.status().code() != absl::StatusCode::kFailedPrecondition) return time.status();
-  return RenderPlotSvg(PlotDataFor(steps, plan, runs));
+  return RenderPlotSvg(PlotDataFor(steps, plan, runs, curves));
 }
 
 absl::StatusOr<std::string> RenderNoiseReport(const ComparisonPlan& plan,

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/analysis/comparator.h"
+#include "server/report/plot.h"
 #include "server/report/report_format.h"
 
 namespace smallem {
@@ -53,10 +54,12 @@ absl::StatusOr<std::string> RenderFullReport(const ComparisonPlan& plan,
 // The figure as SVG text (server/report/plot.h), for a coordinator to send to a
 // client that writes it locally (after CheckPlotPath). Draws the reference
 // curve when the equal-time comparison is possible, the variants alone
-// otherwise. Errors: those of CompareAtEqualSteps, and CompareAtEqualTime's
-// other than FailedPrecondition.
+// otherwise; the variants' training curves from `curves` (PlotDataFor).
+// Errors: those of CompareAtEqualSteps, and CompareAtEqualTime's other than
+// FailedPrecondition.
 absl::StatusOr<std::string> RenderReportPlotSvg(const ComparisonPlan& plan,
-                                                const std::vector<ComparedRun>& runs);
+                                                const std::vector<ComparedRun>& runs,
+                                                const std::vector<TrainingCurve>& curves = {});
 
 // `smallemctl noise EXP`: the noise section alone, in `format`.
 absl::StatusOr<std::string> RenderNoiseReport(const ComparisonPlan& plan,

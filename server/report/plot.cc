@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/files.h"
 #include "server/analysis/distributions.h"
+#include "server/analysis/verdict.h"
 
 namespace smallem {
 namespace {
@@ -66,32 +67,40 @@ std::string TimeLabel(double seconds) {
 }
 std::string StepsLabel(double steps) { return absl::StrFormat("%.0f", steps); }
 
-// A log-x, linear-y mapping of data onto one panel.
+// A log-x (or linear-x), linear-y mapping of data onto one panel.
 struct Axes {
   double left = 0;
-  double log_lo = 0, log_hi = 1;  // ln of the x range
+  bool log = true;
+  double lo = 0, hi = 1;  // the x range: its ln on a log axis
   double y_lo = 0, y_hi = 1;
 
-  double X(double x) const {
-    return left + kPanelWidth * (std::log(x) - log_lo) / (log_hi - log_lo);
-  }
+  double U(double x) const { return log ? std::log(x) : x; }
+  double X(double x) const { return left + kPanelWidth * (U(x) - lo) / (hi - lo); }
   double Y(double y) const { return kPanelTop + kPanelHeight * (y_hi - y) / (y_hi - y_lo); }
-  double x_lo() const { return std::exp(log_lo); }
-  double x_hi() const { return std::exp(log_hi); }
+  double x_lo() const { return log ? std::exp(lo) : lo; }
+  double x_hi() const { return log ? std::exp(hi) : hi; }
 };
 
 // Ranges covering `xs` (positive) and `ys`, padded; sane when empty or flat.
-Axes MakeAxes(double left, std::vector<double> xs, std::vector<double> ys) {
+// A linear x axis starts at 0 and leaves a tenth of its width right of the
+// data (where the steps panel draws its intervals).
+Axes MakeAxes(double left, std::vector<double> xs, std::vector<double> ys, bool log = true) {
   Axes a;
   a.left = left;
+  a.log = log;
   xs.erase(std::remove_if(xs.begin(), xs.end(), [](double x) { return !(x > 0); }), xs.end());
   if (xs.empty()) xs = {1, 10};
   const auto [xmin, xmax] = std::minmax_element(xs.begin(), xs.end());
-  a.log_lo = std::log(*xmin);
-  a.log_hi = std::log(*xmax);
-  const double pad = std::max(0.08 * (a.log_hi - a.log_lo), 0.1);
-  a.log_lo -= pad;
-  a.log_hi += pad;
+  if (log) {
+    a.lo = std::log(*xmin);
+    a.hi = std::log(*xmax);
+    const double pad = std::max(0.08 * (a.hi - a.lo), 0.1);
+    a.lo -= pad;
+    a.hi += pad;
+  } else {
+    a.lo = 0;
+    a.hi = *xmax * 1.1;
+  }
   if (ys.empty()) ys = {0, 1};
   const auto [ymin, ymax] = std::minmax_element(ys.begin(), ys.end());
   const double ypad = std::max(0.06 * (*ymax - *ymin), 1e-3);
@@ -125,8 +134,8 @@ std::vector<double> LinearTicks(double lo, double hi, int* decimals, int target 
 std::vector<double> LogTicks(const Axes& a) {
   auto per_decade = [&](const std::vector<int>& mantissas) {
     std::vector<double> ticks;
-    for (int k = static_cast<int>(std::floor(a.log_lo / std::log(10.0)));
-         k <= static_cast<int>(std::ceil(a.log_hi / std::log(10.0))); ++k) {
+    for (int k = static_cast<int>(std::floor(a.lo / std::log(10.0)));
+         k <= static_cast<int>(std::ceil(a.hi / std::log(10.0))); ++k) {
       for (int m : mantissas) {
         const double v = m * std::pow(10.0, k);
         if (v >= a.x_lo() && v <= a.x_hi()) ticks.push_back(v);
@@ -136,9 +145,9 @@ std::vector<double> LogTicks(const Axes& a) {
   };
   auto reaches_across = [&](const std::vector<double>& ticks) {
     if (ticks.size() < 3) return false;
-    const double span = a.log_hi - a.log_lo;
-    return (std::log(ticks.front()) - a.log_lo) / span <= 1.0 / 3 &&
-           (a.log_hi - std::log(ticks.back())) / span <= 1.0 / 3;
+    const double span = a.hi - a.lo;
+    return (std::log(ticks.front()) - a.lo) / span <= 1.0 / 3 &&
+           (a.hi - std::log(ticks.back())) / span <= 1.0 / 3;
   };
   for (const std::vector<int>& mantissas :
        {std::vector<int>{1, 2, 5}, std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
@@ -156,7 +165,15 @@ std::vector<double> LogTicks(const Axes& a) {
   return ticks;
 }
 
-void Frame(const Axes& a, const std::string& x_title, bool time_axis, std::string& svg) {
+// The x ticks of either kind of axis.
+std::vector<double> XTicks(const Axes& a) {
+  if (a.log) return LogTicks(a);
+  int decimals = 0;
+  return LinearTicks(a.x_lo(), a.x_hi(), &decimals);
+}
+
+void Frame(const Axes& a, const std::string& x_title, const std::string& y_title, bool time_axis,
+           std::string& svg) {
   absl::StrAppend(&svg, "<rect class=\"frame\" x=\"", Num(a.left), "\" y=\"", Num(kPanelTop),
                   "\" width=\"", Num(kPanelWidth), "\" height=\"", Num(kPanelHeight),
                   "\" fill=\"none\" stroke=\"#444\"/>\n");
@@ -164,7 +181,7 @@ void Frame(const Axes& a, const std::string& x_title, bool time_axis, std::strin
   // is left out ("0.7 s0.8 s0.9 s1 s" where 1–9 per decade crowd a wide
   // range), each label taken as kTickLabelCharWidth per character.
   double last_label_right = -1e9;
-  for (double v : LogTicks(a)) {
+  for (double v : XTicks(a)) {
     const double x = a.X(v);
     absl::StrAppend(&svg, "<line class=\"tick\" x1=\"", Num(x), "\" y1=\"",
                     Num(kPanelTop + kPanelHeight), "\" x2=\"", Num(x), "\" y2=\"",
@@ -191,7 +208,7 @@ void Frame(const Axes& a, const std::string& x_title, bool time_axis, std::strin
   const double yc = kPanelTop + kPanelHeight / 2;
   absl::StrAppend(&svg, "<text class=\"axis-title\" x=\"", Num(a.left - 58), "\" y=\"", Num(yc),
                   "\" text-anchor=\"middle\" transform=\"rotate(-90 ", Num(a.left - 58), " ",
-                  Num(yc), ")\">validation loss (nats/byte)</text>\n");
+                  Num(yc), ")\">", Escape(y_title), "</text>\n");
 }
 
 std::string Points(const Axes& a, const std::vector<PlotPoint>& pts) {
@@ -261,7 +278,7 @@ void TimePanel(const PlotData& d, std::string& svg) {
   absl::StrAppend(&svg, "<text class=\"panel-title\" x=\"", Num(a.left + kPanelWidth / 2),
                   "\" y=\"", Num(kPanelTop - 10),
                   "\" text-anchor=\"middle\">loss against training time</text>\n");
-  Frame(a, "training time (log scale)", true, svg);
+  Frame(a, "training time (log scale)", "validation loss (nats/byte)", true, svg);
   if (d.curve) {
     if (!upper.empty()) {
       std::vector<PlotPoint> band = upper;
@@ -296,18 +313,85 @@ void TimePanel(const PlotData& d, std::string& svg) {
   absl::StrAppend(&svg, "</g>\n");
 }
 
+// The Δ of each compared variant at the budget: its mean's 95 % interval
+// (the baseline's mean + Δ's interval) as a vertical bar just right of the
+// budget, one bar per variant side by side, and the list of them in the
+// panel's lower left corner, which the falling curves leave empty.
+void DeltaIntervals(const PlotData& d, const Axes& a, std::string& svg) {
+  if (!d.budget_steps || !d.baseline_mean) return;
+  const double x0 = a.X(*d.budget_steps);
+  const double base = *d.baseline_mean;
+  absl::StrAppend(&svg, "<line class=\"baseline-mean\" x1=\"", Num(x0 - 6), "\" y1=\"",
+                  Num(a.Y(base)), "\" x2=\"", Num(x0 + 30), "\" y2=\"", Num(a.Y(base)),
+                  "\" stroke=\"", kColors[0], "\" stroke-dasharray=\"3,2\"><title>",
+                  absl::StrFormat("baseline mean at %s steps: %.4f", StepsLabel(*d.budget_steps),
+                                  base),
+                  "</title></line>\n");
+  std::vector<std::string> lines;
+  int drawn = 0;
+  for (size_t i = 0; i < d.variants.size(); ++i) {
+    const PlotSeries& s = d.variants[i];
+    if (!s.delta || !s.ci_low || !s.ci_high) continue;
+    const char* color = kColors[i % std::size(kColors)];
+    const std::string text =
+        absl::StrFormat("%s %+.4f [%+.4f, %+.4f] %s", s.name, *s.delta, *s.ci_low, *s.ci_high,
+                        s.verdict);
+    const double x = x0 + 7 * (++drawn);
+    absl::StrAppend(&svg, "<g class=\"delta\" data-delta=\"variant:", Escape(s.name), "\">");
+    absl::StrAppend(&svg, "<line class=\"delta-interval\" x1=\"", Num(x), "\" y1=\"",
+                    Num(a.Y(base + *s.ci_high)), "\" x2=\"", Num(x), "\" y2=\"",
+                    Num(a.Y(base + *s.ci_low)), "\" stroke=\"", color,
+                    "\" stroke-width=\"2\"><title>", Escape(s.name), ": Δ ",
+                    absl::StrFormat("%+.4f, 95 %% interval [%+.4f, %+.4f] at %s steps, %s",
+                                    *s.delta, *s.ci_low, *s.ci_high,
+                                    StepsLabel(*d.budget_steps), s.verdict),
+                    "</title></line>");
+    absl::StrAppend(&svg, "<line class=\"delta-mean\" x1=\"", Num(x - 4), "\" y1=\"",
+                    Num(a.Y(base + *s.delta)), "\" x2=\"", Num(x + 4), "\" y2=\"",
+                    Num(a.Y(base + *s.delta)), "\" stroke=\"", color,
+                    "\" stroke-width=\"2\"/></g>\n");
+    lines.push_back(text);
+  }
+  if (lines.empty()) return;
+  lines.insert(lines.begin(),
+               absl::StrCat("Δ at ", StepsLabel(*d.budget_steps), " steps [95 % interval]"));
+  const double bottom = kPanelTop + kPanelHeight - 8;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    absl::StrAppend(&svg, "<text class=\"delta-label\" x=\"", Num(a.left + 8), "\" y=\"",
+                    Num(bottom - 15.0 * static_cast<double>(lines.size() - 1 - i)),
+                    "\" font-size=\"11\">", Escape(lines[i]), "</text>\n");
+  }
+}
+
 void StepsPanel(const PlotData& d, std::string& svg) {
   std::vector<double> xs, ys;
   for (const PlotPoint& p : d.reference_steps) xs.push_back(p.x), ys.push_back(p.y);
   for (const PlotSeries& s : d.variants) {
     for (const PlotPoint& p : s.steps) xs.push_back(p.x), ys.push_back(p.y);
+    for (const PlotPoint& p : s.training) xs.push_back(p.x), ys.push_back(p.y);
+    if (d.baseline_mean && s.ci_low && s.ci_high) {
+      ys.push_back(*d.baseline_mean + *s.ci_low), ys.push_back(*d.baseline_mean + *s.ci_high);
+    }
   }
-  const Axes a = MakeAxes(kPanelLeft[1], xs, ys);
+  if (d.budget_steps) xs.push_back(*d.budget_steps);
+  // A log axis only where the steps span enough for one: final points all
+  // at one budget on a log scale read as 1,400–1,600 "log" steps.
+  bool log = false;
+  if (!xs.empty()) {
+    const auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
+    log = *lo > 0 && *hi >= 3 * *lo;
+  }
+  const Axes a = MakeAxes(kPanelLeft[1], xs, ys, log);
   absl::StrAppend(&svg, "<g class=\"panel\" id=\"steps-panel\">\n");
+  bool curves = false;
+  for (const PlotSeries& s : d.variants) curves |= s.training.size() > 1;
   absl::StrAppend(&svg, "<text class=\"panel-title\" x=\"", Num(a.left + kPanelWidth / 2),
-                  "\" y=\"", Num(kPanelTop - 10),
-                  "\" text-anchor=\"middle\">loss against steps</text>\n");
-  Frame(a, "optimizer steps (log scale)", false, svg);
+                  "\" y=\"", Num(kPanelTop - 10), "\" text-anchor=\"middle\">",
+                  curves ? "loss against steps (lines: training, markers: validation)"
+                         : "validation loss against steps",
+                  "</text>\n");
+  Frame(a, log ? "optimizer steps (log scale)" : "optimizer steps",
+        curves ? "loss (nats/byte)" : "validation loss (nats/byte)", false, svg);
   if (!d.reference_steps.empty()) {
     // The mean of each budget, joined.
     std::map<double, std::pair<double, int>> by_steps;
@@ -324,12 +408,20 @@ void StepsPanel(const PlotData& d, std::string& svg) {
     absl::StrAppend(&svg, "</g>\n");
   }
   for (size_t i = 0; i < d.variants.size(); ++i) {
-    absl::StrAppend(&svg, "<g class=\"series\" data-series=\"variant:", Escape(d.variants[i].name),
-                    "\">\n");
-    Circles(a, d.variants[i].steps, kColors[i % std::size(kColors)], d.variants[i].name, false,
-            svg);
+    const PlotSeries& s = d.variants[i];
+    const char* color = kColors[i % std::size(kColors)];
+    absl::StrAppend(&svg, "<g class=\"series\" data-series=\"variant:", Escape(s.name), "\">\n");
+    if (s.training.size() > 1) {
+      absl::StrAppend(&svg, "<polyline class=\"training-curve\" points=\"", Points(a, s.training),
+                      "\" fill=\"none\" stroke=\"", color,
+                      "\" stroke-width=\"1.2\" stroke-opacity=\"0.85\"><title>", Escape(s.name),
+                      ": training loss, mean of its seeds' progress points, in nats/byte at "
+                      "the validation text's bytes per token</title></polyline>\n");
+    }
+    Circles(a, s.steps, color, s.name, false, svg);
     absl::StrAppend(&svg, "</g>\n");
   }
+  DeltaIntervals(d, a, svg);
   absl::StrAppend(&svg, "</g>\n");
 }
 
@@ -378,9 +470,42 @@ std::vector<PlotPoint> Zip(const std::vector<int64_t>& xs, const std::vector<dou
   return Zip(d, ys);
 }
 
+// Fills the series of `d` (parallel to `steps.rows`) with each row's Δ at
+// equal steps and its training curve: the mean over the curves of its runs
+// on the compared device class, at the steps all of them have.
+void AddStepsComparison(const Report& steps, const std::vector<TrainingCurve>& curves,
+                        PlotData& d) {
+  CHECK_EQ(d.variants.size(), steps.rows.size());
+  if (steps.budget.steps) d.budget_steps = static_cast<double>(*steps.budget.steps);
+  if (!steps.rows.empty()) d.baseline_mean = steps.rows[0].mean_loss;
+  for (size_t i = 0; i < steps.rows.size(); ++i) {
+    const ReportRow& row = steps.rows[i];
+    PlotSeries& s = d.variants[i];
+    s.verdict = VerdictName(row.verdict);
+    if (row.delta && row.ci_low && row.ci_high) {
+      s.delta = row.delta, s.ci_low = row.ci_low, s.ci_high = row.ci_high;
+    }
+    std::map<double, std::pair<double, int>> by_step;
+    int n = 0;
+    for (const TrainingCurve& c : curves) {
+      if (c.variant != row.variant || c.device_class != steps.device_class || c.points.empty()) {
+        continue;
+      }
+      ++n;
+      for (const PlotPoint& p : c.points) {
+        by_step[p.x].first += p.y;
+        ++by_step[p.x].second;
+      }
+    }
+    for (const auto& [x, sum] : by_step) {
+      if (sum.second == n && x > 0) s.training.push_back({x, sum.first / n});
+    }
+  }
+}
+
 }  // namespace
 
-PlotData PlotDataFor(const TimeReport& report) {
+PlotData PlotDataFor(const TimeReport& report, const std::vector<TrainingCurve>& curves) {
   PlotData d;
   d.title = absl::StrCat(report.steps.experiment,
                          " — validation loss by training time and by "
@@ -398,18 +523,25 @@ PlotData PlotDataFor(const TimeReport& report) {
     for (const PlotPoint& s : Zip(p.seed_steps, p.seed_losses)) d.reference_steps.push_back(s);
   }
   for (const TimeRow& row : report.rows) {
-    d.variants.push_back({row.variant, Zip(row.seconds, row.losses), Zip(row.steps, row.losses)});
+    PlotSeries s;
+    s.name = row.variant;
+    s.time = Zip(row.seconds, row.losses);
+    s.steps = Zip(row.steps, row.losses);
+    d.variants.push_back(std::move(s));
   }
+  AddStepsComparison(report.steps, curves, d);
   return d;
 }
 
 PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
-                     const std::vector<ComparedRun>& runs) {
+                     const std::vector<ComparedRun>& runs,
+                     const std::vector<TrainingCurve>& curves) {
   PlotData d;
   d.title = absl::StrCat(report.experiment, " — validation loss by training time and by steps",
                          report.device_class.empty() ? "" : ", device class ", report.device_class);
   for (const ReportRow& row : report.rows) {
-    PlotSeries s{.name = row.variant, .time = {}, .steps = {}};
+    PlotSeries s;
+    s.name = row.variant;
     for (int64_t seed : plan.SeedsOf(row.variant)) {
       for (const ComparedRun& r : runs) {
         if (r.variant != row.variant || r.seed != seed || r.state != RunState::kSucceeded ||
@@ -425,6 +557,7 @@ PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
     }
     d.variants.push_back(std::move(s));
   }
+  AddStepsComparison(report, curves, d);
   return d;
 }
 

@@ -8,15 +8,27 @@
 //     solid between the points, dashed where it is extrapolated to cover the
 //     variants' times), its band R(t) ± t₀.₉₇₅·SE_R(t) (bootstrap), and
 //     every seed of every variant as a marker, one colour per variant;
-//  2. validation loss against optimizer steps, log-scaled x: the reference
-//     seeds and every variant's seeds.
+//  2. loss against optimizer steps: each variant's training curve (the
+//     mean of its seeds' progress points, from the store: the only loss
+//     recorded during training, converted to nats/byte at the validation
+//     text's bytes per token), its seeds' final validation losses as
+//     markers, the reference seeds, and at the budget each variant's Δ
+//     with its 95 % interval (equal steps) drawn against the baseline's
+//     mean and listed in the panel's corner. The x axis is log-scaled when
+//     the steps span a factor of 3 or more (curves, reference budgets), and
+//     linear from 0 otherwise (final points alone, all at one budget).
 //
 // The SVG is meant to be read by programs too: each panel is a
 // <g class="panel" id="time-panel"|"steps-panel">; each series is a
 // <g class="series" data-series="NAME"> ("reference", "variant:NAME"); the
 // curve is <polyline class="reference-line"> (and
 // "reference-extrapolated"), the band <polygon class="reference-band">; every
-// marker has a <title> with its values.
+// marker has a <title> with its values. In the steps panel a variant's
+// training curve is <polyline class="training-curve"> inside its series,
+// its interval <g class="delta" data-delta="variant:NAME"> holding
+// <line class="delta-interval"> (the 95 % interval of its mean,
+// baseline mean + Δ's interval) and <line class="delta-mean">; the
+// baseline's mean is <line class="baseline-mean">.
 //
 // PNG is not produced: that needs a rasterizer and fonts, which Smallem does
 // not bundle. WritePlot refuses a .png path and says how to convert the SVG
@@ -26,6 +38,7 @@
 #ifndef SMALLEM_SERVER_REPORT_PLOT_H_
 #define SMALLEM_SERVER_REPORT_PLOT_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +59,24 @@ struct PlotSeries {
   std::string name;              // a variant's name
   std::vector<PlotPoint> time;   // (training seconds, loss) per seed
   std::vector<PlotPoint> steps;  // (optimizer steps, loss) per seed; steps > 0 only
+  // (optimizer step, training loss in nats/byte): the mean over the
+  // variant's seeds at the steps every one of their curves has; empty
+  // without curves.
+  std::vector<PlotPoint> training;
+  // At equal steps: the variant's mean and Δ with its 95 % interval,
+  // set on compared rows (not the baseline's); the verdict's text.
+  std::optional<double> delta, ci_low, ci_high;
+  std::string verdict;
+};
+
+// One run's training curve (its progress points, every attempt's, a later
+// attempt's point replacing an earlier one's at the same step), for the
+// steps panel.
+struct TrainingCurve {
+  std::string variant;
+  int64_t seed = 0;
+  std::string device_class;
+  std::vector<PlotPoint> points;  // (optimizer step, training loss in nats/byte), by step
 };
 
 struct PlotData {
@@ -57,15 +88,24 @@ struct PlotData {
   std::optional<CurveBootstrap> bootstrap;
   double band_t = 0;
   std::vector<PlotSeries> variants;
+  // The equal-steps budget and the baseline's mean there, where the
+  // variants' intervals are drawn; unset for a minutes budget or before
+  // the baseline finished.
+  std::optional<double> budget_steps;
+  std::optional<double> baseline_mean;
 };
 
 // The data of `report`: its chosen curve and bootstrap when it has two
-// points or more, every finished seed of every row.
-PlotData PlotDataFor(const TimeReport& report);
+// points or more, every finished seed of every row, each row's Δ at equal
+// steps, and the variants' training curves from `curves` (the runs at the
+// compared budget: those on the compared device class are used).
+PlotData PlotDataFor(const TimeReport& report, const std::vector<TrainingCurve>& curves = {});
 // Without a reference curve: the variants of an equal-steps report (their
-// seeds' losses and mean times; per-seed steps from `runs`).
+// seeds' losses and mean times; per-seed steps from `runs`), Δ and curves
+// as above.
 PlotData PlotDataFor(const Report& report, const ComparisonPlan& plan,
-                     const std::vector<ComparedRun>& runs);
+                     const std::vector<ComparedRun>& runs,
+                     const std::vector<TrainingCurve>& curves = {});
 
 // The figure as an SVG document.
 std::string RenderPlotSvg(const PlotData& data);

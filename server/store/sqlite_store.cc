@@ -330,7 +330,10 @@ absl::StatusOr<ExperimentRecord> SqliteStore::GetExperiment(int64_t id) {
                                              " FROM experiments WHERE id = ?")));
   s.Bind(1, id);
   ASSIGN_OR_RETURN(bool found, s.Step());
-  if (!found) return absl::NotFoundError(absl::StrCat("no experiment with id ", id));
+  if (!found) {
+    return absl::NotFoundError(
+        absl::StrCat("no experiment with id ", id, " (", kListExperimentsHint, ")"));
+  }
   return ReadExperiment(s);
 }
 
@@ -342,8 +345,8 @@ absl::StatusOr<ExperimentRecord> SqliteStore::FindExperiment(std::string_view na
   s.Bind(1, name);
   ASSIGN_OR_RETURN(bool found, s.Step());
   if (!found) {
-    return absl::NotFoundError(absl::StrCat(
-        "no experiment named \"", std::string(name), "\" (`smallemctl status` lists them)"));
+    return absl::NotFoundError(absl::StrCat("no experiment named \"", std::string(name), "\" (",
+                                            kListExperimentsHint, ")"));
   }
   return ReadExperiment(s);
 }

@@ -49,6 +49,12 @@
 
 namespace smallem {
 
+// The end of the NotFound message for an experiment that does not exist:
+// the command that lists every experiment, those hidden by default (every
+// run cancelled) included. smallemctl's --db FILE verbs give the same
+// command with their --db (cli/session.h).
+inline constexpr char kListExperimentsHint[] = "`smallemctl status --all` lists them all";
+
 // Given a run whose attempt just ended without a result (counters already
 // updated for this ending), the status it moves to: kQueued or kFailed, or
 // kDiverged for a kDiverged failure.
@@ -147,7 +153,7 @@ class SqliteStore {
   // same submission again completes it (cells are never queued twice).
   absl::StatusOr<SubmitOutcome> Submit(const SubmissionRecord& submission, int64_t now_ms);
 
-  // NotFound when absent.
+  // NotFound when absent, its message ending with kListExperimentsHint.
   absl::StatusOr<ExperimentRecord> GetExperiment(int64_t id);
   absl::StatusOr<ExperimentRecord> FindExperiment(std::string_view name);
   // Newest first.

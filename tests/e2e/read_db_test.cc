@@ -57,6 +57,10 @@ TEST_F(ReadDbTest, RunsReportIsRereadAndDrawnFromItsDatabaseWithNoCoordinator) {
   Output plot = RunCtl({"report", "reread", "--db", db(), "--plot", figure});
   ASSERT_EQ(plot.exit.exit_code, 0) << plot.last_error;
   EXPECT_TRUE(absl::StrContains(Slurp(figure), "<svg")) << Slurp(figure).substr(0, 200);
+  // The steps panel draws each arm's training curve from the stored
+  // progress points (every 10 steps of 20: two points each).
+  EXPECT_TRUE(absl::StrContains(Slurp(figure), "class=\"training-curve\""))
+      << Slurp(figure);
 
   Output status = RunCtl({"status", "--db", db()});
   ASSERT_EQ(status.exit.exit_code, 0) << status.last_error;
@@ -76,6 +80,32 @@ TEST_F(ReadDbTest, RunsReportIsRereadAndDrawnFromItsDatabaseWithNoCoordinator) {
 
   // Reading wrote nothing: the database is what run left.
   EXPECT_FALSE(std::filesystem::exists(db() + "-journal"));
+}
+
+TEST_F(ReadDbTest, AnUnknownExperimentNamesTheCommandThatListsThemAll) {
+  const std::string data = dir_.Join("data");
+  ASSERT_TRUE(testing::PrepareTinyDataset(dir_.path(), data).ok());
+  const std::string grid = dir_.Join("grid.yaml");
+  testing::WriteFile(grid, testing::TinyGridYaml("known", data, 2, 1, 10));
+  Output run = RunCtl({"run", grid, "--db", db(), "--cache", dir_.Join("cache"), "--threads", "1"});
+  ASSERT_EQ(run.exit.exit_code, 0) << run.out << "\n" << run.last_error;
+  // Every read-only verb: the listing command is this database's, with
+  // --all (status hides experiments whose every run was cancelled), not a
+  // bare `smallemctl status`, which would ask a coordinator.
+  const std::string list = "`smallemctl status --db " + db() + " --all` lists them all";
+  for (const std::vector<std::string>& verb :
+       {std::vector<std::string>{"report", "unknown"}, {"report", "unknown", "--plot", dir_.Join("u.svg")},
+        {"noise", "unknown"}, {"status", "unknown"}, {"export", "unknown", "--csv", dir_.Join("u.csv")},
+        {"report", "99"}}) {
+    std::vector<std::string> args = verb;
+    args.insert(args.end(), {"--db", db()});
+    Output o = RunCtl(args);
+    EXPECT_EQ(o.exit.exit_code, 2) << verb[0];
+    const std::string what = verb[1] == "99" ? "no experiment with id 99"
+                                             : "no experiment named \"unknown\"";
+    EXPECT_NE(o.last_error.find(what + " (" + list + ")"), std::string::npos)
+        << verb[0] << ": " << o.last_error;
+  }
 }
 
 TEST_F(ReadDbTest, AMissingDatabaseIsNamedAndNotCreated) {

@@ -1,5 +1,6 @@
 #include "server/grid/grid.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -327,6 +328,47 @@ TEST(GridTest, ExampleGridsParse) {
     EXPECT_GE(grid->variants.size(), 3u) << name;
     EXPECT_GE(grid->seeds.size(), 2u) << name;
   }
+}
+
+TEST(GridTest, DemoGridComparesAtEqualStepsAndAtEqualTime) {
+  // What the demo must show without training it: RoPE and RMSNorm against
+  // GPT-2, a variant whose point is time (another optimizer: its step costs
+  // more), two seeds as a plain list, and a reference curve of the
+  // baseline's own spec whose budgets bracket the variants' budget (one
+  // below, the budget itself run once for both, and above it by more than
+  // Muon's step costs over AdamW's, ~1.25× measured: docs/benchmarks.md §
+  // The demo's runs).
+  const std::string name = "examples/demo.yaml";
+  std::ifstream in(SourceRoot() + name);
+  ASSERT_TRUE(in.good()) << name;
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<Grid> grid = ParseGrid(text.str(), name);
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(grid->seeds, (std::vector<int64_t>{1, 2}));
+  ASSERT_TRUE(grid->budget.steps.has_value());
+  const int64_t budget = *grid->budget.steps;
+  const nlohmann::json base = SpecOf(*grid, grid->baseline);
+  EXPECT_EQ(base["positions"], "learned");
+  EXPECT_EQ(SpecOf(*grid, "rope")["positions"], "rope");
+  EXPECT_EQ(SpecOf(*grid, "rms")["norm"], "rms");
+  int timed = 0;  // variants that change the optimizer, whose steps cost more
+  for (const GridVariant& v : grid->variants) {
+    timed += nlohmann::json::parse(v.spec_json)["optimizer"] != base["optimizer"];
+  }
+  EXPECT_EQ(timed, 1);
+
+  ASSERT_TRUE(grid->reference.has_value()) << "the demo shows equal time";
+  EXPECT_EQ(grid->reference->spec_hash, grid->FindVariant(grid->baseline)->spec_hash)
+      << "the curve is the baseline's own spec (AdamW)";
+  const std::vector<Budget>& budgets = grid->reference->budgets;
+  ASSERT_GE(budgets.size(), 3u);
+  for (const Budget& b : budgets) ASSERT_TRUE(b.steps.has_value());
+  EXPECT_LT(*budgets.front().steps, budget);
+  EXPECT_GE(*budgets.back().steps, budget * 3 / 2);
+  EXPECT_TRUE(std::any_of(budgets.begin(), budgets.end(),
+                          [&](const Budget& b) { return b.steps == budget; }))
+      << "the baseline's own cell is a point of the curve, run once";
 }
 
 // ---- Malformed grids: every message names file:line and the key --------

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -23,6 +24,7 @@ namespace smallem {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::MakeRun;
 using testing::Steps;
 
@@ -329,6 +331,124 @@ void ExpectTicksReachEveryPoint(const Element& root, const std::string& id) {
         << id << ": a point at x " << cx << " is far from every tick ("
         << absl::StrJoin(axis.labels, ", ") << ")";
   }
+}
+
+// Two arms of two seeds at 300 steps, each run with its training curve
+// (progress every 10 steps, falling from 2.4 to its final loss).
+struct StepsOnly {
+  ComparisonPlan plan;
+  std::vector<ComparedRun> runs;
+  std::vector<TrainingCurve> curves;
+};
+
+StepsOnly StepsOnlyFixture() {
+  StepsOnly f;
+  f.plan.experiment = "steps-only";
+  f.plan.baseline = "base";
+  f.plan.variants = {"base", "rope"};
+  f.plan.seeds = {1, 2};
+  f.plan.budget = Steps(300);
+  const std::map<std::pair<std::string, int64_t>, double> finals = {
+      {{"base", 1}, 1.60}, {{"base", 2}, 1.62}, {{"rope", 1}, 1.50}, {{"rope", 2}, 1.51}};
+  for (const auto& [cell, loss] : finals) {
+    f.runs.push_back(Finished(cell.first, cell.second, 300, loss, 12));
+    TrainingCurve c{.variant = cell.first, .seed = cell.second, .device_class = "cpu",
+                    .points = {}};
+    for (int step = 10; step <= 300; step += 10) {
+      c.points.push_back({static_cast<double>(step), loss + 0.8 * std::pow(10.0 / step, 0.5)});
+    }
+    f.curves.push_back(std::move(c));
+  }
+  return f;
+}
+
+TEST(PlotTest, StepsPanelDrawsEachArmsTrainingCurveAndItsDeltaAtTheBudget) {
+  const StepsOnly f = StepsOnlyFixture();
+  absl::StatusOr<Report> report = CompareAtEqualSteps(f.plan, f.runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_TRUE(report->rows[1].delta.has_value());
+  const std::string svg = RenderPlotSvg(PlotDataFor(*report, f.plan, f.runs, f.curves));
+  std::unique_ptr<Element> root = ParseXml(svg);
+  const Element* panel = Only(*root, "g", "id", "steps-panel");
+  ASSERT_NE(panel, nullptr);
+
+  // One curve per arm, inside its series, left to right over the steps.
+  for (const std::string& name : {"base", "rope"}) {
+    const Element* series = Only(*panel, "g", "data-series", "variant:" + name);
+    ASSERT_NE(series, nullptr);
+    const Element* curve = Only(*series, "polyline", "class", "training-curve");
+    ASSERT_NE(curve, nullptr) << name;
+    const auto points = PointsOf(*curve);
+    EXPECT_EQ(points.size(), 30u) << name;  // every step both seeds have
+    for (size_t i = 1; i < points.size(); ++i) {
+      EXPECT_GT(points[i].first, points[i - 1].first) << name;
+      EXPECT_GE(points[i].second, points[i - 1].second) << name;  // the loss falls: y grows
+    }
+    EXPECT_EQ(Count(*series, "circle"), 2u) << name;
+  }
+  // The steps span 10–300: a log axis, ticked across the data.
+  EXPECT_THAT(svg, HasSubstr("optimizer steps (log scale)"));
+  ExpectTicksReachEveryPoint(*root, "steps-panel");
+
+  // rope's Δ with its interval at the budget: the bar spans its mean's 95 %
+  // interval (higher loss drawn lower), its mark sits on the seeds' mean,
+  // and the corner lists Δ, the interval and the verdict.
+  const ReportRow& rope = report->rows[1];
+  const Element* delta = Only(*panel, "g", "data-delta", "variant:rope");
+  ASSERT_NE(delta, nullptr);
+  const Element* bar = Only(*delta, "line", "class", "delta-interval");
+  const Element* mark = Only(*delta, "line", "class", "delta-mean");
+  ASSERT_NE(bar, nullptr);
+  ASSERT_NE(mark, nullptr);
+  const double y_high = std::stod(bar->Attr("y1")), y_low = std::stod(bar->Attr("y2"));
+  const double y_mean = std::stod(mark->Attr("y1"));
+  EXPECT_LT(y_high, y_mean);
+  EXPECT_LT(y_mean, y_low);
+  std::vector<const Element*> rope_seeds;
+  Only(*panel, "g", "data-series", "variant:rope")
+      ->Find([](const Element& e) { return e.name == "circle"; }, rope_seeds);
+  ASSERT_EQ(rope_seeds.size(), 2u);
+  EXPECT_NEAR(y_mean,
+              (std::stod(rope_seeds[0]->Attr("cy")) + std::stod(rope_seeds[1]->Attr("cy"))) / 2,
+              0.11);
+  // The interval's length in pixels is its length in loss at the panel's scale.
+  const double px_per_loss = (y_low - y_mean) / (*rope.delta - *rope.ci_low);
+  EXPECT_NEAR((y_low - y_high) / px_per_loss, *rope.ci_high - *rope.ci_low, 1e-3);
+  EXPECT_THAT(bar->children.at(0)->text, HasSubstr("95 % interval"));
+  EXPECT_THAT(svg, HasSubstr(absl::StrFormat("rope %+.4f [%+.4f, %+.4f] %s", *rope.delta,
+                                             *rope.ci_low, *rope.ci_high,
+                                             VerdictName(rope.verdict))));
+  // The baseline has no interval of its own: its mean is the dashed mark.
+  std::vector<const Element*> intervals;
+  panel->Find([](const Element& e) { return e.Attr("class") == "delta"; }, intervals);
+  EXPECT_EQ(intervals.size(), 1u);
+  EXPECT_NE(Only(*panel, "line", "class", "baseline-mean"), nullptr);
+}
+
+TEST(PlotTest, FinalPointsAloneAtOneBudgetGetALinearAxisFromZero) {
+  // Without curves every point is at the budget: a "log scale" across
+  // 280–320 steps said nothing; the axis starts at 0 and reaches past it.
+  const StepsOnly f = StepsOnlyFixture();
+  absl::StatusOr<Report> report = CompareAtEqualSteps(f.plan, f.runs);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string svg = RenderPlotSvg(PlotDataFor(*report, f.plan, f.runs));
+  std::unique_ptr<Element> root = ParseXml(svg);
+  const Element* panel = Only(*root, "g", "id", "steps-panel");
+  ASSERT_NE(panel, nullptr);
+  EXPECT_THAT(svg, Not(HasSubstr("optimizer steps (log scale)")));
+  const XAxis axis = XAxisOf(*panel);
+  ASSERT_GE(axis.labels.size(), 3u);
+  EXPECT_EQ(axis.labels.front(), "0");
+  EXPECT_EQ(axis.labels.back(), "300");
+  std::vector<const Element*> circles;
+  panel->Find([](const Element& e) { return e.name == "circle"; }, circles);
+  ASSERT_EQ(circles.size(), 4u);
+  for (const Element* c : circles) {
+    EXPECT_GE(std::stod(c->Attr("cx")), axis.ticks.front());
+    EXPECT_LE(std::stod(c->Attr("cx")), axis.ticks.back() + 0.11);
+  }
+  // Δ and its interval are drawn without curves too.
+  EXPECT_NE(Only(*panel, "g", "data-delta", "variant:rope"), nullptr);
 }
 
 TEST(PlotTest, TicksReachTheDataOnANarrowRange) {
