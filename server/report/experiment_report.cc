@@ -80,7 +80,7 @@ absl::StatusOr<std::vector<TrainingCurve>> ReadTrainingCurves(
   for (const RunRecord& run : runs) {
     if (run.status != RunStatus::kSucceeded || run.variant_kind == "reference" ||
         run.budget_steps != plan.budget.steps || run.budget_minutes != plan.budget.minutes ||
-        std::find(plan.seeds.begin(), plan.seeds.end(), run.seed) == plan.seeds.end() ||
+        std::ranges::count(plan.SeedsOf(run.variant), run.seed) == 0 ||
         std::find(plan.variants.begin(), plan.variants.end(), run.variant) ==
             plan.variants.end()) {
       continue;

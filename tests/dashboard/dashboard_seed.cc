@@ -161,7 +161,8 @@ int Main(int argc, char** argv) {
       *done.add_points() = Point(s, steps, 3.0 + 4.0 / std::sqrt(s + 1.0));
     }
     done.set_result_json(absl::StrCat(
-        R"({"val_nats_per_byte":)", loss, R"(,"train_seconds":)", seconds, R"(,"steps":)", steps,
+        R"({"val_nats_per_byte":)", loss, R"(,"val_nats_per_token":)", 2.5 * loss,
+        R"(,"train_seconds":)", seconds, R"(,"steps":)", steps,
         R"(,"params":)", run.run().variant() == "wide" ? 20000 : 16000,
         R"(,"tokens_per_s":5000,"device_class":"cpu-test"})"));
     v1::CompleteResponse done_response;

@@ -180,6 +180,26 @@ def browser_case(stack, directory):
         check(css(driver, "#figure svg polygon.reference-band"), "no reference band drawn")
         series = {g.get_attribute("data-series") for g in css(driver, "#figure svg g.series")}
         check({"variant:base", "variant:wide"} <= series, f"figure series: {sorted(series)}")
+        # Drawn, not only present: the steps panel has each arm's training
+        # curve (more than its final point) and the variant's Δ with its
+        # interval; in each panel no two labels run into each other.
+        figure = driver.execute_script(
+            "const box = (e) => { const r = e.getBoundingClientRect();"
+            " return [r.left, r.right, r.top, r.bottom]; };"
+            "return {curves: [...document.querySelectorAll("
+            "   '#steps-panel polyline.training-curve')].map("
+            "   (p) => p.getAttribute('points').trim().split(/\\s+/).length),"
+            " deltas: document.querySelectorAll('#steps-panel g.delta line.delta-interval').length,"
+            " panels: [...document.querySelectorAll('#figure svg g.panel')].map("
+            "   (g) => [...g.querySelectorAll('text.tick-label')].map(box))};")
+        check(len(figure["curves"]) >= 2 and min(figure["curves"]) > 1,
+              f"steps panel training curves (points each): {figure['curves']}")
+        check(figure["deltas"] >= 1, "no Δ interval drawn at the budget")
+        for labels in figure["panels"]:
+            for i, a in enumerate(labels):
+                for b in labels[i + 1:]:
+                    overlap = a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+                    check(not overlap, f"figure labels overlap: {a} and {b}")
         screenshot(driver, "experiment.png")
 
         # A running run's curve gains points without a reload.
