@@ -7,21 +7,12 @@
 
 #include "gtest/gtest.h"
 #include "server/queue/sequential_looks.h"
+#include "tests/server/test_support.h"
 
 namespace smallem {
 namespace {
 
-constexpr char kGrid[] = R"(name: seq
-data: ../data/demo
-base: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, batch: 4}
-budget: {steps: 20}
-seeds: {start: [1, 2, 3], max: 6, looks: [3, 6]}
-baseline: base
-variants:
-  base: {}
-  good: {lr: 0.01}
-  open: {lr: 0.0031}
-)";
+constexpr const char* kGrid = testing::kSequentialGrid;
 
 ExperimentRecord Experiment() {
   return ExperimentRecord{.id = 1, .name = "seq", .baseline = "base", .grid_file = "seq.yaml",

@@ -20,19 +20,7 @@
 namespace smallem {
 namespace {
 
-// good is far better than the baseline from its first look; open is within
-// the noise (±0.003) and too noisy to be shown equivalent at look 1.
-constexpr char kGrid[] = R"(name: seq
-data: ../data/demo
-base: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, batch: 4}
-budget: {steps: 20}
-seeds: {start: [1, 2, 3], max: 6, looks: [3, 6]}
-baseline: base
-variants:
-  base: {}
-  good: {lr: 0.01}
-  open: {lr: 0.0031}
-)";
+constexpr const char* kGrid = testing::kSequentialGrid;
 
 // Validation loss of (variant, seed).
 double Loss(const std::string& variant, int64_t seed) {

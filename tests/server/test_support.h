@@ -30,6 +30,22 @@ inline SubmissionRecord MakeSubmission(const std::string& name, int variants, in
   return s;
 }
 
+// A sequential grid of the look tests: seeds 1–3, then up to 6 at a second
+// look. In their results `good` is far better than the baseline from its
+// first look; `open` is within the noise (±0.003) and too noisy to be
+// shown equivalent at look 1.
+inline constexpr char kSequentialGrid[] = R"(name: seq
+data: ../data/demo
+base: {arch: gpt2, layers: 1, heads: 2, embed: 32, context: 32, batch: 4}
+budget: {steps: 20}
+seeds: {start: [1, 2, 3], max: 6, looks: [3, 6]}
+baseline: base
+variants:
+  base: {}
+  good: {lr: 0.01}
+  open: {lr: 0.0031}
+)";
+
 }  // namespace smallem::testing
 
 #endif  // SMALLEM_TESTS_SERVER_TEST_SUPPORT_H_
