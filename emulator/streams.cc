@@ -137,12 +137,6 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   *graph = captured.release();
   return cudaSuccess;
 }
-cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
-  *status = !smallem::emu::IsCapturing(stream) ? cudaStreamCaptureStatusNone
-            : stream->invalidated              ? cudaStreamCaptureStatusInvalidated
-                                               : cudaStreamCaptureStatusActive;
-  return cudaSuccess;
-}
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long flags) {

@@ -98,11 +98,6 @@ enum cudaStreamCaptureMode {
   cudaStreamCaptureModeThreadLocal = 1,
   cudaStreamCaptureModeRelaxed = 2,
 };
-enum cudaStreamCaptureStatus {
-  cudaStreamCaptureStatusNone = 0,
-  cudaStreamCaptureStatusActive = 1,
-  cudaStreamCaptureStatusInvalidated = 2,
-};
 inline constexpr unsigned cudaHostAllocDefault = 0;
 
 struct cudaDeviceProp {
@@ -220,7 +215,6 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags);
 cudaError_t cudaFreeHost(void* ptr);
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
-cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long flags = 0);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
