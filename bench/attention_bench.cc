@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 20));
   const bool cold = Flag(argc, argv, "--cold", 0) != 0;
   const int64_t D = C / H;
-  CpuBackend be(threads);
+  CpuBackend be(bench::CpuOptions(threads));
   Rng rng(1);
   const Tensor qkv = bench::RandomTensor(be, {B, T, 3 * C}, rng, 1.0f);
   const Tensor out = bench::RandomTensor(be, {B, T, C}, rng, 0.0f);
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
               "\"attention_forward_ms\":%.3f,\"attention_backward_ms\":%.3f,\"attention_at_sgemm_ms\":%.3f,"
               "\"attention_over_flops\":%.2f,\"saved_forward_ms\":%.3f,\"saved_backward_ms\":%.3f,"
               "\"saved_over_flops\":%.2f}\n",
-              CpuBackend::GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), be.threads(),
+              be.GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), be.threads(),
               sgemm_flops_per_s / 1e9, 1e3 * forward_s, 1e3 * backward_s,
               1e3 * at_sgemm_s, (forward_s + backward_s) / at_sgemm_s, 1e3 * forward_saving_s,
               1e3 * backward_saved_s, (forward_saving_s + backward_saved_s) / at_sgemm_s);

@@ -6,14 +6,31 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/cpu/cpu_backend.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 
 namespace smallem::bench {
+
+// The options of a benchmark's CpuBackend: SMALLEM_GEMM and
+// SMALLEM_ATTENTION, read at the benchmark's start as every binary reads
+// them (docs/benchmarks.md forces a library or kernel that way); a bad
+// value ends the benchmark with the message.
+inline CpuBackend::Options CpuOptions(int threads) {
+  absl::StatusOr<CpuBackend::Options> options = CpuBackend::OptionsFromEnvironment(threads);
+  if (!options.ok()) {
+    std::fprintf(stderr, "%s\n", options.status().ToString().c_str());
+    std::exit(2);
+  }
+  return *options;
+}
 
 // Writes a buffer larger than the caches (64 MiB): what the next call reads
 // comes from memory, as a step's activations do.

@@ -82,9 +82,12 @@ int main(int argc, char** argv) {
   const int64_t T = Flag(argc, argv, "--context", 128);
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 30));
   const bool cold = Flag(argc, argv, "--cold", 1) != 0;
-  CpuBackend be(1);  // chooses OpenBLAS's kernels, reads SMALLEM_GEMM
+  // SMALLEM_GEMM names one library to measure; the backend chooses
+  // OpenBLAS's kernels.
+  const CpuBackend::Options options = bench::CpuOptions(1);
+  CpuBackend be(options);
 
-  const std::vector<cpu::GemmLibrary> libraries = cpu::GemmLibrariesInUse();
+  const std::vector<cpu::GemmLibrary> libraries = cpu::GemmLibrariesInUse(options.gemm);
 
   std::vector<Product> shapes;
   struct Layer { const char* what; int64_t out, in; };
@@ -113,7 +116,7 @@ int main(int argc, char** argv) {
     std::printf("{\"shape\":\"%s %c%c %lldx%lldx%lld\"", s.what, s.trans_a ? 'T' : 'N',
                 s.trans_b ? 'T' : 'N', static_cast<long long>(s.m), static_cast<long long>(s.n),
                 static_cast<long long>(s.k));
-    const cpu::GemmLibrary rule = cpu::GemmLibraryFor(s.trans_a, s.m, s.n, s.k);
+    const cpu::GemmLibrary rule = cpu::GemmLibraryFor(cpu::GemmChoice(), s.trans_a, s.m, s.n, s.k);
     const bool in_step = std::string(s.what) != "attention";
     for (size_t i = 0; i < libraries.size(); ++i) {
       // Attention's blocks are in cache in the op (the pair's rows), always.

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/generation_speed.h"
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
       // Latent attention: a latent of C/4 and the default rotary width D/2,
       // the reference shape's 128 + 32 of 512 (the series' cache ÷ 6.4).
       {"latent", 0, 1, config.embed / 4}};
-  CpuBackend backend(1);
+  CpuBackend backend(bench::CpuOptions(1));
   std::vector<std::unique_ptr<Model>> models;
   for (const Variant& v : variants) {
     ModelConfig c = config;

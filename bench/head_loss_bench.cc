@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   const int64_t n = Flag(argc, argv, "--tokens", 2048), c = Flag(argc, argv, "--embed", 128);
   const int64_t v = Flag(argc, argv, "--vocab", 1024);
   const int rounds = static_cast<int>(Flag(argc, argv, "--rounds", 30));
-  CpuBackend be(threads);
+  CpuBackend be(bench::CpuOptions(threads));
   Rng rng(1);
   const Tensor x = bench::RandomTensor(be, {n, c}, rng, 1.0f);
   const Tensor table = bench::RandomTensor(be, {v, c}, rng, 0.1f);
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"gemm\":\"%s\",\"threads\":%d,\"tokens\":%lld,\"embed\":%lld,\"vocab\":%lld,"
       "\"chunk_rows\":%lld,\"plain_ms\":%.3f,\"chunked_ms\":%.3f,\"plain_over_chunked\":%.3f}\n",
-      CpuBackend::GemmLibrary().c_str(), be.threads(), static_cast<long long>(n),
+      be.GemmLibrary().c_str(), be.threads(), static_cast<long long>(n),
       static_cast<long long>(c), static_cast<long long>(v), static_cast<long long>(chunk),
       1e3 * plain, 1e3 * chunked, plain / chunked);
   return 0;

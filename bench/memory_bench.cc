@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   // The fused op around the same math (engine/cpu/bias_gelu.cc): rows of
   // 512, the bias added, the backward writing x's gradient and summing the
   // bias's.
-  smallem::CpuBackend be(1);
+  smallem::CpuBackend be(smallem::bench::CpuOptions(1));
   const int64_t cols = 512, rows = n / cols;
   auto tensor = [&](std::vector<float>& v, int64_t r) {
     return smallem::Tensor{.data = v.data(), .shape = {r, cols}};

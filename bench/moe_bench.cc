@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "bench/training_steps.h"
 #include "engine/cpu/cpu_backend.h"
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
   const int64_t batch = Flag(argc, argv, "--batch", 16);
   const int64_t steps = Flag(argc, argv, "--steps", 20), warmup = Flag(argc, argv, "--warmup", 3);
   const int64_t repeats = Flag(argc, argv, "--repeats", 3);
-  CpuBackend be(static_cast<int>(Flag(argc, argv, "--threads", 0)));
+  CpuBackend be(bench::CpuOptions(static_cast<int>(Flag(argc, argv, "--threads", 0))));
 
   std::vector<double> ratios;
   std::string rounds;

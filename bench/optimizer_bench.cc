@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "bench/training_steps.h"
 #include "engine/cpu/cpu_backend.h"
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
                  "adamw;muon;muon:short;muon,stack=off;muon:short,stack=off;"
                  "muon:short,period=3;muon:short,norm;muon:short,boost=1.5"),
       ';');
-  CpuBackend cpu(static_cast<int>(Flag(argc, argv, "--threads", 2)));
+  CpuBackend cpu(bench::CpuOptions(static_cast<int>(Flag(argc, argv, "--threads", 2))));
 
   // An untimed run first (thread pools, page faults), then alternating
   // rounds so drifting machine load hits every optimizer alike.

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cpu_bench.h"
 #include "bench/flags.h"
 #include "bench/training_steps.h"
 #include "engine/cpu/cpu_backend.h"
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   const int64_t B = Flag(argc, argv, "--batch", 16), T = config.context;
   const int64_t steps = Flag(argc, argv, "--steps", 30), warmup = Flag(argc, argv, "--warmup", 5);
 
-  CpuBackend be(threads);
+  CpuBackend be(bench::CpuOptions(threads));
   auto model = Model::Create(config, be);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   const double tokens_per_s = static_cast<double>(steps * B * T) / seconds;
   std::printf("{\"impl\":\"smallem\",\"gemm\":\"%s\",\"blas_core\":\"%s\",\"arch\":\"%s\",\"vocab\":%lld,\"threads\":%d,\"params\":%lld,"
               "\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f,\"loss\":%.4f}\n",
-              CpuBackend::GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), StringFlag(argc, argv, "--arch", "gpt2").c_str(),
+              be.GemmLibrary().c_str(), CpuBackend::BlasCore().c_str(), StringFlag(argc, argv, "--arch", "gpt2").c_str(),
               static_cast<long long>(config.vocab), be.threads(),
               static_cast<long long>((*model)->ParameterCount()), tokens_per_s,
               1000.0 * seconds / steps, timing.last_loss);

@@ -43,7 +43,11 @@ absl::StatusOr<nlohmann::json> ReadJsonFile(const std::string& path) {
 
 // The backend --device names: "cpu" (with `threads`) or "cuda:N".
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device, int threads) {
-  if (device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads));
+  if (device == "cpu") {
+    ASSIGN_OR_RETURN(const CpuBackend::Options options,
+                     CpuBackend::OptionsFromEnvironment(threads));
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options));
+  }
   int index = -1;
   if (!device.starts_with("cuda:") || !absl::SimpleAtoi(device.substr(5), &index) || index < 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -158,7 +162,7 @@ int RunTrain(const TrainArgs& args) {
   if (args.profile) profiler = std::make_unique<ProfilingBackend>(**created);
   Backend& backend = profiler ? *profiler : **created;
   ProgressLine line(stderr);
-  TrainOptions options{.out_dir = args.out};
+  TrainOptions options{.out_dir = args.out, .cuda_graphs = CudaGraphsFromEnvironment()};
   const int64_t steps = spec->budget.steps.value_or(0);
   options.progress_every = args.json_progress ? 10 : std::max<int64_t>(1, steps / 200);
   options.on_warning = [&](const std::string& w) {
@@ -191,8 +195,9 @@ int RunTrain(const TrainArgs& args) {
   if (!args.json_progress) {
     const std::string where =
         args.device == "cpu"
-            ? absl::StrCat(CountedNoun(static_cast<CpuBackend&>(**created).threads(), "thread", "threads"),
-                           ", products on ", CpuBackend::GemmLibrary())
+            ? absl::StrCat(
+                  CountedNoun(static_cast<CpuBackend&>(**created).threads(), "thread", "threads"),
+                  ", products on ", static_cast<CpuBackend&>(**created).GemmLibrary())
             : absl::StrFormat("%s, bf16 activations and matmuls", backend.Name());
     std::fprintf(stderr, "training on %s (%s): %s\n", backend.DeviceClass().c_str(),
                  where.c_str(), spec->ToJson().dump().c_str());
@@ -278,7 +283,9 @@ int RunEval(const EvalArgs& args) {
         eval_batches, eval_batch_size, source)));
   }
 
-  CpuBackend backend(args.threads);
+  absl::StatusOr<CpuBackend::Options> options = CpuBackend::OptionsFromEnvironment(args.threads);
+  if (!options.ok()) return ReportError(options.status());
+  CpuBackend backend(*options);
   absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
   if (!model.ok()) return ReportError(model.status());
   absl::StatusOr<Dataset> data = Dataset::Open(args.data);
@@ -319,7 +326,9 @@ int RunEval(const EvalArgs& args) {
 }
 
 int RunGenerate(const GenerateArgs& args) {
-  CpuBackend backend(1);
+  absl::StatusOr<CpuBackend::Options> options = CpuBackend::OptionsFromEnvironment(1);
+  if (!options.ok()) return ReportError(options.status());
+  CpuBackend backend(*options);
   absl::StatusOr<std::unique_ptr<Model>> model = LoadWeights(args.weights, backend);
   if (!model.ok()) return ReportError(model.status());
   const std::string tok_path =

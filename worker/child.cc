@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/exit_codes.h"
 #include "base/files.h"
+#include "base/status_macros.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
@@ -43,7 +44,11 @@ int Fail(int code, const std::string& message) {
 // sees, its matmuls in the training precision every GPU run uses.
 absl::StatusOr<std::unique_ptr<Backend>> CreateChildBackend(const std::string& device,
                                                             int threads) {
-  if (device == "cpu") return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(threads));
+  if (device == "cpu") {
+    ASSIGN_OR_RETURN(const CpuBackend::Options options,
+                     CpuBackend::OptionsFromEnvironment(threads));
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(options));
+  }
   const int ordinal = CudaOrdinal(device);
   if (ordinal < 0) {
     return absl::InvalidArgumentError(
@@ -149,6 +154,7 @@ int RunChild(const ChildArgs& args) {
   TrainOptions options;
   options.out_dir = args.out_dir;
   options.progress_every = args.progress_every;
+  options.cuda_graphs = CudaGraphsFromEnvironment();
   options.stop = &g_stop;
   options.on_progress = [](const TrainProgress& p) {
     std::printf("%s\n", FormatProgressLine(p).c_str());

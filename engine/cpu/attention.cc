@@ -1,6 +1,7 @@
 // Causal multi-head attention from packed qkv on BLAS products, one (batch,
 // head) pair per task: the path of builds without Highway (the GPU
-// machine's) and of SMALLEM_ATTENTION=blas; builds with Highway run
+// machine's) and of a CpuBackend whose options ask for it (SMALLEM_ATTENTION=blas
+// at the binaries' edge); builds with Highway otherwise run
 // engine/cpu/attention_tiles.cc's register tiles instead, 1.3–1.4× faster
 // in the step. Queries are taken in blocks of kBlock rows; a block only
 // ever sees the keys at or before its last row, so the products are GEMMs on a
@@ -31,12 +32,8 @@
 // through its packing path, several times slower.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "engine/cpu/attention_tiles.h"
@@ -58,35 +55,18 @@ constexpr int64_t kBlock = 32;
 struct AttentionLayout {
   int64_t b, t, h, d, c;
   float scale;
+  cpu::GemmChoice gemm;  // the backend's
 };
 
-AttentionLayout LayoutOf(int64_t batch, int64_t time, int64_t heads, int64_t head_dim) {
-  return {batch, time, heads, head_dim, heads * head_dim,
-          1.0f / std::sqrt(static_cast<float>(head_dim))};
-}
-
-// Whether attention runs on engine/cpu/attention_tiles.cc's kernels: where
-// the build has them, unless SMALLEM_ATTENTION=blas asks for the products.
-bool UseTiles() {
-  static const bool tiles = [] {
-    const char* env = std::getenv("SMALLEM_ATTENTION");
-    const std::string_view asked = env == nullptr ? "auto" : env;
-#ifdef SMALLEM_HAVE_HWY
-    constexpr bool kBuilt = true;
-    constexpr const char* kChoices = "auto, tiles, blas";
-#else
-    constexpr bool kBuilt = false;
-    constexpr const char* kChoices = "auto, blas";
-#endif
-    if (asked == "auto") return kBuilt;
-    if (asked == "blas") return false;
-    if (asked == "tiles" && kBuilt) return true;
-    std::fprintf(stderr,
-                 "smallem: SMALLEM_ATTENTION=%s is not an attention kernel this build has: %s\n",
-                 std::string(asked).c_str(), kChoices);
-    std::exit(2);
-  }();
-  return tiles;
+AttentionLayout LayoutOf(int64_t batch, int64_t time, int64_t heads, int64_t head_dim,
+                         cpu::GemmChoice gemm) {
+  return {batch,
+          time,
+          heads,
+          head_dim,
+          heads * head_dim,
+          1.0f / std::sqrt(static_cast<float>(head_dim)),
+          gemm};
 }
 
 // Whether the tiles' layout of the kept softmax fits a (B, H, T, T) buffer
@@ -103,21 +83,21 @@ bool TilesFitProbs(int64_t time) {
 // from kt = Kᵀ (head_dim, T).
 void BlockScores(const AttentionLayout& l, const float* q, const float* kt,
                  int64_t r0, int64_t r1, float* scores) {
-  cpu::Gemm(false, false, r1 - r0, r1, l.d, l.scale, q + r0 * 3 * l.c, 3 * l.c,
-            kt, l.t, 0.0f, scores, l.t);
+  cpu::Gemm(l.gemm, false, false, r1 - r0, r1, l.d, l.scale, q + r0 * 3 * l.c, 3 * l.c, kt, l.t,
+            0.0f, scores, l.t);
 }
 
 }  // namespace
 
 bool CpuBackend::SavesAttentionProbs(int64_t batch, int64_t heads, int64_t time) const {
   if (batch * heads * time * time * int64_t{sizeof(float)} > (int64_t{32} << 20)) return false;
-  return !UseTiles() || TilesFitProbs(time);
+  return !tiles_ || TilesFitProbs(time);
 }
 
 void CpuBackend::AttentionForward(const AttentionParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionForward)) return;
   CheckAttention(p);
-  if (UseTiles()) {  // false, or a refusal, in a build without Highway
+  if (tiles_) {  // never in a build without Highway
 #ifdef SMALLEM_HAVE_HWY
     cpu::TiledAttentionForward(p.qkv.f32(), p.out.f32(), p.lse.f32(),
                                !p.probs.empty() && TilesFitProbs(p.time) ? p.probs.f32() : nullptr,
@@ -125,7 +105,7 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
     return;
 #endif
   }
-  const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
+  const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim, gemm_);
   float* lse = p.lse.empty() ? nullptr : p.lse.f32();
   float* saved = p.probs.empty() ? nullptr : p.probs.f32();
   const float* qkv = p.qkv.f32();
@@ -157,8 +137,8 @@ void CpuBackend::AttentionForward(const AttentionParams& p) {
         std::fill(s + t + 1, s + r1, 0.0f);
         if (lse_bh != nullptr) lse_bh[t] = row_max + std::log(sum);
       }
-      cpu::Gemm(false, false, r1 - r0, l.d, r1, 1.0f, scores, l.t, v, 3 * l.c,
-                0.0f, o + r0 * l.c, l.c);
+      cpu::Gemm(l.gemm, false, false, r1 - r0, l.d, r1, 1.0f, scores, l.t, v, 3 * l.c, 0.0f,
+                o + r0 * l.c, l.c);
     }
   }
 }
@@ -167,7 +147,7 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
   if (cpu::MaybeRunWidened(*this, p, &CpuBackend::AttentionBackward)) return;
   if (p.grad_qkv.empty()) return;
   CheckAttentionBackward(p);
-  if (UseTiles()) {
+  if (tiles_) {
 #ifdef SMALLEM_HAVE_HWY
     const float* probs = !p.probs.empty() && TilesFitProbs(p.time) ? p.probs.f32() : nullptr;
     if (p.overwrite) {
@@ -186,7 +166,7 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
     return;
 #endif
   }
-  const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim);
+  const AttentionLayout l = LayoutOf(p.batch, p.time, p.heads, p.head_dim, gemm_);
   const float* qkv = p.qkv.f32();
   const float* out = p.out.f32();
   const float* lse = p.lse.f32();
@@ -236,10 +216,10 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
       const float* tile = saved_bh == nullptr ? probs : saved_bh + c0 * l.t + c0;
       const int64_t ld_tile = saved_bh == nullptr ? kBlock : l.t;
       if (saved_bh == nullptr) {
-        cpu::Gemm(false, false, queries, keys, l.d, l.scale, q + c0 * ld, ld, kt + c0, l.t,
+        cpu::Gemm(l.gemm, false, false, queries, keys, l.d, l.scale, q + c0 * ld, ld, kt + c0, l.t,
                   0.0f, probs, kBlock);
       }
-      cpu::Gemm(false, false, queries, keys, l.d, 1.0f, d_o + c0 * l.c, l.c, vt + c0, l.t,
+      cpu::Gemm(l.gemm, false, false, queries, keys, l.d, 1.0f, d_o + c0 * l.c, l.c, vt + c0, l.t,
                 0.0f, d_scores, kBlock);
       for (int64_t i = 0; i < queries; ++i) {
         const float* prob = tile + i * ld_tile;
@@ -259,11 +239,11 @@ void CpuBackend::AttentionBackward(const AttentionBackwardParams& p) {
       }
       const float beta_kv = p.overwrite ? 0.0f : 1.0f;
       const float beta_q = p.overwrite && c0 == 0 ? 0.0f : 1.0f;
-      cpu::Gemm(true, false, keys, l.d, queries, 1.0f, tile, ld_tile, d_o + c0 * l.c, l.c,
+      cpu::Gemm(l.gemm, true, false, keys, l.d, queries, 1.0f, tile, ld_tile, d_o + c0 * l.c, l.c,
                 beta_kv, dv + c0 * ld, ld);
-      cpu::Gemm(true, false, keys, l.d, queries, 1.0f, d_scores, kBlock, q + c0 * ld, ld,
+      cpu::Gemm(l.gemm, true, false, keys, l.d, queries, 1.0f, d_scores, kBlock, q + c0 * ld, ld,
                 beta_kv, dk + c0 * ld, ld);
-      cpu::Gemm(false, false, queries, l.d, keys, 1.0f, d_scores, kBlock, k + c0 * ld, ld,
+      cpu::Gemm(l.gemm, false, false, queries, l.d, keys, 1.0f, d_scores, kBlock, k + c0 * ld, ld,
                 beta_q, dq + c0 * ld, ld);
     }
   }

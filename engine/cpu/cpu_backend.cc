@@ -79,11 +79,54 @@ float* ThreadScratch(size_t count) {
 
 }  // namespace cpu
 
-CpuBackend::CpuBackend(int threads)
-    : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+absl::StatusOr<std::optional<CpuBackend::AttentionKernel>> CpuBackend::ParseAttentionKernel(
+    std::string_view name) {
+#ifdef SMALLEM_HAVE_HWY
+  constexpr bool kTilesBuilt = true;
+  constexpr const char* kChoices = "auto, tiles, blas";
+#else
+  constexpr bool kTilesBuilt = false;
+  constexpr const char* kChoices = "auto, blas";
+#endif
+  if (name == "auto") return std::optional<AttentionKernel>();
+  if (name == "blas") return AttentionKernel::kBlas;
+  if (name == "tiles" && kTilesBuilt) return AttentionKernel::kTiles;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", name, "\" is not an attention kernel this build has: ", kChoices));
+}
+
+absl::StatusOr<CpuBackend::Options> CpuBackend::OptionsFromEnvironment(int threads) {
+  auto setting = [](const char* variable) -> std::string {
+    const char* value = std::getenv(variable);
+    return value == nullptr ? "auto" : value;
+  };
+  Options options{.threads = threads};
+  absl::StatusOr<cpu::GemmChoice> gemm = cpu::ParseGemmChoice(setting("SMALLEM_GEMM"));
+  if (!gemm.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("SMALLEM_GEMM: ", gemm.status().message()));
+  }
+  options.gemm = *gemm;
+  absl::StatusOr<std::optional<AttentionKernel>> attention =
+      ParseAttentionKernel(setting("SMALLEM_ATTENTION"));
+  if (!attention.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SMALLEM_ATTENTION: ", attention.status().message()));
+  }
+  options.attention = *attention;
+  return options;
+}
+
+CpuBackend::CpuBackend(const Options& options)
+    : threads_(options.threads > 0 ? options.threads : omp_get_num_procs()), gemm_(options.gemm) {
+#ifdef SMALLEM_HAVE_HWY
+  tiles_ = options.attention.value_or(AttentionKernel::kTiles) == AttentionKernel::kTiles;
+#else
+  CHECK(options.attention != AttentionKernel::kTiles)
+      << "attention on the tiles in a build without Highway";
+  tiles_ = false;
+#endif
   omp_set_num_threads(threads_);
   cpu::EnsureBlasCore();
-  cpu::GemmLibraryName();  // a bad SMALLEM_GEMM fails here, not mid-step
 #ifdef SMALLEM_HAVE_OPENBLAS
   // The ops split GEMMs across the OpenMP team themselves; a second pool of
   // OpenBLAS threads would only compete with it for the same cores.
@@ -104,8 +147,6 @@ int64_t CpuBackend::HeadLossChunkRows(int64_t rows, int64_t vocab, int64_t width
 }
 
 std::string CpuBackend::BlasCore() { return cpu::EnsureBlasCore(); }
-
-std::string CpuBackend::GemmLibrary() { return cpu::GemmLibraryName(); }
 
 std::string CpuBackend::DeviceClass() const {
   static const std::string* const model = new std::string(CpuModelName());

@@ -10,17 +10,43 @@
 #define SMALLEM_ENGINE_CPU_CPU_BACKEND_H_
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/cpu/gemm.h"
 #include "engine/op_list.h"
 
 namespace smallem {
 
 class CpuBackend final : public Backend {
  public:
-  // threads <= 0 means every hardware thread.
-  explicit CpuBackend(int threads = 0);
+  // What runs attention: engine/cpu/attention_tiles.cc's register tiles
+  // (builds with Highway) or BLAS products (engine/cpu/attention.cc).
+  enum class AttentionKernel { kTiles, kBlas };
+  struct Options {
+    int threads = 0;  // <= 0: every hardware thread
+    // The products' library; nullopt: the size rule of engine/cpu/gemm.h.
+    cpu::GemmChoice gemm;
+    // nullopt: the tiles where the build has them. Tiles in a build
+    // without Highway are a programming error (ParseAttentionKernel refuses
+    // the name there).
+    std::optional<AttentionKernel> attention;
+  };
+  // "auto" (nullopt), "tiles" or "blas"; InvalidArgument naming this build's
+  // choices for anything else.
+  static absl::StatusOr<std::optional<AttentionKernel>> ParseAttentionKernel(
+      std::string_view name);
+  // Options from SMALLEM_GEMM (cpu::ParseGemmChoice's names) and
+  // SMALLEM_ATTENTION (ParseAttentionKernel's), unset meaning "auto": for
+  // the binaries to call once at start-up, so that a bad value is an error
+  // there; nothing inside the engine reads the environment.
+  static absl::StatusOr<Options> OptionsFromEnvironment(int threads = 0);
+
+  explicit CpuBackend(int threads = 0) : CpuBackend(Options{.threads = threads}) {}
+  explicit CpuBackend(const Options& options);
 
   int threads() const { return threads_; }
 
@@ -30,8 +56,10 @@ class CpuBackend final : public Backend {
   static std::string BlasCore();
   // What runs the f32 products: "onednn+openblas" (by size, the default
   // where both exist), "onednn", "openblas" or "loop" (cpu::GemmLibraryFor
-  // in engine/cpu/gemm.h; SMALLEM_GEMM overrides).
-  static std::string GemmLibrary();
+  // in engine/cpu/gemm.h).
+  std::string GemmLibrary() const { return cpu::GemmLibraryName(gemm_); }
+  // "tiles" or "blas".
+  std::string AttentionKernelName() const { return tiles_ ? "tiles" : "blas"; }
   std::string DeviceClass() const override;  // "cpu-<threads>t-<model>"
   // f32 unless set: bf16 makes every tape on this backend store activations
   // in bf16 through the reference path (engine/cpu/bf16_ops.h) — the GPU's
@@ -63,6 +91,8 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+  cpu::GemmChoice gemm_;
+  bool tiles_;  // attention on the register tiles
   DType activation_dtype_ = DType::kF32;
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;

@@ -76,7 +76,7 @@ void CpuBackend::GroupedMatmulForward(const GroupedMatmulParams& p) {
   for (int64_t i = 0; i < task_count; ++i) {
     const Task& t = tasks[i];
     const int64_t row = offsets[t.group] + t.begin;
-    cpu::Gemm(false, true, t.count, m, k, 1.0f, x + row * k, k, w + t.group * m * k, k, 0.0f,
+    cpu::Gemm(gemm_, false, true, t.count, m, k, 1.0f, x + row * k, k, w + t.group * m * k, k, 0.0f,
               out + row * m, m);
   }
 }
@@ -100,7 +100,7 @@ void CpuBackend::GroupedMatmulBackward(const GroupedMatmulBackwardParams& p) {
     for (int64_t i = 0; i < task_count; ++i) {
       const Task& t = tasks[i];
       const int64_t row = offsets[t.group] + t.begin;
-      cpu::Gemm(false, false, t.count, k, m, 1.0f, g + row * m, m, w + t.group * m * k, k,
+      cpu::Gemm(gemm_, false, false, t.count, k, m, 1.0f, g + row * m, m, w + t.group * m * k, k,
                 p.overwrite_x ? 0.0f : 1.0f, grad_x + row * k, k);
     }
   }
@@ -113,8 +113,8 @@ void CpuBackend::GroupedMatmulBackward(const GroupedMatmulBackwardParams& p) {
     for (int64_t i = 0; i < task_count; ++i) {
       const Task& t = tasks[i];
       const int64_t row = offsets[t.group], rows = offsets[t.group + 1] - row;
-      cpu::Gemm(true, false, t.count, k, rows, 1.0f, g + row * m + t.begin, m, x + row * k, k,
-                1.0f, grad_w + t.group * m * k + t.begin * k, k);
+      cpu::Gemm(gemm_, true, false, t.count, k, rows, 1.0f, g + row * m + t.begin, m, x + row * k,
+                k, 1.0f, grad_w + t.group * m * k + t.begin * k, k);
     }
   }
 }

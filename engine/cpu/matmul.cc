@@ -20,13 +20,12 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "engine/cpu/bf16_ops.h"
 #include "engine/cpu/blas_core.h"
@@ -105,20 +104,17 @@ void OneDnnGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }
 #endif
 
-// SMALLEM_GEMM's library, or nullopt for the default (GemmLibraryFor).
-std::optional<GemmLibrary> AskedGemmLibrary() {
-  const char* env = std::getenv("SMALLEM_GEMM");
-  const std::string_view asked = env == nullptr ? "auto" : env;
-  if (asked == "auto") return std::nullopt;
+}  // namespace
+
+absl::StatusOr<GemmChoice> ParseGemmChoice(std::string_view name) {
+  if (name == "auto") return GemmChoice();
 #ifdef SMALLEM_HAVE_DNNL
-  if (asked == "onednn") return GemmLibrary::kOneDnn;
+  if (name == "onednn") return GemmLibrary::kOneDnn;
 #endif
 #ifdef SMALLEM_HAVE_OPENBLAS
-  if (asked == "openblas") return GemmLibrary::kOpenBlas;
+  if (name == "openblas") return GemmLibrary::kOpenBlas;
 #endif
-  if (asked == "loop") return GemmLibrary::kLoop;
-  // An environment setting is the user's input, not an invariant: a message
-  // and a failed exit, before any product runs (CpuBackend's constructor).
+  if (name == "loop") return GemmLibrary::kLoop;
   constexpr const char* kBuilt =
       "auto, "
 #ifdef SMALLEM_HAVE_DNNL
@@ -128,20 +124,12 @@ std::optional<GemmLibrary> AskedGemmLibrary() {
       "openblas, "
 #endif
       "loop";
-  std::fprintf(stderr, "smallem: SMALLEM_GEMM=%s is not a GEMM library this build has: %s\n",
-               std::string(asked).c_str(), kBuilt);
-  std::exit(2);
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", name, "\" is not a GEMM library this build has: ", kBuilt));
 }
 
-const std::optional<GemmLibrary>& Asked() {
-  static const std::optional<GemmLibrary> asked = AskedGemmLibrary();
-  return asked;
-}
-
-}  // namespace
-
-GemmLibrary GemmLibraryFor(bool trans_a, int64_t m, int64_t n, int64_t k) {
-  if (Asked().has_value()) return *Asked();
+GemmLibrary GemmLibraryFor(GemmChoice choice, bool trans_a, int64_t m, int64_t n, int64_t k) {
+  if (choice.has_value()) return *choice;
 #if defined(SMALLEM_HAVE_DNNL) && defined(SMALLEM_HAVE_OPENBLAS)
   const bool small = m * n * k < kSmallProduct;
   const bool tall_transposed = trans_a && m >= kTallTransposed && BlasCoreIsAvx512();
@@ -164,16 +152,16 @@ const char* GemmLibraryName(GemmLibrary library) {
   return "?";
 }
 
-std::vector<GemmLibrary> GemmLibrariesInUse() {
-  const GemmLibrary large = GemmLibraryFor(false, kSmallProduct, 1, 1);
-  const GemmLibrary small = GemmLibraryFor(false, 1, 1, 1);
+std::vector<GemmLibrary> GemmLibrariesInUse(GemmChoice choice) {
+  const GemmLibrary large = GemmLibraryFor(choice, false, kSmallProduct, 1, 1);
+  const GemmLibrary small = GemmLibraryFor(choice, false, 1, 1, 1);
   if (small == large) return {large};
   return {large, small};
 }
 
-std::string GemmLibraryName() {
+std::string GemmLibraryName(GemmChoice choice) {
   std::string name;
-  for (GemmLibrary library : GemmLibrariesInUse()) {
+  for (GemmLibrary library : GemmLibrariesInUse(choice)) {
     if (!name.empty()) name += '+';
     name += GemmLibraryName(library);
   }
@@ -203,10 +191,10 @@ void GemmOn(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t 
   }
 }
 
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
-  GemmOn(GemmLibraryFor(trans_a, m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+void Gemm(GemmChoice choice, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+          float* c, int64_t ldc) {
+  GemmOn(GemmLibraryFor(choice, trans_a, m, n, k), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
          beta, c, ldc);
 }
 
@@ -236,7 +224,7 @@ void CpuBackend::Matmul(const MatmulParams& p) {
   float* out = p.out.f32();
   // Chosen from the whole product, not a slab: the library, and so a row's
   // rounding, never depends on the thread count.
-  const cpu::GemmLibrary library = cpu::GemmLibraryFor(p.trans_a, p.m, p.n, p.k);
+  const cpu::GemmLibrary library = cpu::GemmLibraryFor(gemm_, p.trans_a, p.m, p.n, p.k);
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t item = task / parts;

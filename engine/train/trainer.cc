@@ -68,12 +68,6 @@ double FlopsPerToken(const ModelConfig& c, int64_t params) {
          6.0 * (c.effective_depth() + c.mtp) * c.embed * c.context;
 }
 
-// SMALLEM_CUDA_GRAPHS=0 turns graphs off whatever the options say.
-bool GraphsAllowedByEnvironment() {
-  const char* value = std::getenv("SMALLEM_CUDA_GRAPHS");
-  return value == nullptr || std::string_view(value) != "0";
-}
-
 // A run's budget: a number of steps, or seconds of training.
 struct TrainingBudget {
   int64_t steps = 0;   // 0 for a minutes budget
@@ -386,7 +380,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   // steps budget: its learning rate is staged like any other, and running
   // it eagerly would make its steps slower than those of the steps-budget
   // reference runs it is compared with at equal time.
-  const bool use_graphs = options.cuda_graphs && GraphsAllowedByEnvironment();
+  const bool use_graphs = options.cuda_graphs;
   // Declared after the arena and tape it uses, so destroyed (and its graphs
   // released) before them.
   ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> runner,
@@ -437,6 +431,11 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
     RETURN_IF_ERROR(WriteRunDirectory(options.out_dir, *model, result, spec.data));
   }
   return result;
+}
+
+bool CudaGraphsFromEnvironment() {
+  const char* value = std::getenv("SMALLEM_CUDA_GRAPHS");
+  return value == nullptr || std::string_view(value) != "0";
 }
 
 }  // namespace smallem

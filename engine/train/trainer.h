@@ -49,8 +49,9 @@ struct TrainOptions {
   // checkpoint path is set and steps were trained since the last.
   const std::atomic<bool>* stop = nullptr;
   // Replay training steps from captured graphs on backends that have them
-  // (CUDA), after warm-up steps; false, or SMALLEM_CUDA_GRAPHS=0 in the
-  // environment, runs every step eagerly (for debugging: same numbers).
+  // (CUDA), after warm-up steps; false runs every step eagerly (for
+  // debugging: same numbers). The binaries set it from the environment
+  // (CudaGraphsFromEnvironment).
   bool cuda_graphs = true;
   // Checkpoints (engine/train/checkpoint.h, docs/reliability.md). With a
   // path, the run's state is written there every spec.checkpoint_minutes of
@@ -65,6 +66,10 @@ struct TrainOptions {
   // result's `resumes` is one more than the checkpoint's.
   std::string resume_from;
 };
+
+// False where SMALLEM_CUDA_GRAPHS=0: read by the binaries at start-up into
+// TrainOptions::cuda_graphs; nothing inside the engine reads the environment.
+bool CudaGraphsFromEnvironment();
 
 // The status code of every failure to resume from TrainOptions::resume_from
 // (unreadable, damaged, another run's or device class's checkpoint); its

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -23,6 +23,7 @@
 #include "engine/random.h"
 #include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -397,7 +398,7 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
 // are 1e-2 on the loss and 5e-2 on logits and gradients, norm-wise.
 TEST(Bf16ModelTest, Bf16ActivationsLeaveRoomInTheGpuParityBounds) {
   for (const Architecture& arch : {Architecture::Gpt2(), Architecture::Modern()}) {
-    CpuBackend be(2);
+    CpuBackend be(TestCpuOptions(2));
     auto model = Model::Create(ParityConfig(arch), be);
     ASSERT_TRUE(model.ok());
     testing::Randomize(**model, 5, /*scale=*/0.1);
@@ -418,7 +419,7 @@ TEST(Bf16ModelTest, Bf16ActivationsLeaveRoomInTheGpuParityBounds) {
 
 // Losses of `steps` AdamW steps on one batch from the same initialization.
 std::vector<float> TrainingLosses(const Architecture& arch, DType activations, int steps) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   ModelConfig c = testing::TinyConfig(arch);
   c.embed = 32;
   c.heads = 4;
@@ -461,7 +462,7 @@ TEST(Bf16ModelTest, TwentyTrainingStepsTrackTheF32Run) {
 }
 
 TEST(Bf16ModelTest, ActivationsAreBf16WhereTheTapeSaysSoAndLogitsStayF32) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(testing::TinyConfig(Architecture{}), be);
   ASSERT_TRUE(model.ok());
   Arena arena(be, 1 << 20);

@@ -17,6 +17,7 @@
 #include "engine/bf16.h"
 #include "engine/cpu/cpu_backend.h"
 #include "tests/engine/cpu_op_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -121,7 +122,7 @@ TEST_F(BiasGeluTest, SameBitsAtAnyThreadCount) {
   Tensor x = Random({rows, cols}, -4, 4), bias = Random({cols}), g = Random({rows, cols});
   std::vector<float> results[2];
   for (int threads : {1, 2}) {
-    CpuBackend backend(threads);
+    CpuBackend backend(TestCpuOptions(threads));
     Tensor out = Zeros({rows, cols}), gx = Zeros({rows, cols}), gb = Zeros({cols});
     backend.BiasGeluForward({.x = x, .bias = bias, .out = out});
     backend.BiasGeluBackward(

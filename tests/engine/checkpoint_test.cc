@@ -15,6 +15,7 @@
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -118,7 +119,7 @@ TEST(CheckpointFileTest, UnknownVersionSaysWhichBuildReadsIt) {
 absl::StatusOr<nlohmann::json> TrainTo(const RunSpec& spec, const std::string& out,
                                        int64_t stop_at, const std::string& checkpoint,
                                        const std::string& resume_from) {
-  CpuBackend backend(2);
+  CpuBackend backend(TestCpuOptions(2));
   std::atomic<bool> stop{false};
   TrainOptions options{.out_dir = out, .stop = &stop};
   options.checkpoint_path = checkpoint;
@@ -187,7 +188,7 @@ TEST(ResumeTest, CheckpointOfAnotherSpecIsRefusedAsAResumeFailure) {
 TEST(ResumeTest, NoCheckpointIsWrittenAfterTheLastStep) {
   const std::string dir = TempDir("last");
   int written = 0;
-  CpuBackend backend(2);
+  CpuBackend backend(TestCpuOptions(2));
   TrainOptions options;
   options.checkpoint_path = dir + "/state.ckpt";
   options.checkpoint_every_steps = 5;

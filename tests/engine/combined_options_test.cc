@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 #include "tests/temp_dir.h"
 
 namespace smallem {
@@ -50,7 +51,7 @@ std::vector<float> AllLogits(const Model& model, const std::vector<int32_t>& ids
 // Layout, causality, cache against forward, save → load, for config `c`.
 void ExpectComposes(const ModelConfig& c) {
   ASSERT_TRUE(c.Validate().ok()) << c.Validate();
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(c, be);  // dies if the layout disagrees with the count
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->ParameterCount(), c.ParameterCount());
@@ -98,7 +99,7 @@ void ExpectComposes(const ModelConfig& c) {
 
 TEST(CombinedOptionsTest, SharedKeysPassesExpertsAndMtpCompose) {
   ExpectComposes(Everything());
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(Everything(), be);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ((*model)->Find("blocks.1.attn.key.weight"), nullptr);  // a borrower

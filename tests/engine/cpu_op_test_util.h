@@ -13,6 +13,7 @@
 #include "base/check.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/tensor.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem::testing {
 
@@ -44,7 +45,7 @@ class BackendTensors {
 
 class CpuOpTest : public ::testing::Test {
  protected:
-  CpuOpTest() : backend_(2), tensors_(backend_) {}
+  CpuOpTest() : backend_(TestCpuOptions(2)), tensors_(backend_) {}
 
   Tensor Zeros(Shape shape, DType dtype = DType::kF32) { return tensors_.Allocate(shape, dtype); }
 

@@ -16,6 +16,7 @@
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/sqrt.h"
 #include "tests/engine/cpu_op_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -35,7 +36,7 @@ TEST_F(CpuOpTest, AllocateReturnsZeroedAlignedMemory) {
 }
 
 TEST_F(CpuOpTest, PeakMemoryIsTheHighWaterMarkOfLiveBytes) {
-  CpuBackend backend(2);
+  CpuBackend backend(TestCpuOptions(2));
   void* a = *backend.Allocate(1000);
   void* b = *backend.Allocate(3000);
   EXPECT_EQ(backend.PeakMemoryBytes(), 4000u);
@@ -58,16 +59,17 @@ TEST_F(CpuOpTest, DeviceClassNamesTheThreadCount) {
 // The head's gradient Gᵀ·X at a large vocabulary goes to OpenBLAS only on
 // its AVX-512 kernels; on its AVX2 ones oneDNN is faster (matmul.cc).
 TEST_F(CpuOpTest, TallTransposedProductsGoToOpenBlasOnlyOnItsAvx512Kernels) {
-  if (cpu::GemmLibrariesInUse().size() < 2) {
-    GTEST_SKIP() << "the rule needs both oneDNN and OpenBLAS, and no SMALLEM_GEMM";
+  const cpu::GemmChoice rule;
+  if (cpu::GemmLibrariesInUse(rule).size() < 2) {
+    GTEST_SKIP() << "the rule needs both oneDNN and OpenBLAS in the build";
   }
   const bool avx512 = cpu::BlasCoreIsAvx512();
-  EXPECT_EQ(cpu::GemmLibraryFor(true, cpu::kTallTransposed, 128, 2048),
+  EXPECT_EQ(cpu::GemmLibraryFor(rule, true, cpu::kTallTransposed, 128, 2048),
             avx512 ? cpu::GemmLibrary::kOpenBlas : cpu::GemmLibrary::kOneDnn)
       << CpuBackend::BlasCore();
-  EXPECT_EQ(cpu::GemmLibraryFor(true, cpu::kTallTransposed / 2, 128, 2048),
+  EXPECT_EQ(cpu::GemmLibraryFor(rule, true, cpu::kTallTransposed / 2, 128, 2048),
             cpu::GemmLibrary::kOneDnn);
-  EXPECT_EQ(cpu::GemmLibraryFor(false, cpu::kTallTransposed, 128, 2048),
+  EXPECT_EQ(cpu::GemmLibraryFor(rule, false, cpu::kTallTransposed, 128, 2048),
             cpu::GemmLibrary::kOneDnn);
 }
 
@@ -578,7 +580,7 @@ TEST_F(CpuOpTest, EmbeddingBackwardIsDeterministicWithRepeatedIds) {
   Tensor first = Zeros({vocab, cols});
   backend_.EmbeddingBackward({ids, grad_out, first});
   ExpectClose(expected, first, 1e-5, 1e-5);
-  CpuBackend one_thread(1);
+  CpuBackend one_thread(TestCpuOptions(1));
   for (CpuBackend* backend : {&backend_, &one_thread}) {
     for (int repeat = 0; repeat < 3; ++repeat) {
       Tensor again = Zeros({vocab, cols});
@@ -648,7 +650,7 @@ TEST_F(CpuOpTest, SumAndSumSquaresAccumulateInDouble) {
     backend_.SumSquares({in, out, /*accumulate=*/true});
     EXPECT_NEAR(out.f32()[0], sum + squares, 1e-6 * (std::abs(sum) + squares));
     // Fixed chunks: the same bits whatever the thread count.
-    CpuBackend one_thread(1);
+    CpuBackend one_thread(TestCpuOptions(1));
     Tensor single = Zeros({1});
     one_thread.SumSquares({in, single, false});
     backend_.SumSquares({in, out, false});

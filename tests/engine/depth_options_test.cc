@@ -19,6 +19,7 @@
 #include "spec/run_spec.h"
 #include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 #include "tests/temp_dir.h"
 
 namespace smallem {
@@ -83,7 +84,7 @@ std::vector<float> AllLogits(const Model& model, const std::vector<int32_t>& ids
 }
 
 TEST_P(DepthOptionTest, GradientMatchesFiniteDifferences) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(Config(), be);
   ASSERT_TRUE(model.ok()) << model.status();
   // Smaller weights than model_test's: up to 6 blocks deep, a slope must
@@ -98,7 +99,7 @@ TEST_P(DepthOptionTest, GradientMatchesFiniteDifferences) {
 }
 
 TEST_P(DepthOptionTest, FutureTokensDoNotChangePastOutputs) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(Config(), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 11);
@@ -118,7 +119,7 @@ TEST_P(DepthOptionTest, FutureTokensDoNotChangePastOutputs) {
 }
 
 TEST_P(DepthOptionTest, SaveThenLoadGivesTheSameLoss) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(Config(), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 12);
@@ -133,7 +134,7 @@ TEST_P(DepthOptionTest, SaveThenLoadGivesTheSameLoss) {
 }
 
 TEST_P(DepthOptionTest, CachedLogitsEqualTheBatchForward) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(Config(), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 3);
@@ -176,7 +177,7 @@ void CopyUnrolled(const Model& from, Model& to) {
 class CopiedWeightsTest : public ::testing::TestWithParam<Architecture> {};
 
 TEST_P(CopiedWeightsTest, TwoLayersTwoPassesAreFourLayersWithCopiedWeights) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   ModelConfig looped = TinyConfig(GetParam());
   looped.architecture.passes = 2;
   ModelConfig unrolled = TinyConfig(GetParam());
@@ -238,7 +239,7 @@ TEST(DepthGeneratorTest, OwnKeysCacheSlidesPastTheContextExactly) {
   // Layer 0 owns the keys; layer 1 borrows them. The cached keys and values
   // then depend on their own token and position only, so with RoPE the slid
   // cache equals a fresh pass over the last window.
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   ModelConfig config = TinyConfig(Architecture::Modern());
   config.architecture.own_keys = 1;
   auto model = Model::Create(config, be);
@@ -259,7 +260,7 @@ TEST(DepthGeneratorTest, PassesCacheEqualsTheCopiedLayersCachePastTheContext) {
   // cache is the usual sliding-window approximation: the same one as 4
   // layers with copied weights, stage for stage.
   for (const char* preset : {"gpt2", "modern"}) {
-    CpuBackend be(1);
+    CpuBackend be(TestCpuOptions(1));
     ModelConfig looped = TinyConfig(*Architecture::FromPreset(preset));
     looped.architecture.passes = 2;
     ModelConfig unrolled = looped;
@@ -280,7 +281,7 @@ TEST(DepthGeneratorTest, PassesCacheEqualsTheCopiedLayersCachePastTheContext) {
 }
 
 TEST(DepthGeneratorTest, CacheBytesFollowTheLayout) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   ModelConfig c = TinyConfig(Architecture::Modern());  // 2 layers, C 8, f32
   c.layers = 4;
   auto bytes = [&](int64_t own_keys, int64_t passes) {
@@ -298,7 +299,7 @@ TEST(DepthGeneratorTest, CacheBytesFollowTheLayout) {
 }
 
 TEST(DepthGeneratorTest, MeasuredGenerationReportsTheLayoutsBytes) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   ModelConfig c = TinyConfig(Architecture::Modern());
   c.architecture.own_keys = 1;
   c.architecture.passes = 3;
@@ -319,7 +320,7 @@ TEST(DepthGeneratorTest, MeasuredGenerationReportsTheLayoutsBytes) {
 }
 
 TEST(DepthConfigTest, BorrowingLayersHaveNoKeyOrValueWeights) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   ModelConfig c = TinyConfig(Architecture::Gpt2());
   c.layers = 4;
   const int64_t full = c.ParameterCount();

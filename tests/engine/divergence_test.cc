@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -25,7 +26,7 @@ RunSpec AbsurdRateSpec() {
 }
 
 TEST(DivergenceTest, AbsurdLearningRateEndsTheRunAsDivergedBeforeItsBudget) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   const fs::path out = fs::temp_directory_path() /
                        ("smallem-divergence-" + std::to_string(::getpid()));
   fs::remove_all(out);
@@ -61,7 +62,7 @@ TEST(DivergenceTest, AbsurdLearningRateEndsTheRunAsDivergedBeforeItsBudget) {
 }
 
 TEST(DivergenceTest, HealthyRunIsNotDiverged) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto result = Train(testing::TinyRunSpec(/*steps=*/20), be, TrainOptions{});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_FALSE(result->contains("diverged"));

@@ -5,6 +5,7 @@
 // prev_size" (docs/reliability.md). Without the signal mask in
 // engine/cpu/matmul.cc this test aborts the same way within a fraction of a
 // second.
+#include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -13,9 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "engine/cpu/gemm.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -42,7 +42,7 @@ TEST(GemmSignalTest, HandledSignalsDuringProductsLeaveTheHeapIntact) {
   constexpr int64_t m = 64, n = 32, k = 512;  // the no-copy path, k > 84
   const std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f);
   std::vector<float> c(m * n);
-  for (cpu::GemmLibrary library : cpu::GemmLibrariesInUse()) {
+  for (cpu::GemmLibrary library : cpu::GemmLibrariesInUse(TestCpuOptions().gemm)) {
     for (int call = 0; call < 8000; ++call) {
       // Heap traffic around the products, so that a corrupted chunk is
       // found by malloc or free, as it was in training.

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -27,7 +28,7 @@ std::vector<float> BatchLogits(const Model& model, const std::vector<int32_t>& i
 class GeneratorTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GeneratorTest, CachedLogitsEqualTheBatchForward) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(TinyConfig(*Architecture::FromPreset(GetParam())), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 3);
@@ -49,7 +50,7 @@ TEST_P(GeneratorTest, PastTheContextTheWindowSlides) {
   // window (RoPE: distances are what matter; learned: the window is
   // re-encoded). With more layers a RoPE cache keeps rows computed while
   // older tokens were still visible — the usual sliding-window approximation.
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   ModelConfig config = TinyConfig(*Architecture::FromPreset(GetParam()));
   config.layers = 1;
   auto model = Model::Create(config, be);
@@ -67,7 +68,7 @@ TEST_P(GeneratorTest, PastTheContextTheWindowSlides) {
 }
 
 TEST_P(GeneratorTest, GreedySamplingIsDeterministic) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(TinyConfig(*Architecture::FromPreset(GetParam())), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 5);

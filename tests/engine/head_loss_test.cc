@@ -16,6 +16,7 @@
 #include "engine/autograd/tape.h"
 #include "engine/cpu/cpu_backend.h"
 #include "tests/engine/cpu_op_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -144,7 +145,7 @@ TEST_F(LargeHeadLossTest, OneChunkInGroupsGivesThePlainComposition) {
 // Chunks where the head fits in a quarter of one core's L2, in whole 16-row
 // groups; one chunk for a head too large (the GPT-2 vocabulary at width 768).
 TEST(HeadLossChunkRowsTest, CpuChunksSmallHeadsOnly) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   const int64_t rows = int64_t{1} << 20;
   const int64_t small = be.HeadLossChunkRows(rows, 64, 16);
   EXPECT_LT(small, rows);

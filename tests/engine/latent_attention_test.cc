@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "spec/run_spec.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 #include "tests/temp_dir.h"
 
 namespace smallem {
@@ -140,7 +141,7 @@ TEST(LatentConfigTest, ParametersAndCacheOfTheReferenceShape) {
   const int64_t block_delta = 512 * 512 + 128 * 512 + 128 + 8 * 96 * 128 + 32 * 512 -
                               3 * 512 * 512;
   EXPECT_EQ(c.ParameterCount(), mha_params + 8 * block_delta);
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(c, be);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->ParameterCount(), c.ParameterCount());
@@ -153,7 +154,7 @@ class LatentModelTest : public ::testing::TestWithParam<int64_t> {};  // q_laten
 
 TEST_P(LatentModelTest, GradientMatchesFiniteDifferences) {
   for (NormKind norm : {NormKind::kRms, NormKind::kLayer}) {
-    CpuBackend be(2);
+    CpuBackend be(TestCpuOptions(2));
     auto model = Model::Create(TinyLatent(GetParam(), norm), be);
     ASSERT_TRUE(model.ok()) << model.status();
     Randomize(**model, 7);
@@ -169,7 +170,7 @@ TEST_P(LatentModelTest, GradientMatchesFiniteDifferences) {
 }
 
 TEST_P(LatentModelTest, FutureTokensDoNotChangePastOutputs) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyLatent(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 11);
@@ -196,7 +197,7 @@ TEST_P(LatentModelTest, FutureTokensDoNotChangePastOutputs) {
 }
 
 TEST_P(LatentModelTest, SavedAndLoadedModelHasTheSameLoss) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(TinyLatent(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 5);
@@ -211,7 +212,7 @@ TEST_P(LatentModelTest, SavedAndLoadedModelHasTheSameLoss) {
 }
 
 TEST_P(LatentModelTest, OverfitsOneBatch) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   ModelConfig c = TinyLatent(GetParam() > 0 ? 16 : 0);
   c.embed = 32;
   c.heads = 4;  // D 8: R 4, Dn 4
@@ -235,7 +236,7 @@ std::vector<float> BatchLogits(const Model& model, const std::vector<int32_t>& i
 }
 
 TEST_P(LatentModelTest, CachedLogitsEqualTheBatchForward) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(TinyLatent(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 3);
@@ -254,7 +255,7 @@ TEST_P(LatentModelTest, PastTheContextTheLatentCacheSlides) {
   // One layer, as in GeneratorTest: the slid cache must equal a fresh pass
   // over the last window, RoPE scores depending on distances only. 14 tokens
   // past a context of 6: the ring wraps twice.
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   ModelConfig config = TinyLatent(GetParam());
   config.layers = 1;
   auto model = Model::Create(config, be);

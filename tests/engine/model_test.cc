@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -28,7 +29,7 @@ TEST(ModelConfigTest, ReferenceGpt2HasAbout29Point7MillionParameters) {
   const ModelConfig c = Reference(Architecture::Gpt2());
   EXPECT_EQ(c.ParameterCount(), 29'676'544);
   EXPECT_NEAR(c.ParameterCount() / 1e6, 29.7, 0.05);
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(c, be);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->ParameterCount(), c.ParameterCount());
@@ -56,7 +57,7 @@ TEST(ModelConfigTest, InvalidConfigsNameTheProblem) {
 class ModelArchTest : public ::testing::TestWithParam<Architecture> {};
 
 TEST_P(ModelArchTest, GradientMatchesFiniteDifferences) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyConfig(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 7);
@@ -71,7 +72,7 @@ TEST_P(ModelArchTest, GradientMatchesFiniteDifferences) {
 }
 
 TEST_P(ModelArchTest, FutureTokensDoNotChangePastOutputs) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyConfig(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 11);
@@ -98,7 +99,7 @@ TEST_P(ModelArchTest, FutureTokensDoNotChangePastOutputs) {
 }
 
 TEST_P(ModelArchTest, OverfitsOneBatch) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   ModelConfig c = TinyConfig(GetParam());
   c.embed = 32;
   c.heads = 4;
@@ -127,7 +128,7 @@ std::vector<float> LastLogits(const Model& model, const std::vector<int32_t>& id
 TEST(RopeTest, SwappingTwoPastTokensChangesTheLastLogits) {
   // Without positions attention is a set operation: a swap of past tokens
   // leaves the last position unchanged. RoPE must break that symmetry.
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   Architecture arch = Architecture::Modern();
   auto model = Model::Create(TinyConfig(arch), be);
   ASSERT_TRUE(model.ok());
@@ -142,7 +143,7 @@ TEST(RopeTest, SwappingTwoPastTokensChangesTheLastLogits) {
 TEST(RopeTest, ShiftingAllPositionsChangesNoAttentionScore) {
   // q·k after rotation depends only on the distance between positions: the
   // rope op at offset 0 and at offset 3 gives the same dot products.
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   const int64_t T = 4, D = 8, half = D / 2, P = 16;
   std::vector<float> cos(P * half), sin(P * half);
   for (int64_t m = 0; m < P; ++m) {

@@ -17,6 +17,7 @@
 #include "spec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 #include "tests/temp_dir.h"
 
 namespace smallem {
@@ -100,7 +101,7 @@ TEST(MoeConfigTest, FeedForwardMoeKeepsThePresetActivationAndRoundTrips) {
 }
 
 TEST(MoeModelTest, FutureTokensDoNotChangePastOutputs) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyMoe(), be);
   ASSERT_TRUE(model.ok()) << model.status();
   Randomize(**model, 5);
@@ -127,7 +128,7 @@ TEST(MoeModelTest, FutureTokensDoNotChangePastOutputs) {
 }
 
 TEST(MoeModelTest, SaveThenLoadGivesTheIdenticalLoss) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   ModelConfig c = TinyMoe(Architecture::Gpt2());
   c.moe.shared = 1;
   c.moe.every = 2;
@@ -145,7 +146,7 @@ TEST(MoeModelTest, SaveThenLoadGivesTheIdenticalLoss) {
 }
 
 TEST(MoeModelTest, TinyMoeTrainsAndBalancesItsRouters) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   ModelConfig c = TinyMoe();
   c.moe.bias_rate = 0.01;
   auto model = Model::Create(c, be);
@@ -168,7 +169,7 @@ TEST(MoeModelTest, TinyMoeTrainsAndBalancesItsRouters) {
 
 TEST(MoeModelTest, GeneratorRoutesEachTokenLikeTheBatchForward) {
   for (const char* preset : {"gpt2", "modern"}) {
-    CpuBackend be(1);
+    CpuBackend be(TestCpuOptions(1));
     ModelConfig c = TinyMoe(*Architecture::FromPreset(preset));
     c.moe.shared = 1;
     c.moe.first_dense = true;
@@ -192,7 +193,7 @@ TEST(MoeModelTest, GeneratorRoutesEachTokenLikeTheBatchForward) {
 }
 
 TEST(MoeTrainTest, ResultReportsActiveAndTotalParametersAndRouting) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = testing::TinyRunSpec(/*steps=*/10);
   spec.moe = MoeConfig{.experts = 4, .top_k = 2};
   int64_t progress_points = 0;
@@ -229,7 +230,7 @@ TEST(MoeTrainTest, ResultReportsActiveAndTotalParametersAndRouting) {
 // tiny 8-expert, top-2 run of `steps` steps (E/k = 4: every token on the
 // same two experts).
 double LateLoad(const MoeConfig& moe, int64_t steps, int tail) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = testing::TinyRunSpec(steps, /*eval_batches=*/1);
   spec.moe = moe;
   std::vector<double> loads;
@@ -252,7 +253,7 @@ TEST(MoeTrainTest, DefaultBiasRateBalancesTheRoutersOfAShortRun) {
 }
 
 TEST(MoeTrainTest, DenseProgressHasNoRouting) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = testing::TinyRunSpec(/*steps=*/5);
   int64_t progress_points = 0;
   auto result = Train(spec, be, TrainOptions{.progress_every = 5,

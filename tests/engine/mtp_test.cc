@@ -16,6 +16,7 @@
 #include "spec/run_spec.h"
 #include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 #include "tests/temp_dir.h"
 
 namespace smallem {
@@ -64,7 +65,7 @@ HostLosses Score(const Model& model, const std::vector<int32_t>& in,
 
 TEST(MtpConfigTest, ParametersAreTheDepthsModulesAndTheJsonKeepsThem) {
   const ModelConfig c = TinyMtpConfig(Architecture::Gpt2());
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(c, be);
   ASSERT_TRUE(model.ok()) << model.status();
   int64_t mtp = 0;
@@ -134,7 +135,7 @@ TEST(MtpConfigTest, ImpossibleValuesAreErrorsNamingTheKey) {
 }
 
 TEST(MtpConfigTest, MuonUpdatesTheDepthsMatrices) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   auto model = Model::Create(TinyMtpConfig(Architecture::Modern()), be);
   ASSERT_TRUE(model.ok());
   EXPECT_TRUE(IsMuonParameter(*(*model)->Find("mtp.1.merge.hidden.weight")));
@@ -145,7 +146,7 @@ TEST(MtpConfigTest, MuonUpdatesTheDepthsMatrices) {
 class MtpArchTest : public ::testing::TestWithParam<Architecture> {};
 
 TEST_P(MtpArchTest, GradientThroughTheDepthsMatchesFiniteDifferences) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyMtpConfig(GetParam()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 7);
@@ -192,7 +193,7 @@ TEST_P(MtpArchTest, GradientThroughTheDepthsMatchesFiniteDifferences) {
 TEST_P(MtpArchTest, NoRowSeesItsFuture) {
   // Row t of every loss (next-token and each depth) may read inputs 0..t and
   // its target, token t+1; the main logits at t only inputs 0..t.
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyMtpConfig(GetParam(), 3), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 11);
@@ -239,7 +240,7 @@ INSTANTIATE_TEST_SUITE_P(EveryOption, MtpArchTest,
                          ::testing::ValuesIn(testing::AllArchitectures()), testing::ArchName);
 
 TEST(MtpModelTest, ObjectiveIsTheNextTokenMeanPlusTheWeightedDepthMeans) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   const double weight = 0.5;
   auto model = Model::Create(TinyMtpConfig(Architecture::Modern(), 2, weight), be);
   ASSERT_TRUE(model.ok());
@@ -271,7 +272,7 @@ TEST(MtpModelTest, ObjectiveIsTheNextTokenMeanPlusTheWeightedDepthMeans) {
 }
 
 TEST(MtpModelTest, WithoutMtpTheObjectiveIsTheMeanLoss) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyConfig(Architecture::Gpt2()), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 5);
@@ -282,7 +283,7 @@ TEST(MtpModelTest, WithoutMtpTheObjectiveIsTheMeanLoss) {
 }
 
 TEST(MtpModelTest, SavedAndLoadedModelGivesIdenticalLosses) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto model = Model::Create(TinyMtpConfig(Architecture::Gpt2(), 2, 0.25), be);
   ASSERT_TRUE(model.ok());
   Randomize(**model, 9);

@@ -14,6 +14,7 @@
 #include "engine/train/validation_text.h"
 #include "gtest/gtest.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -21,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(MtpTrainTest, TinyMtpRunLearnsReportsEachDepthAndItsFileGenerates) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = testing::TinyRunSpec(/*steps=*/60);
   spec.mtp = 2;
   const fs::path out = fs::temp_directory_path() /
@@ -74,7 +75,7 @@ TEST(MtpTrainTest, TinyMtpRunLearnsReportsEachDepthAndItsFileGenerates) {
 }
 
 TEST(MtpTrainTest, WithoutMtpTheResultHasNoDepthKeys) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto result = Train(testing::TinyRunSpec(/*steps=*/5), be, TrainOptions{});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_FALSE(result->contains("val_mtp_nats_per_token"));

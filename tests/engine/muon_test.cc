@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -24,7 +25,7 @@ constexpr float kLr = 0.1f;
 class MuonTest : public ::testing::Test {
  protected:
   // One thread: batched products then compute each item exactly as alone.
-  MuonTest() : be_(1), tensors_(be_) {}
+  MuonTest() : be_(TestCpuOptions(1)), tensors_(be_) {}
 
   // A (rows, cols) matrix with value `value` and a zero gradient.
   MuonMatrix Matrix(const std::string& name, int64_t rows, int64_t cols,
@@ -223,7 +224,7 @@ TEST_F(MuonTest, BoostFindsTheTopDirectionOfATallMatrix) {
 }
 
 TEST(MuonParameterTest, HiddenMatricesGoToMuonTheRestToAdamW) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       ModelConfig{.vocab = 11, .context = 6, .layers = 2, .heads = 2, .embed = 8,
                   .architecture = Architecture::Gpt2()},
@@ -255,7 +256,7 @@ RunSpec TinySpec(const std::string& optimizer) {
 }
 
 TEST(MuonTrainingTest, TinyModelLearnsWithEveryVariant) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   for (const char* optimizer :
        {"muon", "muon:short", "muon:short,period=3", "muon:short,norm", "muon:short,boost=1.5",
         "muon,stack=off", "muon:short,period=2,norm,boost=1.5,stack=off"}) {

@@ -13,6 +13,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cpu_op_test_util.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -56,7 +57,7 @@ Matrix Compose(const Matrix& u, const std::vector<double>& s, const Matrix& v, i
 
 class NewtonSchulzTest : public ::testing::Test {
  protected:
-  NewtonSchulzTest() : be_(2), serial_(1), tensors_(be_) {}
+  NewtonSchulzTest() : be_(TestCpuOptions(2)), serial_(TestCpuOptions(1)), tensors_(be_) {}
 
   Tensor Alloc(Shape shape) { return tensors_.Allocate(shape); }
 

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -18,7 +19,7 @@ constexpr int kMatmul = static_cast<int>(Op::kMatmul);
 
 class ProfilerTest : public ::testing::Test {
  protected:
-  ProfilerTest() : cpu_(1), profiler_(cpu_), tensors_(profiler_) {}
+  ProfilerTest() : cpu_(TestCpuOptions(1)), profiler_(cpu_), tensors_(profiler_) {}
   Tensor Alloc(Shape shape) { return tensors_.Allocate(shape); }
   void Product(const Tensor& a, const Tensor& b, const Tensor& out) {
     profiler_.Matmul(MatmulParams{.a = a, .b = b, .out = out, .m = 2, .n = 2, .k = 2});
@@ -114,7 +115,7 @@ TEST(ProfiledTrainingTest, CountsTheMatmulsOfEachOptimizer) {
   for (const Case& c : {Case{"adamw", 0}, Case{"muon", 3 * 10 * 3}, Case{"muon:short", 3 * 4 * 3},
                         Case{"muon,stack=off", 3 * 10 * 12},
                         Case{"muon:short,boost=2", 3 * 4 * 3 + 22 * 3}}) {
-    CpuBackend cpu(2);
+    CpuBackend cpu(TestCpuOptions(2));
     ProfilingBackend profiler(cpu);
     absl::StatusOr<nlohmann::json> result = Train(TinySpec(c.optimizer), profiler, TrainOptions{});
     ASSERT_TRUE(result.ok()) << result.status();

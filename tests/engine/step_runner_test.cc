@@ -35,6 +35,7 @@
 #include "gtest/gtest.h"
 #include "spec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -42,7 +43,7 @@ namespace {
 // The CpuBackend a ReplayingBackend forwards to: a base class, so that it is
 // constructed before the ForwardingBackend that refers to it.
 struct OwnedCpuBackend {
-  CpuBackend cpu{2};
+  CpuBackend cpu{TestCpuOptions(2)};
 };
 
 // A CpuBackend with pretend graphs. While capturing, ops are recorded, not
@@ -206,7 +207,7 @@ std::vector<uint32_t> Bits(const std::vector<float>& values) {
 TEST(StepRunnerTest, ReplayedStepsEqualEagerStepsBitForBit) {
   for (const char* optimizer : {"adamw", "muon:short,period=2"}) {
     const RunSpec spec = TinySpec(optimizer);
-    CpuBackend cpu(2);
+    CpuBackend cpu(TestCpuOptions(2));
     const StepRun eager = RunSteps(spec, cpu, /*graphs=*/true, 10);  // the CPU has none
     ReplayingBackend replaying;
     const StepRun replayed = RunSteps(spec, replaying, /*graphs=*/true, 10);
@@ -257,7 +258,7 @@ TEST(StepRunnerTest, AStepCopiesNothingFromTheHostAndAllocatesNothingAfterTheWar
 }
 
 TEST(StepRunnerTest, ReadLossBeforeAnyStepIsNaN) {
-  CpuBackend backend(1);
+  CpuBackend backend(TestCpuOptions(1));
   const RunSpec spec = TinySpec("adamw");
   absl::StatusOr<Dataset> data = Dataset::Open(spec.data);
   ASSERT_TRUE(data.ok());

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/cpu_op_test_util.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -108,7 +109,7 @@ RunSpec TinySpec(const std::string& optimizer, const Architecture& arch) {
 
 // Every step's training loss from Train().
 std::vector<float> TrainerLosses(const RunSpec& spec) {
-  CpuBackend backend(2);
+  CpuBackend backend(TestCpuOptions(2));
   std::vector<float> losses;
   TrainOptions options;
   options.progress_every = 1;
@@ -127,7 +128,7 @@ std::vector<float> TrainerLosses(const RunSpec& spec) {
 // the optimizer's own Step (anything else); the loss the trainer's
 // (Model::TrainingObjective).
 std::vector<float> HandWrittenLosses(const RunSpec& spec) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   absl::StatusOr<Dataset> data = Dataset::Open(spec.data);
   CHECK(data.ok()) << data.status();
   const ModelConfig config = spec.ModelFor(data->vocab());
@@ -217,7 +218,7 @@ TEST(StepScalarsTrainingTest, MuonStepsEqualAHandWrittenLoopWithHostBatches) {
 TEST(StepScalarsTrainingTest, GraphsSwitchedOffTrainTheSameOnTheCpu) {
   RunSpec spec = TinySpec("adamw", Architecture::Modern());
   spec.budget.steps = 5;
-  CpuBackend backend(2);
+  CpuBackend backend(TestCpuOptions(2));
   absl::StatusOr<nlohmann::json> on = Train(spec, backend, TrainOptions{});
   absl::StatusOr<nlohmann::json> off = Train(spec, backend, TrainOptions{.cuda_graphs = false});
   ASSERT_TRUE(on.ok() && off.ok());
@@ -226,7 +227,7 @@ TEST(StepScalarsTrainingTest, GraphsSwitchedOffTrainTheSameOnTheCpu) {
 }
 
 TEST(ArenaTest, SameRequestsAfterResetGetTheSameAddresses) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   Arena arena(be, 1 << 12);
   std::vector<void*> first;
   for (int round = 0; round < 3; ++round) {
@@ -245,7 +246,7 @@ TEST(ArenaTest, SameRequestsAfterResetGetTheSameAddresses) {
 }
 
 TEST(ArenaTest, GrowingWhenForbiddenDiesNamingTheSize) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   Arena arena(be, 1 << 12);
   arena.Allocate({1000});
   arena.Reset();

@@ -19,6 +19,7 @@
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 RunSpec TinySpec() { return testing::TinyRunSpec(/*steps=*/30); }
 
 TEST(TimedBudgetTest, TimedRunStopsWithinOneStepOfItsBudgetAtTheFloorLearningRate) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = TinySpec();
   spec.budget = Budget{.steps = std::nullopt, .minutes = 0.05};  // 3 s of training
   const double budget_s = 0.05 * 60;
@@ -69,7 +70,7 @@ TEST(TimedBudgetTest, TimedRunStopsWithinOneStepOfItsBudgetAtTheFloorLearningRat
 }
 
 TEST(TimedBudgetTest, StepsBudgetRecordsTrainingSecondsAndEndsAtTheFloor) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = TinySpec();
   auto result = Train(spec, be, TrainOptions{});
   ASSERT_TRUE(result.ok()) << result.status();

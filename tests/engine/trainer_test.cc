@@ -12,6 +12,7 @@
 #include "engine/train/validation_text.h"
 #include "gtest/gtest.h"
 #include "tests/engine/dataset_fixture.h"
+#include "tests/engine/test_cpu_backend.h"
 
 namespace smallem {
 namespace {
@@ -32,7 +33,7 @@ std::string TempDir(const std::string& name) {
 }
 
 TEST(TrainerTest, ResultHasEveryDocumentedKey) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   const std::string out = TempDir("keys");
   auto result = Train(TinySpec(), be, TrainOptions{.out_dir = out});
   ASSERT_TRUE(result.ok()) << result.status();
@@ -66,7 +67,7 @@ TEST(TrainerTest, ResultHasEveryDocumentedKey) {
 }
 
 TEST(TrainerTest, LossFallsBelowTheUniformGuess) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec spec = TinySpec();
   spec.budget.steps = 60;
   auto result = Train(spec, be, TrainOptions{});
@@ -76,7 +77,7 @@ TEST(TrainerTest, LossFallsBelowTheUniformGuess) {
 }
 
 TEST(TrainerTest, SameSeedSameLossDifferentSeedsDifferentLosses) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   auto a = Train(TinySpec(1), be, TrainOptions{});
   auto b = Train(TinySpec(1), be, TrainOptions{});
   auto c = Train(TinySpec(2), be, TrainOptions{});
@@ -86,7 +87,7 @@ TEST(TrainerTest, SameSeedSameLossDifferentSeedsDifferentLosses) {
 }
 
 TEST(TrainerTest, SaveLoadGivesTheIdenticalLoss) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   for (const char* arch : {"gpt2", "modern"}) {
     RunSpec spec = TinySpec();
     spec.architecture = *Architecture::FromPreset(arch);
@@ -108,7 +109,7 @@ TEST(TrainerTest, SaveLoadGivesTheIdenticalLoss) {
 }
 
 TEST(TrainerTest, TruncatedWeightsFileIsAClearError) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   const std::string out = TempDir("truncated");
   ASSERT_TRUE(Train(TinySpec(), be, TrainOptions{.out_dir = out}).ok());
   const std::string path = out + "/weights.safetensors";
@@ -120,7 +121,7 @@ TEST(TrainerTest, TruncatedWeightsFileIsAClearError) {
 }
 
 TEST(TrainerTest, BadInputGivesClearErrors) {
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   RunSpec spec = TinySpec();
   spec.data = "/nonexistent/dataset";
   auto missing = Train(spec, be, TrainOptions{});
@@ -151,7 +152,7 @@ TEST(TrainerTest, CorruptDatasetIsAClearError) {
     f.seekp(10);
     f.write("\xff\xff\xff\xff", 4);
   }
-  CpuBackend be(1);
+  CpuBackend be(TestCpuOptions(1));
   RunSpec spec = TinySpec();
   spec.data = copy.string();
   auto result = Train(spec, be, TrainOptions{});
@@ -162,7 +163,7 @@ TEST(TrainerTest, CorruptDatasetIsAClearError) {
 // The validation text does not depend on the training batch or context:
 // a variant changing both is scored on the same target tokens.
 TEST(TrainerTest, VariantChangingBatchAndContextIsScoredOnTheSameTargets) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   RunSpec base = TinySpec();
   base.budget.steps = 5;
   RunSpec variant = base;
@@ -194,7 +195,7 @@ TEST(TrainerTest, VariantChangingBatchAndContextIsScoredOnTheSameTargets) {
 }
 
 TEST(TrainerTest, ScoredLossDoesNotDependOnEvalBatchSize) {
-  CpuBackend be(2);
+  CpuBackend be(TestCpuOptions(2));
   for (int64_t context : {24, 96}) {  // several windows per span, and one
     RunSpec spec = TinySpec();
     spec.context = context;

@@ -222,18 +222,6 @@ TEST_F(GraphTest, NothingIsAllocatedAfterTheWarmUp) {
   }
 }
 
-TEST_F(GraphTest, SwitchedOffByTheEnvironment) {
-  RunSpec spec = TinySpec("adamw", Architecture::Modern());
-  spec.budget.steps = kWarmupSteps + 2;
-  ASSERT_EQ(setenv("SMALLEM_CUDA_GRAPHS", "0", 1), 0);
-  const TrainingRun off = TrainOnGpu(spec, true);
-  ASSERT_EQ(unsetenv("SMALLEM_CUDA_GRAPHS"), 0);
-  const TrainingRun on = TrainOnGpu(spec, true);
-  EXPECT_FALSE(off.cuda_graphs);
-  EXPECT_TRUE(on.cuda_graphs);
-  EXPECT_EQ(Bits(on.losses), Bits(off.losses));
-}
-
 TEST_F(GraphTest, ReplaysReadStagedValuesAndKeepCapturedConstants) {
   const Tensor x = Alloc({4, 5}), out = Alloc({4, 5}), scale = Alloc({1}), constant = Alloc({5});
   gpu_->Fill(x, 1.0f);
