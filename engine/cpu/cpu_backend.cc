@@ -91,8 +91,8 @@ absl::StatusOr<std::optional<CpuBackend::AttentionKernel>> CpuBackend::ParseAtte
   if (name == "auto") return std::optional<AttentionKernel>();
   if (name == "blas") return AttentionKernel::kBlas;
   if (name == "tiles" && kTilesBuilt) return AttentionKernel::kTiles;
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", name, "\" is not an attention kernel this build has: ", kChoices));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", std::string(name), "\" is not an attention kernel this build has: ", kChoices));
 }
 
 absl::StatusOr<CpuBackend::Options> CpuBackend::OptionsFromEnvironment(int threads) {

@@ -125,7 +125,7 @@ absl::StatusOr<GemmChoice> ParseGemmChoice(std::string_view name) {
 #endif
       "loop";
   return absl::InvalidArgumentError(
-      absl::StrCat("\"", name, "\" is not a GEMM library this build has: ", kBuilt));
+      absl::StrCat("\"", std::string(name), "\" is not a GEMM library this build has: ", kBuilt));
 }
 
 GemmLibrary GemmLibraryFor(GemmChoice choice, bool trans_a, int64_t m, int64_t n, int64_t k) {

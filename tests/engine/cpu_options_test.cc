@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/check.h"
 #include "engine/arena.h"
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
@@ -54,7 +55,7 @@ TEST(CpuOptionsTest, GemmNamesParse) {
   EXPECT_EQ(mkl.status().message().find("\"mkl\" is not a GEMM library this build has: auto, "),
             0u)
       << mkl.status();
-  EXPECT_TRUE(mkl.status().message().ends_with("loop")) << mkl.status();
+  EXPECT_TRUE(std::string(mkl.status().message()).ends_with("loop")) << mkl.status();
 }
 
 TEST(CpuOptionsTest, AttentionNamesParse) {
@@ -75,14 +76,14 @@ TEST(CpuOptionsTest, TheEnvironmentIsReadIntoAStatus) {
     ScopedEnvironment gemm("SMALLEM_GEMM", "mkl");
     const absl::StatusOr<CpuBackend::Options> options = CpuBackend::OptionsFromEnvironment(3);
     ASSERT_FALSE(options.ok());
-    EXPECT_TRUE(options.status().message().starts_with("SMALLEM_GEMM: \"mkl\" is not"))
+    EXPECT_TRUE(std::string(options.status().message()).starts_with("SMALLEM_GEMM: \"mkl\" is not"))
         << options.status();
   }
   {
     ScopedEnvironment attention("SMALLEM_ATTENTION", "flash");
     const absl::StatusOr<CpuBackend::Options> options = CpuBackend::OptionsFromEnvironment(3);
     ASSERT_FALSE(options.ok());
-    EXPECT_TRUE(options.status().message().starts_with("SMALLEM_ATTENTION: \"flash\" is not"))
+    EXPECT_TRUE(std::string(options.status().message()).starts_with("SMALLEM_ATTENTION: \"flash\" is not"))
         << options.status();
   }
   ScopedEnvironment gemm("SMALLEM_GEMM", "loop");
