@@ -66,7 +66,7 @@ TEST(CalibrationTest, LargeDifferencesAreFound) {
 // experiments get a false better/worse at the nominal 5 % (the bench: see
 // docs/equal-time.md § Sequential seeds), where three uncorrected looks
 // reach about 10 %; a true |Δ| = floor is called equivalent at most 5 % of
-// the time (0.65 %); and on a mixture of effects the design keeps the fixed
+// the time (0.53 %); and on a mixture of effects the design keeps the fixed
 // 10-seed design's power with fewer runs.
 TEST(CalibrationTest, SequentialNullFalseVerdictsOverAllLooksStayAtFivePercent) {
   constexpr int kExperiments = 2000;
