@@ -4,8 +4,9 @@
 // three true curve shapes, 2–10 seeds, 2–6 budgets), and the power at
 // true Δ = 2·floor and 4·floor for 2, 3 and 5 seeds; then sequential seeds
 // (looks [3, 5, 10], O'Brien–Fleming and Pocock, without and with futility
-// stopping) against the fixed 10-seed
-// design. Prints markdown tables; --filter sequential prints the last alone.
+// stopping; the documented design, looks [3, 5, 7, 9, 11] with kFutility)
+// against the fixed 10-seed design on the same experiments. Prints markdown
+// tables; --filter sequential prints the last alone.
 //
 //   build/bench/smallem_calibration_bench [--experiments N] [--seed S]
 //       [--filter TEXT] [--seeds S] [--budgets B]
@@ -26,6 +27,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/analysis/calibration.h"
 
@@ -49,11 +51,13 @@ void Row(const char* label, const SimulationConfig& c) {
 
 // Sequential seeds (docs/equal-time.md § Sequential seeds) at equal steps:
 // the false verdicts over all looks, false equivalence at |Δ| = floor, and
-// on a mixture of effects the power and the runs spent against the fixed
-// design of the last look's seeds.
-void SequentialRow(const char* label, const SequentialConfig& c) {
+// on a mixture of effects the power and the runs spent, side by side with
+// the fixed 10-seed design on the same experiments (`fixed`, when given:
+// runs saved, and the power's difference).
+SequentialResult SequentialRow(const std::string& label, const SequentialConfig& c,
+                               const SequentialResult* fixed = nullptr) {
   const std::string filtered = std::string("sequential, ") + label;
-  if (!g_filter.empty() && filtered.find(g_filter) == std::string::npos) return;
+  if (!g_filter.empty() && filtered.find(g_filter) == std::string::npos) return {};
   const SequentialResult r = SimulateSequential(c);
   auto rate = [&](int count, int of) {
     const double p = of == 0 ? 0 : static_cast<double>(count) / of;
@@ -61,54 +65,98 @@ void SequentialRow(const char* label, const SequentialConfig& c) {
   };
   std::string looks;
   for (int n : c.looks) looks += (looks.empty() ? "" : ", ") + std::to_string(n);
+  std::string design = absl::StrFormat("[%s] %s", looks, BoundaryShapeName(c.shape));
+  if (c.futility.below > 0) {
+    absl::StrAppendFormat(&design, ", futility below %g from look %d", c.futility.below,
+                          c.futility.from_look);
+  }
   const auto [false_rate, false_se] = rate(r.better + r.worse, r.experiments);
   const auto [eq_rate, eq_se] = rate(r.equivalent, r.experiments);
-  const auto [power, power_se] = rate(r.found, r.non_null);
-  std::printf("| %s | [%s] %s | %d | %.2f %% ± %.2f | %.2f %% ± %.2f | %.1f %% ± %.1f | %.2f |\n",
-              label, looks.c_str(), BoundaryShapeName(c.shape), r.experiments, false_rate,
-              false_se, eq_rate, eq_se, power, power_se,
-              static_cast<double>(r.runs) / std::max(1, r.experiments));
+  std::string power = "—", against = "—";
+  if (r.non_null > 0) {
+    const auto [p, p_se] = rate(r.found, r.non_null);
+    power = absl::StrFormat("%.1f %% ± %.1f", p, p_se);
+    if (fixed != nullptr && fixed->experiments == r.experiments) {
+      against = absl::StrFormat("%+.1f %% runs, %+.1f points",
+                                100 * (static_cast<double>(r.runs) / fixed->runs - 1),
+                                100 * (r.Power() - fixed->Power()));
+    }
+  }
+  std::printf("| %s | %s | %d | %.2f %% ± %.2f | %.2f %% ± %.2f | %s | %.2f ± %.2f | %s |\n",
+              label.c_str(), design.c_str(), r.experiments, false_rate, false_se, eq_rate, eq_se,
+              power.c_str(), r.RunsPerExperiment(), r.RunsSe(), against.c_str());
   std::fflush(stdout);
+  return r;
 }
 
 void SequentialRows(int experiments, uint64_t seed, double sigma, double floor) {
   std::printf("\n| sequential, equal steps | looks | experiments | better or worse | "
-              "equivalent | power (non-null) | runs per experiment |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+              "equivalent | power (non-null) | runs per experiment | against the fixed design |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+  const SequentialConfig base{.experiments = experiments, .sigma = sigma, .floor = floor,
+                              .seed = seed};
+  SequentialConfig fixed_config = base;
+  fixed_config.looks = {10};
+  fixed_config.mixture = true;
+  // Run first so that the mixture rows can say how they compare.
+  const SequentialResult fixed = SequentialRow("mixture, fixed design", fixed_config);
   for (BoundaryShape shape : {BoundaryShape::kOBrienFleming, BoundaryShape::kPocock}) {
-    SequentialConfig base{.experiments = experiments, .shape = shape, .sigma = sigma,
-                          .floor = floor, .seed = seed};
-    SequentialRow("null (Δ = 0)", base);
+    SequentialConfig design = base;
+    design.shape = shape;
+    SequentialRow("null (Δ = 0)", design);
     if (shape == BoundaryShape::kOBrienFleming) {
-      SequentialConfig naive = base;
+      SequentialConfig naive = design;
       naive.corrected = false;
       SequentialRow("null (Δ = 0), every look at 5 %, uncorrected", naive);
     }
-    SequentialConfig at_floor = base;
+    SequentialConfig at_floor = design;
     at_floor.true_delta = floor;
-    SequentialRow("|Δ| = floor", at_floor);
-    SequentialConfig mixture = base;
+    SequentialRow("Δ = floor", at_floor);
+    SequentialConfig mixture = design;
     mixture.mixture = true;
-    SequentialRow("mixture: half null, half 0.5–4 σ", mixture);
-    for (double futility : {0.05, 0.1}) {
+    SequentialRow("mixture: half null, half 0.5–4 σ", mixture, &fixed);
+    // Futility from the first look (the earlier rule) and from the second.
+    for (const FutilityRule rule : {FutilityRule{.below = 0.05, .from_look = 1},
+                                    FutilityRule{.below = 0.1, .from_look = 1},
+                                    FutilityRule{.below = 0.1, .from_look = 2}}) {
+      if (shape == BoundaryShape::kPocock && rule.below != 0.1) continue;
       SequentialConfig futile = mixture;
-      futile.futility = futility;
-      const std::string label = "mixture, futility below " + absl::StrFormat("%g", futility);
-      SequentialRow(label.c_str(), futile);
-      futile.mixture = false;
-      SequentialRow(("null (Δ = 0), futility below " + absl::StrFormat("%g", futility)).c_str(),
-                    futile);
+      futile.futility = rule;
+      SequentialRow("mixture", futile, &fixed);
     }
   }
-  SequentialConfig fixed{.experiments = experiments, .looks = {10}, .sigma = sigma,
-                         .floor = floor, .mixture = true, .seed = seed};
-  SequentialRow("mixture, fixed design", fixed);
-  SequentialConfig small = fixed;
-  small.looks = {3, 5, 10};
+  // The documented design (server/analysis/sequential.h, kFutility): five
+  // looks up to 11 seeds, futility from the second.
+  SequentialConfig chosen = base;
+  chosen.looks = {3, 5, 7, 9, 11};
+  for (const FutilityRule rule : {FutilityRule{}, kFutility}) {
+    chosen.futility = rule;
+    chosen.mixture = false;
+    chosen.true_delta = 0;
+    SequentialRow("null (Δ = 0)", chosen);
+    chosen.true_delta = floor;
+    SequentialRow("Δ = floor", chosen);
+    chosen.true_delta = -floor;
+    SequentialRow("Δ = −floor", chosen);
+    chosen.mixture = true;
+    SequentialRow("mixture: half null, half 0.5–4 σ", chosen, &fixed);
+  }
+  // Four looks capped at the fixed design's 10 seeds, the same rule.
+  SequentialConfig capped = base;
+  capped.looks = {3, 5, 7, 10};
+  capped.mixture = true;
+  capped.futility = kFutility;
+  SequentialRow("mixture: half null, half 0.5–4 σ", capped, &fixed);
+  SequentialConfig small = base;
+  small.mixture = true;
   small.sigma = floor / 2;
-  SequentialRow("mixture, σ = floor/2", small);
   small.looks = {10};
-  SequentialRow("mixture, σ = floor/2, fixed design", small);
+  const SequentialResult small_fixed = SequentialRow("mixture, σ = floor/2, fixed design", small);
+  small.looks = {3, 5, 10};
+  SequentialRow("mixture, σ = floor/2", small, &small_fixed);
+  small.looks = {3, 5, 7, 9, 11};
+  small.futility = kFutility;
+  SequentialRow("mixture, σ = floor/2", small, &small_fixed);
 }
 
 int Main(int argc, char** argv) {

@@ -1,5 +1,6 @@
 #include "server/analysis/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -113,11 +114,18 @@ SimulationResult Simulate(const SimulationConfig& config) {
   return out;
 }
 
+double SequentialResult::RunsSe() const {
+  if (experiments < 2) return 0;
+  const double mean = RunsPerExperiment();
+  const double variance =
+      (static_cast<double>(runs_squared) - experiments * mean * mean) / (experiments - 1);
+  return std::sqrt(std::max(0.0, variance) / experiments);
+}
+
 SequentialResult SimulateSequential(const SequentialConfig& config) {
   absl::StatusOr<std::vector<LookLevel>> levels =
       LookLevels({.looks = config.looks, .shape = config.shape});
   CHECK(levels.ok()) << levels.status();
-  std::mt19937_64 rng(config.seed);
   std::uniform_real_distribution<double> uniform(0, 1);
   const int max_seeds = config.looks.back();
   ComparisonPlan plan;
@@ -130,6 +138,10 @@ SequentialResult SimulateSequential(const SequentialConfig& config) {
   SequentialResult out;
   std::vector<ComparedRun> runs;
   for (int e = 0; e < config.experiments; ++e) {
+    std::seed_seq experiment_seed{static_cast<uint32_t>(config.seed),
+                                  static_cast<uint32_t>(config.seed >> 32),
+                                  static_cast<uint32_t>(e)};
+    std::mt19937_64 rng(experiment_seed);
     double delta = config.true_delta;
     if (config.mixture) {
       delta = 0;
@@ -160,15 +172,15 @@ SequentialResult SimulateSequential(const SequentialConfig& config) {
         break;
       }
       const ReportRow& row = report->rows[1];
-      if (config.futility > 0 && k + 1 < levels->size() && row.se && *row.se > 0 &&
-          ConditionalPower(*row.delta, *row.se, look.seeds, levels->back(), config.floor) <
-              config.futility) {
+      if (row.delta && FutilityStop(config.futility, *levels, k, *row.delta, row.se,
+                                    config.floor)) {
         ++out.futile;
         break;
       }
     }
     ++out.experiments;
     out.runs += 2 * spent;
+    out.runs_squared += 4 * spent * spent;
     out.better += verdict == Verdict::kBetter;
     out.worse += verdict == Verdict::kWorse;
     out.equivalent += verdict == Verdict::kEquivalent;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "server/analysis/group_sequential.h"
+#include "server/analysis/sequential.h"
 
 namespace smallem {
 
@@ -67,7 +68,11 @@ SimulationResult Simulate(const SimulationConfig& config);
 // variant), ε ~ N(0, σ²); at each look the first n_k seeds of both arms go
 // through CompareAtEqualSteps at the look's levels, and the experiment
 // stops at the first better, worse or equivalent (else undecided at the
-// last look). One look is the fixed design.
+// last look, or earlier for futility). One look is the fixed design.
+// Experiment e draws from its own generator, seeded by (seed, e): its Δ,
+// then seed j of the baseline and of the variant for j = 0, 1, …, so
+// designs with different looks (a fixed 10-seed design, a sequential one
+// up to 11) see the same experiments, the same first seeds.
 struct SequentialConfig {
   int experiments = 1000;
   std::vector<int> looks = {3, 5, 10};
@@ -75,9 +80,9 @@ struct SequentialConfig {
   // false: every look at the fixed design's 5 % — looking again without a
   // correction, what a researcher rerunning by hand does.
   bool corrected = true;
-  // > 0: an arm whose ConditionalPower falls below it stops undecided
-  // before the last look (futility).
-  double futility = 0;
+  // An arm whose ConditionalPower falls below futility.below stops
+  // undecided before the last look (FutilityStop; below = 0: never).
+  FutilityRule futility;
   double sigma = 0.003;
   double floor = 0.002;
   double true_delta = 0;  // variant − baseline, nats/byte (ignored with `mixture`)
@@ -91,12 +96,18 @@ struct SequentialResult {
   int experiments = 0;
   int better = 0, worse = 0, equivalent = 0, undecided = 0;
   int64_t runs = 0;          // seeds spent, both arms, over all experiments
+  int64_t runs_squared = 0;  // Σ (runs of one experiment)², for RunsSe
   int stopped_early = 0;     // decided before the last look
   int futile = 0;            // stopped undecided for futility
   int non_null = 0;          // experiments with Δ ≠ 0
   int found = 0;             // of those, decided better (Δ < 0) or worse (Δ > 0)
   int null_false = 0;        // Δ = 0 decided better or worse
   double Power() const { return non_null == 0 ? 0 : static_cast<double>(found) / non_null; }
+  double RunsPerExperiment() const {
+    return experiments == 0 ? 0 : static_cast<double>(runs) / experiments;
+  }
+  // The standard error of RunsPerExperiment.
+  double RunsSe() const;
 };
 
 SequentialResult SimulateSequential(const SequentialConfig& config);

@@ -55,4 +55,17 @@ double ConditionalPower(double delta, double se, int seeds, const LookLevel& las
   return power;
 }
 
+std::optional<double> FutilityStop(const FutilityRule& rule, const std::vector<LookLevel>& levels,
+                                   size_t look, double delta, std::optional<double> se,
+                                   double floor) {
+  CHECK(look < levels.size());
+  if (rule.below <= 0 || look + 1 == levels.size() || static_cast<int>(look) + 1 < rule.from_look ||
+      !se || *se <= 0) {
+    return std::nullopt;
+  }
+  const double power = ConditionalPower(delta, *se, levels[look].seeds, levels.back(), floor);
+  if (power >= rule.below) return std::nullopt;
+  return power;
+}
+
 }  // namespace smallem

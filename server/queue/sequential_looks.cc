@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -101,6 +102,18 @@ absl::StatusOr<LookPlan> PlanLooks(const LookInputs& in, int64_t now_ms) {
                          .alpha = level.alpha, .equivalence_alpha = level.equivalence_alpha,
                          .seeds_to_decide = row.seeds_to_decide, .reason = row.VerdictText(),
                          .decided_unix_ms = now_ms};
+    // Futility (kFutility, non-binding): an arm that would likely stay
+    // undecided at the last look stops undecided now, its seeds not queued.
+    if (d.outcome == kContinue && row.delta) {
+      if (std::optional<double> power =
+              FutilityStop(kFutility, levels, k, *row.delta, row.se, look.noise_floor)) {
+        d.outcome = "undecided";
+        d.reason = absl::StrFormat(
+            "futility: a %.2g %% chance of a verdict at the last look (%d seeds per arm) if Δ "
+            "stays as measured, below %.0f %%; %s",
+            100 * *power, levels.back().seeds, 100 * kFutility.below, row.VerdictText());
+      }
+    }
     if (d.outcome == kContinue) {
       for (int64_t seed : schedule.SeedsUpTo(levels[k + 1].seeds)) {
         for (const GridVariant* arm : {&v, baseline}) {
@@ -158,7 +171,10 @@ absl::StatusOr<std::optional<LooksSummary>> SummarizeLooks(
     };
     if (d != nullptr && d->outcome != kContinue) {
       arm.stopped = true;
-      if (d->outcome == "undecided") {
+      if (d->outcome == "undecided" && d->look < total) {
+        arm.why = absl::StrCat("stopped at look ", d->look, " of ", total, " (", d->seeds,
+                               " seeds per arm): undecided", numbers(*d), "; ", d->reason);
+      } else if (d->outcome == "undecided") {
         arm.why = absl::StrCat(
             "stopped at the last look (", d->seeds, " seeds per arm): undecided",
             numbers(*d), "; ",

@@ -11,12 +11,17 @@
 //   better / worse / equivalent   V stops;
 //   undecided, k < K              "continue": V's and B's seeds up to n_{k+1}
 //                                 are queued (B's once, whichever arm asks);
+//   undecided, k ≥ 2, futile      V stops undecided (never a verdict) when
+//                                 FutilityStop(kFutility) says its chance of
+//                                 a verdict at the last look is below 10 %;
+//                                 the decision's reason says so ("futility:
+//                                 …") and nothing is queued;
 //   undecided at the last look    V stops undecided, with the seeds per arm
 //                                 that would likely decide it;
 //   diverged / not compared       V stops (a diverged seed, a diverged or
 //                                 refused baseline).
-// No futility stop (not the documented default). An experiment with a
-// cancelled run decides nothing until `retry` requeues it.
+// An experiment with a cancelled run decides nothing until `retry`
+// requeues it.
 //
 // Thread-safety: pure functions on values.
 #ifndef SMALLEM_SERVER_QUEUE_SEQUENTIAL_LOOKS_H_
@@ -47,8 +52,10 @@ struct ArmLooks {
   int seeds = 0;        // seeds spent: its runs at the grid's budget
   bool stopped = false;
   // For people: "stopped at look 1: better (3 seeds per arm, …)",
-  // "open: waiting for look 2 at 5 seeds", "stopped at the last look:
-  // undecided, about 14 seeds per arm would decide it".
+  // "open: waiting for look 2 at 5 seeds", "stopped at look 2 of 5 (5 seeds
+  // per arm): undecided; …; futility: a 3 % chance of a verdict at the
+  // last look …", "stopped at the last look: undecided, about 14 seeds per
+  // arm would decide it".
   std::string why;
 };
 

@@ -3,8 +3,10 @@
 // line by line against hand-written text, and PlanLooks on hand-made
 // inputs.
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/queue/sequential_looks.h"
 #include "tests/server/test_support.h"
@@ -110,6 +112,75 @@ TEST(SequentialLooksTest, UnfinishedLookDecidesNothing) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->decisions.empty());
   EXPECT_TRUE(plan->cells.empty());
+}
+
+// Three looks, [3, 6, 9]: at the second, `flat` (Δ = 0, s ≈ 0.0036 per
+// seed) has a conditional power of ~2e-4 and stops undecided for futility,
+// queuing nothing; `near` (Δ = +0.004, not yet past τ ≈ 0.0065) has ~0.67
+// and goes on to look 3 with the baseline.
+TEST(SequentialLooksTest, FutileArmStopsUndecidedAtALookBeforeTheLast) {
+  std::string grid = kGrid;
+  grid.replace(grid.find("max: 6, looks: [3, 6]"), 21, "max: 9, looks: [3, 6, 9]");
+  grid.replace(grid.find("good:"), 5, "flat:");
+  grid.replace(grid.find("open:"), 5, "near:");
+  LookInputs in{.experiment = Experiment(), .runs = {}, .results = {}, .decisions = {}};
+  in.experiment.grid_yaml = grid;
+  in.experiment.seed_schedule = R"({"start":[1,2,3],"max":9,"looks":[3,6,9]})";
+  const double noise[] = {0.0045, -0.0045, 0.0015, -0.0015, 0.003, -0.003};
+  for (auto [variant, loss, sign] : {std::tuple<std::string, double, double>{"base", 2.0, 1},
+                                     {"flat", 2.0, -1}, {"near", 2.004, -1}}) {
+    for (int seed = 1; seed <= 6; ++seed) {
+      RunRecord r;
+      r.id = static_cast<int64_t>(in.runs.size()) + 1;
+      r.variant = variant;
+      r.variant_kind = "variant";
+      r.seed = seed;
+      r.budget = "steps:20";
+      r.budget_steps = 20;
+      r.status = RunStatus::kSucceeded;
+      in.runs.push_back(r);
+      in.results.push_back(ResultRecord{
+          .run_id = r.id, .attempt = 1,
+          .result_json = absl::StrCat("{\"val_nats_per_byte\": ", loss + sign * noise[seed - 1],
+                                      ", \"train_seconds\": 1, \"device_class\": \"cpu\"}"),
+          .created_unix_ms = 1});
+    }
+  }
+  in.decisions = {Decision("flat", 1, 3, "continue", 0.003, 0.03, 0.0016),
+                  Decision("near", 1, 3, "continue", 0.007, 0.03, 0.0016)};
+  absl::StatusOr<LookPlan> plan = PlanLooks(in, 5);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->decisions.size(), 2u);
+  const LookDecisionRecord& flat = plan->decisions[0];
+  EXPECT_EQ(flat.variant, "flat");
+  EXPECT_EQ(flat.look, 2);
+  EXPECT_EQ(flat.outcome, "undecided");
+  EXPECT_EQ(flat.reason.rfind("futility: a ", 0), 0u) << flat.reason;
+  EXPECT_NE(flat.reason.find(" % chance of a verdict at the last look (9 seeds per arm) if Δ "
+                             "stays as measured, below 10 %; undecided: "),
+            std::string::npos)
+      << flat.reason;
+  const LookDecisionRecord& near = plan->decisions[1];
+  EXPECT_EQ(near.outcome, "continue") << near.reason;
+  // Seeds 7–9 of near and of the baseline only.
+  ASSERT_EQ(plan->cells.size(), 6u);
+  for (const CellRecord& c : plan->cells) {
+    EXPECT_NE(c.variant, "flat");
+    EXPECT_GE(c.seed, 7);
+  }
+
+  // What status and report say of it.
+  in.decisions.push_back(flat);
+  in.decisions.push_back(near);
+  absl::StatusOr<std::optional<LooksSummary>> s =
+      SummarizeLooks(in.experiment, in.runs, in.decisions);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ArmLooks& arm = (*s)->arms[1];
+  EXPECT_TRUE(arm.stopped);
+  EXPECT_EQ(arm.why.rfind("stopped at look 2 of 3 (6 seeds per arm): undecided; Δ = ", 0), 0u)
+      << arm.why;
+  EXPECT_NE(arm.why.find("; futility: a "), std::string::npos) << arm.why;
+  EXPECT_FALSE((*s)->arms[2].stopped);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "server/analysis/sequential.h"
 
+#include <optional>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "server/analysis/group_sequential.h"
 
@@ -45,6 +48,39 @@ TEST(SequentialTest, ConditionalPowerUnderTheCurrentTrendByHand) {
   EXPECT_NEAR(ConditionalPower(0.004, 0.002, 5, last, 0.002), 0.8482243, 1e-6);
   EXPECT_NEAR(ConditionalPower(-0.004, 0.002, 5, last, 0.002), 0.8482243, 1e-6);
   EXPECT_NEAR(ConditionalPower(0.0005, 0.0005, 5, last, 0.002), 0.9998057, 1e-6);
+}
+
+// kFutility at the second of looks [3, 5, 10] (the last at the fixed
+// design's levels), SE = 0.002: the conditional power above is
+// 1 − Φ((0.0029712 − Δ)/0.001) + 1 − Φ((0.0029712 + Δ)/0.001), 0.1 at
+// Δ ≈ 0.0016896. Δ = 0.0016: 0.0852 stops the arm; Δ = 0.0018: 0.1208 does
+// not, nor Δ = 0.004 (0.848).
+TEST(SequentialTest, FutilityStopsBelowTheConditionalPowerBound) {
+  const std::vector<LookLevel> levels = {{.seeds = 3, .alpha = 0.0003, .equivalence_alpha = 0.001},
+                                         {.seeds = 5, .alpha = 0.005, .equivalence_alpha = 0.009},
+                                         {.seeds = 10, .alpha = 0.05, .equivalence_alpha = 0.05}};
+  std::optional<double> stop = FutilityStop(kFutility, levels, 1, 0, 0.002, 0.002);
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_NEAR(*stop, 0.0029668, 1e-6);
+  stop = FutilityStop(kFutility, levels, 1, -0.0016, 0.002, 0.002);
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_NEAR(*stop, 0.0852, 1e-4);
+  EXPECT_FALSE(FutilityStop(kFutility, levels, 1, -0.0018, 0.002, 0.002).has_value());
+  EXPECT_FALSE(FutilityStop(kFutility, levels, 1, 0.004, 0.002, 0.002).has_value());
+}
+
+// Never at the first look by default (its ν = 4 trend is too noisy), never
+// at the last (undecided there is the design's end), never without an SE,
+// never with the rule off.
+TEST(SequentialTest, FutilityDoesNotStopOutsideItsLooks) {
+  const std::vector<LookLevel> levels = {{.seeds = 3, .alpha = 0.0003, .equivalence_alpha = 0.001},
+                                         {.seeds = 5, .alpha = 0.005, .equivalence_alpha = 0.009},
+                                         {.seeds = 10, .alpha = 0.05, .equivalence_alpha = 0.05}};
+  EXPECT_FALSE(FutilityStop(kFutility, levels, 0, 0, 0.002, 0.002).has_value());
+  EXPECT_TRUE(FutilityStop({.below = 0.1, .from_look = 1}, levels, 0, 0, 0.002, 0.002));
+  EXPECT_FALSE(FutilityStop(kFutility, levels, 2, 0, 0.002, 0.002).has_value());
+  EXPECT_FALSE(FutilityStop(kFutility, levels, 1, 0, std::nullopt, 0.002).has_value());
+  EXPECT_FALSE(FutilityStop(FutilityRule{}, levels, 1, 0, 0.002, 0.002).has_value());
 }
 
 TEST(SequentialTest, LooksMustIncreaseFromTwoSeeds) {
