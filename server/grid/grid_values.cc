@@ -175,7 +175,7 @@ absl::StatusOr<SeedSchedule> GridParser::ParseSeedSchedule(const YAML::Node& val
                                                            int line) const {
   auto entries = Entries(value, line, "seeds", {"start", "max", "looks"});
   if (!entries.ok()) return entries.status();
-  const absl::string_view example = " (like seeds: {start: [1, 2, 3], max: 10, looks: [3, 5, 10]})";
+  const absl::string_view example = " (like seeds: {start: [1, 2, 3], max: 11, looks: [3, 5, 7, 9, 11]})";
   SeedSchedule s;
   std::map<std::string, int> lines;
   for (const auto& [k, v] : *entries) {
