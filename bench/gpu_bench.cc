@@ -1,5 +1,5 @@
 // GPU training throughput of the engine: full training steps (forward,
-// backward, AdamW with clipping) of the reference model (docs/architecture.md; the
+// backward, AdamW with clipping) of the reference model (docs/model.md; the
 // engine: V 8192, T 512, L 8, H 8, C 512; batch 16) on random tokens, on one
 // CUDA device, for each preset and matmul precision asked, with AdamW or the
 // optimizer given (--optimizer muon:short: Muon's step against AdamW's). The steps are the

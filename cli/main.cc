@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
   nlohmann::json* spec = &train.spec;
   SpecOption<std::string>(tr, &apply, spec, "--data", "data", "Prepared dataset directory");
   SpecOption<std::string>(tr, &apply, spec, "--arch", "arch",
-                          "Preset: gpt2 | modern (default gpt2; docs/architecture.md)");
+                          "Preset: gpt2 | modern (default gpt2; docs/model.md)");
   SpecOption<std::string>(tr, &apply, spec, "--norm", "norm", "layer | rms");
   SpecOption<std::string>(tr, &apply, spec, "--feed-forward", "feed_forward",
                           "gelu | swiglu | moe (experts, the preset's activation)");
@@ -233,10 +233,10 @@ int main(int argc, char** argv) {
   SpecOption<int64_t>(tr, &apply, spec, "--seed", "seed", "Seed: initial weights and batch order (1)");
   SpecOption<int64_t>(tr, &apply, spec, "--mtp", "mtp",
                       "Multi-token prediction: D extra depths, depth d predicting token t+1+d\n"
-                      "(0 = off; docs/architecture.md § Multi-token prediction)");
+                      "(0 = off; docs/model.md § Multi-token prediction)");
   SpecOption<double>(tr, &apply, spec, "--mtp-weight", "mtp_weight",
                      "Weight of the extra depths' mean loss in training (0.3)");
-  // Mixture of experts (docs/architecture.md § Mixture of experts).
+  // Mixture of experts (docs/model.md § Mixture of experts).
   SpecOption<int64_t>(tr, &apply, spec, "--experts", "experts",
                       "Routed experts E per MoE layer, 0 = dense (0; --feed-forward moe: 8)");
   SpecOption<int64_t>(tr, &apply, spec, "--top-k", "top_k", "Experts per token k (2)");

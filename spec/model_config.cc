@@ -200,7 +200,7 @@ absl::Status ModelConfig::Validate() const {
   }
   if (architecture.attention == AttentionKind::kLatent && architecture.own_keys != 0) {
     // A borrowing layer would need the owner's latent and its up-projections:
-    // not built (docs/architecture.md § Sharing keys and looping layers).
+    // not built (docs/model.md § Sharing keys and looping layers).
     return absl::InvalidArgumentError(
         "own_keys cannot be combined with attention: latent (the latent cache is already "
         "per layer and small; share keys with attention: mha)");

@@ -1,5 +1,5 @@
 // MoeConfig: the mixture-of-experts feed-forward of a model
-// (docs/architecture.md § Mixture of experts). With experts = 0 (the
+// (docs/model.md § Mixture of experts). With experts = 0 (the
 // default) every block has the dense feed-forward and nothing here applies.
 //
 // A MoE layer replaces a block's feed-forward by E routed experts, each a
@@ -53,7 +53,7 @@ struct MoeConfig {
   BalanceKind balance = BalanceKind::kBias;
   // bias balancing: step of each bias update. 0.01, not DeepSeek-V3's
   // 0.001: runs here last hundreds of steps, not hundreds of thousands
-  // (docs/architecture.md § Mixture of experts, "Balancing").
+  // (docs/model.md § Mixture of experts, "Balancing").
   double bias_rate = 1e-2;
   double aux_coefficient = 1e-2;  // aux balancing: α
 

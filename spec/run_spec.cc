@@ -228,7 +228,7 @@ absl::StatusOr<RunSpec> RunSpec::FromJson(const json& j) {
   // Filled in here, so the canonical spec names the width it trains with.
   if (s.architecture.attention == AttentionKind::kLatent && !kv_latent_named) {
     // A quarter of the embedding: the reference shape's 128 for C 512
-    // (docs/architecture.md § Latent attention), at least 1.
+    // (docs/model.md § Latent attention), at least 1.
     s.architecture.kv_latent = s.embed / 4 > 0 ? s.embed / 4 : 1;
   }
   RETURN_IF_ERROR(s.Validate());

@@ -1,4 +1,4 @@
-// Model: the configurable pre-norm Transformer of docs/architecture.md.
+// Model: the configurable pre-norm Transformer of docs/model.md.
 //
 //   x = embed[tokens] (+ positions[t])            (N, C), N = B·T
 //   per block: u = x + proj(attn(rope?(qkv(norm1(x)))))

@@ -1,5 +1,5 @@
 // The mixture-of-experts feed-forward of a block (spec/moe_config.h,
-// docs/architecture.md § Mixture of experts):
+// docs/model.md § Mixture of experts):
 //
 //   logits = x · W_rᵀ                      (N, E) f32
 //   route: top-k by logits + bias, gates = softmax of the k chosen logits

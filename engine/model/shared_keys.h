@@ -2,7 +2,7 @@
 // borrowing layer projects its queries alone and attends over the keys and
 // values the last owning layer of the same pass computed. Its packed qkv is
 // [own q | borrowed k, v], so the attention op and its kernels are those of
-// every layer (docs/architecture.md § Sharing keys and looping layers).
+// every layer (docs/model.md § Sharing keys and looping layers).
 #ifndef SMALLEM_ENGINE_MODEL_SHARED_KEYS_H_
 #define SMALLEM_ENGINE_MODEL_SHARED_KEYS_H_
 

@@ -1,4 +1,4 @@
-// own_keys and passes (docs/architecture.md § Sharing keys and looping
+// own_keys and passes (docs/model.md § Sharing keys and looping
 // layers): the whole model's gradients against finite differences under
 // each option and their combination, causality, save → load, the cache
 // against the batch forward, 2 layers × 2 passes against 4 layers with

@@ -245,7 +245,7 @@ double LateLoad(const MoeConfig& moe, int64_t steps, int tail) {
 
 TEST(MoeTrainTest, DefaultBiasRateBalancesTheRoutersOfAShortRun) {
   // At DeepSeek-V3's 0.001 this stays near 4 for the whole run (measured:
-  // docs/architecture.md § Mixture of experts); the default must balance
+  // docs/model.md § Mixture of experts); the default must balance
   // within a few hundred steps.
   const double load = LateLoad(MoeConfig{.experts = 8, .top_k = 2}, 200, 5);
   EXPECT_GT(load, 0.0);

@@ -1,5 +1,5 @@
 // CPU/CUDA parity for the whole model and for whole training steps
-// (docs/architecture.md), for every architecture option: norm layer|rms ×
+// (docs/model.md), for every architecture option: norm layer|rms ×
 // feed_forward gelu|swiglu × positions learned|rope × bias on|off, on a tiny
 // config with head size 32 and odd sizes elsewhere (V = 67, T = 37,
 // F = 256 or 176).
