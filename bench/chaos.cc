@@ -17,6 +17,7 @@
 #include "engine/train/resume.h"
 #include "nlohmann/json.hpp"
 #include "server/store/sqlite.h"
+#include "spec/run_result.h"
 #include "worker/child_process.h"
 
 namespace smallem {
@@ -183,7 +184,7 @@ int CheckpointsHeld(const Cluster& c) {
 // name (the daemon writes its own name for it).
 nlohmann::json Deterministic(nlohmann::json result) {
   result = DeterministicResult(std::move(result));
-  result.erase("device");
+  result.erase(result_keys::kDevice);
   return result;
 }
 
@@ -216,7 +217,7 @@ absl::Status Check(const ChaosOptions& o, const Cluster& c, ChaosReport& report)
       if (!row) break;
       ++report.results;
       nlohmann::json result = nlohmann::json::parse(s.ColumnText(1), nullptr, false);
-      const int64_t resumes = result.is_object() ? result.value("resumes", int64_t{0}) : 0;
+      const int64_t resumes = result.is_object() ? result.value(result_keys::kResumes, int64_t{0}) : 0;
       report.total_resumes += resumes;
       if (resumes > 0) {
         ++report.resumed_runs;
@@ -231,7 +232,7 @@ absl::Status Check(const ChaosOptions& o, const Cluster& c, ChaosReport& report)
   const auto& [run_id, result] = resumed.front();
   report.compared_run = run_id;
   const std::string spec_path = c.Join("clean-spec.json");
-  RETURN_IF_ERROR(WriteFileDurably(spec_path, result["config"].dump()));
+  RETURN_IF_ERROR(WriteFileDurably(spec_path, result.at(result_keys::kConfig).dump()));
   std::string out, err;
   const ChildExit exit =
       RunToEnd(c.Bin("worker/smallem-worker"),

@@ -29,6 +29,7 @@
 #include "smallem/v1/client.grpc.pb.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
+#include "spec/run_result.h"
 
 namespace smallem {
 namespace {
@@ -188,7 +189,8 @@ int Main(int argc, char** argv) {
         done.set_worker_id(id);
         done.set_run_id(lease.run_id());
         done.set_attempt(lease.attempt());
-        done.set_result_json(R"({"val_nats_per_byte":1.0,"device_class":"bench"})");
+        done.set_result_json(
+            RunResult{.val_nats_per_byte = 1.0, .device_class = "bench"}.ToJson().dump());
         v1::CompleteResponse done_response;
         if (grpc::Status st = stub->Complete(Context().get(), done, &done_response); st.ok()) {
           ++cycles;

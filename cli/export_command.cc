@@ -17,6 +17,7 @@
 #include "cli/tfevents.h"
 #include "engine/train/schedule.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_result.h"
 #include "spec/run_spec.h"
 
 namespace smallem::cli {
@@ -63,11 +64,11 @@ absl::StatusOr<ExportedRun> Fetch(ServiceClient& client, int64_t run_id) {
       if (parsed->budget.minutes) out.budget_seconds = *parsed->budget.minutes * 60;
     }
   }
-  const nlohmann::json result = nlohmann::json::parse(out.run.result_json(), nullptr, false);
-  if (result.is_object() && result.contains("val_nats_per_byte") &&
-      result["val_nats_per_byte"].is_number()) {
-    out.val_nats_per_byte = result["val_nats_per_byte"].get<double>();
-    out.val_step = result.value("steps", int64_t{0});
+  const absl::StatusOr<RunResult> result =
+      RunResult::FromStoredJson(nlohmann::json::parse(out.run.result_json(), nullptr, false));
+  if (result.ok()) {
+    out.val_nats_per_byte = result->val_nats_per_byte;
+    out.val_step = result->steps.value_or(0);
     if (out.val_step == 0 && !out.points.empty()) out.val_step = out.points.back().step();
   }
   return out;

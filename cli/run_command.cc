@@ -36,6 +36,7 @@
 #include "server/grid/grid.h"
 #include "server/service/coordinator.h"
 #include "spdlog/spdlog.h"
+#include "spec/run_result.h"
 
 extern "C" char** environ;
 
@@ -240,13 +241,11 @@ std::string FinishedLine(const v1::Run& run) {
                                   "  run ", run.run_id(), " (", run.variant(), ", seed ",
                                   run.seed(), ")");
   if (run.status() == v1::RUN_STATUS_SUCCEEDED) {
-    nlohmann::json r = nlohmann::json::parse(run.result_json(), nullptr, false);
-    if (r.is_object() && r.contains("val_nats_per_byte") && r["val_nats_per_byte"].is_number()) {
-      absl::StrAppend(&line, absl::StrFormat(": %.4f nats/byte",
-                                             r["val_nats_per_byte"].get<double>()));
-    }
-    if (r.is_object() && r.contains("train_seconds") && r["train_seconds"].is_number()) {
-      absl::StrAppend(&line, " in ", FormatDuration(r["train_seconds"].get<double>()));
+    const absl::StatusOr<RunResult> r =
+        RunResult::FromStoredJson(nlohmann::json::parse(run.result_json(), nullptr, false));
+    if (r.ok()) {
+      absl::StrAppend(&line, absl::StrFormat(": %.4f nats/byte", r->val_nats_per_byte));
+      if (r->train_seconds) absl::StrAppend(&line, " in ", FormatDuration(*r->train_seconds));
     }
   } else if (run.status() == v1::RUN_STATUS_DIVERGED) {
     absl::StrAppend(&line, ": ", DivergedText(run));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/progress.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_result.h"
 
 namespace smallem {
 namespace {
@@ -140,28 +141,22 @@ std::string FormatRunTable(const google::protobuf::RepeatedPtrField<v1::Run>& ru
 }
 
 std::string FormatResult(const std::string& result_json) {
-  const nlohmann::json r = nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false);
-  if (!r.is_object()) return result_json + "\n";
-  auto number = [&](const char* key) -> std::optional<double> {
-    const auto it = r.find(key);
-    if (it == r.end() || !it->is_number()) return std::nullopt;
-    return it->get<double>();
-  };
+  // A stored result is read as reports read it; one that does not read (no
+  // numeric val_nats_per_byte, stored before Complete checked) is shown raw.
+  const absl::StatusOr<RunResult> r = RunResult::FromStoredJson(
+      nlohmann::json::parse(result_json, nullptr, /*allow_exceptions=*/false));
+  if (!r.ok()) return result_json + "\n";
   std::string line = "result:";
-  if (auto v = number("val_nats_per_byte")) {
-    absl::StrAppend(&line, absl::StrFormat(" validation %.4f nats/byte", *v));
+  absl::StrAppend(&line, absl::StrFormat(" validation %.4f nats/byte", r->val_nats_per_byte));
+  if (r->val_bits_per_byte) {
+    absl::StrAppend(&line, absl::StrFormat(" (%.4f bits/byte)", *r->val_bits_per_byte));
   }
-  if (auto v = number("val_bits_per_byte")) {
-    absl::StrAppend(&line, absl::StrFormat(" (%.4f bits/byte)", *v));
+  if (r->steps) absl::StrAppend(&line, absl::StrFormat(" · %d steps", *r->steps));
+  if (r->train_seconds) {
+    absl::StrAppend(&line, absl::StrFormat(" · %.1f s of training", *r->train_seconds));
   }
-  if (auto v = number("steps")) absl::StrAppend(&line, absl::StrFormat(" · %.0f steps", *v));
-  if (auto v = number("train_seconds")) {
-    absl::StrAppend(&line, absl::StrFormat(" · %.1f s of training", *v));
-  }
-  if (auto v = number("params")) absl::StrAppend(&line, absl::StrFormat(" · %.0f parameters", *v));
-  if (auto it = r.find("device_class"); it != r.end() && it->is_string()) {
-    absl::StrAppend(&line, " · ", it->get<std::string>());
-  }
+  if (r->params) absl::StrAppend(&line, absl::StrFormat(" · %d parameters", *r->params));
+  if (r->device_class) absl::StrAppend(&line, " · ", *r->device_class);
   // One line: the whole result (its spec, timings, every field) is the
   // dashboard's and `smallemctl export`'s to show, not a terminal's.
   return line + "\n";

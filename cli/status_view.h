@@ -35,7 +35,8 @@ std::string FormatRunLine(const v1::Run& run);
 
 // A finished run's result JSON for a person, on one line: the validation
 // loss and what it cost (steps, seconds, parameters, device class). Text
-// that is not a JSON object is shown as it is.
+// that does not read as a result (RunResult::FromStoredJson) is shown as it
+// is.
 std::string FormatResult(const std::string& result_json);
 
 // "diverged at step 40 (last finite loss 5.1234)" or "... (no finite loss)".

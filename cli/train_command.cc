@@ -23,8 +23,10 @@
 #include "engine/model/weights.h"
 #include "engine/profiler.h"
 #include "engine/train/evaluate.h"
+#include "engine/train/progress_events.h"
 #include "engine/train/trainer.h"
 #include "engine/train/validation_text.h"
+#include "spec/run_result.h"
 #include "spec/run_spec_keys.h"
 #ifdef SMALLEM_HAVE_CUDA
 #include "kernels/cuda_backend.h"
@@ -96,13 +98,13 @@ absl::StatusOr<nlohmann::json> ReadSpecFile(const std::string& path) {
         "%s: expected a JSON object (a run spec, or a run's result.json)", path));
   }
   size_t spec_from = 0;  // where the spec's own keys start in the text
-  if (file.contains("val_nats_per_byte")) {
-    const auto config = file.find("config");
+  if (file.contains(result_keys::kValNatsPerByte)) {
+    const auto config = file.find(result_keys::kConfig);
     if (config == file.end() || !config->is_object()) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: a result without its run spec (\"config\"); pass the run spec instead", path));
     }
-    spec_from = text.find("\"config\"");
+    spec_from = text.find(absl::StrCat("\"", result_keys::kConfig, "\""));
     file = *config;
   }
   const std::vector<std::string>& keys = RunSpecKeyNames();
@@ -171,14 +173,8 @@ int RunTrain(const TrainArgs& args) {
   };
   options.on_progress = [&](const TrainProgress& p) {
     if (args.json_progress) {
-      nlohmann::json j = {{"event", "progress"}, {"step", p.step}, {"total_steps", p.total_steps},
-                          {"loss", p.loss}, {"tokens_per_s", p.tokens_per_s},
-                          {"elapsed_s", p.elapsed_s}, {"eta_s", p.eta_s}};
-      // A mixture of experts: the step's worst max/mean tokens per expert,
-      // and its tokens per expert summed over the MoE layers.
-      if (p.max_over_mean_load > 0) j["max_over_mean_load"] = p.max_over_mean_load;
-      if (!p.tokens_per_expert.empty()) j["tokens_per_expert"] = p.tokens_per_expert;
-      std::printf("%s\n", j.dump().c_str());
+      // The worker's child's line (engine/train/progress_events.h).
+      std::printf("%s\n", FormatProgressLine(p).c_str());
       std::fflush(stdout);
       return;
     }
@@ -207,38 +203,41 @@ int RunTrain(const TrainArgs& args) {
   if (!result.ok()) return ReportError(result.status());
   if (profiler) std::fprintf(stderr, "%s", profiler->FormatTable().c_str());
   if (args.json_progress) {
-    std::printf("%s\n", nlohmann::json{{"event", "result"}, {"result", *result}}.dump().c_str());
+    std::printf("%s\n", FormatResultLine(*result).c_str());
     return 0;
   }
-  const nlohmann::json& r = *result;
-  if (r.value("diverged", false)) {
-    const nlohmann::json& loss = r["last_finite_loss"];
+  if (IsDivergedResultJson(*result)) {
+    absl::StatusOr<DivergedResult> diverged = DivergedResult::FromJson(*result);
+    if (!diverged.ok()) return ReportError(diverged.status());
     std::fprintf(stderr,
                  "training diverged at step %lld: a loss or gradient norm was not finite "
                  "(last finite loss %s); lower --lr or raise --warmup\n",
-                 static_cast<long long>(r["diverged_step"].get<int64_t>()),
-                 loss.is_number() ? absl::StrFormat("%.4f", loss.get<double>()).c_str()
-                                  : "none");
+                 static_cast<long long>(diverged->diverged_step),
+                 diverged->last_finite_loss
+                     ? absl::StrFormat("%.4f", *diverged->last_finite_loss).c_str()
+                     : "none");
     return kExitError;
   }
+  // The trainer's own result: every field the lines below read is there.
+  absl::StatusOr<RunResult> r = RunResult::FromStoredJson(*result);
+  if (!r.ok()) return ReportError(r.status());
   absl::PrintF("validation: %.4f nats/byte, %.4f nats/token, %.4f bits/byte (%d spans × %d "
                "target tokens)\n",
-               r["val_nats_per_byte"].get<double>(), r["val_nats_per_token"].get<double>(),
-               r["val_bits_per_byte"].get<double>(), r["eval_spans"].get<int64_t>(),
+               r->val_nats_per_byte, r->val_nats_per_token.value_or(0),
+               r->val_bits_per_byte.value_or(0), r->eval_spans.value_or(0),
                kValidationSpanTokens);
   std::printf("trained %d steps, %d tokens in %.1f s (%.0f tokens/s), %d parameters\n",
-              r["steps"].get<int64_t>(), r["tokens"].get<int64_t>(),
-              r["train_seconds"].get<double>(), r["tokens_per_s"].get<double>(),
-              r["params"].get<int64_t>());
-  if (r.contains("val_mtp_nats_per_token")) {
+              r->steps.value_or(0), r->tokens.value_or(0), r->train_seconds.value_or(0),
+              r->tokens_per_s.value_or(0), r->params.value_or(0));
+  if (r->val_mtp_nats_per_token) {
     // Multi-token prediction: each depth's validation loss (the lines above
     // are next-token), and the parameters only training uses.
     std::string depths;
-    for (const nlohmann::json& d : r["val_mtp_nats_per_token"]) {
-      absl::StrAppendFormat(&depths, "%s%.4f", depths.empty() ? "" : ", ", d.get<double>());
+    for (double d : *r->val_mtp_nats_per_token) {
+      absl::StrAppendFormat(&depths, "%s%.4f", depths.empty() ? "" : ", ", d);
     }
     absl::PrintF("mtp depths: %s nats/token; %d more parameters, not used to generate\n", depths,
-                 r["mtp_params"].get<int64_t>());
+                 r->mtp_params.value_or(0));
   }
   if (!args.out.empty()) {
     std::printf("wrote %s/weights.safetensors and %s/result.json\n", args.out.c_str(), args.out.c_str());
@@ -261,7 +260,7 @@ int RunEval(const EvalArgs& args) {
     absl::StatusOr<nlohmann::json> file = ReadJsonFile(result_path);
     if (!file.ok()) return ReportError(file.status());
     recorded = *file;
-    const nlohmann::json config = recorded.value("config", nlohmann::json::object());
+    const nlohmann::json config = recorded.value(result_keys::kConfig, nlohmann::json::object());
     if (!config.is_object() ||
         !config.value("eval_batches", nlohmann::json()).is_number_integer()) {
       return ReportError(absl::InvalidArgumentError(absl::StrFormat(
@@ -311,15 +310,14 @@ int RunEval(const EvalArgs& args) {
                r.nats_per_byte, r.nats_per_token, r.bits_per_byte, r.spans, kValidationSpanTokens);
   absl::PrintF("eval_fingerprint %s (settings from %s: eval_batches %d, eval_batch_size %d)\n",
                fingerprint, source, eval_batches, eval_batch_size);
-  if (recorded.contains("val_nats_per_byte") && recorded["val_nats_per_byte"].is_number()) {
-    if (recorded.value("eval_fingerprint", "") == fingerprint) {
+  if (absl::StatusOr<RunResult> run = RunResult::FromStoredJson(recorded); run.ok()) {
+    if (run->eval_fingerprint.value_or("") == fingerprint) {
       std::printf("the run recorded %.4f nats/byte on the same validation text (%s)\n",
-                  recorded["val_nats_per_byte"].get<double>(),
-                  recorded.value("device", "its device").c_str());
+                  run->val_nats_per_byte, run->device.value_or("its device").c_str());
     } else {
       std::printf("the run recorded %.4f nats/byte on other validation text (another dataset, "
                   "eval_batches or validation format)\n",
-                  recorded["val_nats_per_byte"].get<double>());
+                  run->val_nats_per_byte);
     }
   }
   return 0;

@@ -19,6 +19,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/train/progress_events.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
 #include "spec/run_spec.h"
@@ -67,60 +68,6 @@ std::string JoinTail(const std::vector<std::string>& tail) {
 }
 
 }  // namespace
-
-std::string FormatProgressLine(const TrainProgress& p) {
-  nlohmann::json line = {{"event", "progress"},           {"step", p.step},
-                         {"total_steps", p.total_steps},   {"loss", p.loss},
-                         {"tokens_per_s", p.tokens_per_s}, {"elapsed_s", p.elapsed_s},
-                         {"eta_s", p.eta_s}};
-  // A mixture of experts' routing; a dense model's line has neither key.
-  if (p.max_over_mean_load > 0) line["max_over_mean_load"] = p.max_over_mean_load;
-  if (!p.tokens_per_expert.empty()) line["tokens_per_expert"] = p.tokens_per_expert;
-  return line.dump();
-}
-
-std::optional<TrainProgress> ParseProgressLine(const std::string& line) {
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("event", "") != "progress") return std::nullopt;
-  auto number = [&](const char* key) {
-    auto it = j.find(key);
-    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-  };
-  TrainProgress p;
-  p.step = static_cast<int64_t>(number("step"));
-  p.total_steps = static_cast<int64_t>(number("total_steps"));
-  p.loss = number("loss");
-  p.tokens_per_s = number("tokens_per_s");
-  p.elapsed_s = number("elapsed_s");
-  p.eta_s = number("eta_s");
-  p.max_over_mean_load = number("max_over_mean_load");
-  // Only numbers count: a malformed list is dropped whole, never half read.
-  auto tokens = j.find("tokens_per_expert");
-  if (tokens != j.end() && tokens->is_array() &&
-      std::all_of(tokens->begin(), tokens->end(), [](const auto& n) { return n.is_number(); })) {
-    for (const auto& n : *tokens) p.tokens_per_expert.push_back(n.get<double>());
-  }
-  return p;
-}
-
-std::string FormatCheckpointLine(const CheckpointWritten& w) {
-  return nlohmann::json{{"event", "checkpoint"}, {"path", w.path}, {"step", w.steps},
-                        {"train_seconds", w.train_seconds}}.dump();
-}
-
-std::optional<CheckpointWritten> ParseCheckpointLine(const std::string& line) {
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || j.value("event", "") != "checkpoint") return std::nullopt;
-  const auto path = j.find("path");
-  const auto step = j.find("step");
-  const auto seconds = j.find("train_seconds");
-  if (path == j.end() || !path->is_string() || step == j.end() || !step->is_number_integer() ||
-      seconds == j.end() || !seconds->is_number()) {
-    return std::nullopt;
-  }
-  return CheckpointWritten{.path = path->get<std::string>(), .steps = step->get<int64_t>(),
-                           .train_seconds = seconds->get<double>()};
-}
 
 int RunChild(const ChildArgs& args) {
   // SIGTERM stops training at the next step (Cancelled) instead of killing

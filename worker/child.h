@@ -5,19 +5,17 @@
 // Protocol with the daemon:
 //   argv    BuildChildCommand; a CUDA job's child sees one GPU only
 //           (CUDA_VISIBLE_DEVICES) and trains on cuda:0
-//   stdout  one JSON object per line:
-//           {"event":"progress","step":..,"total_steps":..,"loss":..,
-//            "tokens_per_s":..,"elapsed_s":..,"eta_s":..}
-//           {"event":"checkpoint","path":..,"step":..,"train_seconds":..}
-//             after each checkpoint written to --checkpoint PATH (every
-//             checkpoint_minutes of the spec; engine/train/checkpoint.h)
+//   stdout  one JSON event per line (engine/train/progress_events.h):
+//           progress every --progress-every steps, and checkpoint after
+//           each checkpoint written to --checkpoint PATH (every
+//           checkpoint_minutes of the spec; engine/train/checkpoint.h)
 //   --resume PATH  continue from that checkpoint; when it cannot be used
 //           (damaged, another run's or device class's) the child says so on
 //           stderr and trains from the start instead
-//   DIR/result.json  the Result JSON (docs/architecture.md § The formats), on
-//           success; for a run that diverged, {"diverged": true,
-//           "diverged_step", "last_finite_loss", ...} (engine/train/trainer.h),
-//           still with exit 0: divergence is an outcome, never a crash
+//   DIR/result.json  a RunResult's JSON (spec/run_result.h), on success;
+//           for a run that diverged, a DivergedResult's ({"diverged": true,
+//           "diverged_step", "last_finite_loss", ...}), still with exit 0:
+//           divergence is an outcome, never a crash
 //   exit    ExitCodeFor the status (base/exit_codes.h): 0 success; 2 a
 //           deterministic error (the spec, the dataset, out of memory — not
 //           retried); 1 any other error (retried), and always 1 when the
@@ -37,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/train/progress_events.h"  // the stdout lines
 #include "engine/train/trainer.h"
 #include "smallem/v1/common.pb.h"
 #include "worker/child_process.h"
@@ -52,16 +51,6 @@ struct ChildArgs {
   std::string checkpoint_path;  // where checkpoints are written; "" = none
   std::string resume_path;      // a checkpoint to continue from; "" = none
 };
-
-// One stdout line of the protocol, and back. ParseProgressLine returns
-// nullopt for a line that is not a progress event (it is ignored). A
-// mixture of experts' line also carries "max_over_mean_load" and
-// "tokens_per_expert"; a dense model's has neither (parsed as 0 and empty).
-std::string FormatProgressLine(const TrainProgress& progress);
-std::optional<TrainProgress> ParseProgressLine(const std::string& line);
-// A checkpoint event line, and back (nullopt for any other line).
-std::string FormatCheckpointLine(const CheckpointWritten& written);
-std::optional<CheckpointWritten> ParseCheckpointLine(const std::string& line);
 
 // Runs the child: trains, prints progress, writes the result. Returns the
 // exit code; the error message, if any, is the last line written to stderr.

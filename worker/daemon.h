@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "nlohmann/json_fwd.hpp"
+#include "spec/run_result.h"
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
@@ -153,7 +154,7 @@ class WorkerDaemon {
   void ReleaseRun(const Job& job);
   // Reports a run whose result.json says it diverged (its step and last
   // finite loss), retried like Complete.
-  void ReportDivergence(const Job& job, const nlohmann::json& result);
+  void ReportDivergence(const Job& job, const DivergedResult& result);
   // Reports the attempt failed (retried until it gets through or Stop).
   void ReportFailure(const Job& job, v1::FailureClass failure, const std::string& message);
   // Keeps the job's directory for debugging (within the cap).

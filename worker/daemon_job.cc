@@ -13,6 +13,7 @@
 #include "base/files.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "spec/run_result.h"
 #include "worker/checkpoint_transfer.h"
 #include "worker/child.h"
 #include "worker/child_process.h"
@@ -42,13 +43,14 @@ void AddPoint(const TrainProgress& p, google::protobuf::RepeatedPtrField<v1::Pro
 
 // The result as the coordinator records it: "device" names the worker's
 // device (cuda:1), not the child's view of it (a GPU child sees only its own
-// GPU, as cuda:0). A result that is not a JSON object passes unchanged (the
+// GPU, as cuda:0). A result that does not read as one passes unchanged (the
 // coordinator's checks report it).
 std::string WithWorkerDevice(const std::string& result_json, const std::string& device) {
-  nlohmann::json result = nlohmann::json::parse(result_json, nullptr, false);
-  if (!result.is_object()) return result_json;
-  result["device"] = device;
-  return result.dump();
+  absl::StatusOr<RunResult> result =
+      RunResult::FromJson(nlohmann::json::parse(result_json, nullptr, false));
+  if (!result.ok()) return result_json;
+  result->device = device;
+  return result->ToJson().dump();
 }
 
 }  // namespace
@@ -118,20 +120,15 @@ void WorkerDaemon::ReleaseRun(const Job& job) {
   }
 }
 
-void WorkerDaemon::ReportDivergence(const Job& job, const nlohmann::json& result) {
+void WorkerDaemon::ReportDivergence(const Job& job, const DivergedResult& result) {
   v1::FailRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_run_id(job.run_id);
   request.set_attempt(job.attempt);
   request.set_failure_class(v1::FAILURE_CLASS_DIVERGED);
-  const auto step_it = result.find("diverged_step");
-  const int64_t step = step_it != result.end() && step_it->is_number_integer()
-                           ? step_it->get<int64_t>() : 0;
+  const int64_t step = result.diverged_step;
   request.set_diverged_step(step);
-  const auto loss_it = result.find("last_finite_loss");
-  if (loss_it != result.end() && loss_it->is_number()) {
-    request.set_last_finite_loss(loss_it->get<double>());
-  }
+  if (result.last_finite_loss) request.set_last_finite_loss(*result.last_finite_loss);
   request.set_message(absl::StrCat("training diverged at step ", step,
                                    ": a loss or gradient norm was not finite (lower the "
                                    "learning rate, or raise warmup)"));
@@ -370,10 +367,15 @@ void WorkerDaemon::ReportChildExit(ChildProcess& child, const Job& job) {
     KeepJobDir(job);
     return;
   }
-  nlohmann::json parsed = nlohmann::json::parse(*result, nullptr, false);
-  const auto diverged = parsed.is_object() ? parsed.find("diverged") : parsed.end();
-  if (diverged != parsed.end() && diverged->is_boolean() && diverged->get<bool>()) {
-    ReportDivergence(job, parsed);
+  const nlohmann::json parsed = nlohmann::json::parse(*result, nullptr, false);
+  if (IsDivergedResultJson(parsed)) {
+    absl::StatusOr<DivergedResult> diverged = DivergedResult::FromJson(parsed);
+    if (!diverged.ok()) {
+      // Still an outcome of the run, not the worker's failure: reported at
+      // step 0 with no loss rather than retried.
+      spdlog::warn("run {}: {}", job.run_id, std::string(diverged.status().message()));
+    }
+    ReportDivergence(job, diverged.ok() ? *diverged : DivergedResult{});
     return;
   }
   v1::CompleteRequest request;

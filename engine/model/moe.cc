@@ -112,8 +112,4 @@ void MoeFeedForwardHost(const ModelConfig& config, const MoeHostWeights& w, cons
   }
 }
 
-nlohmann::json MoeStats::ToJson() const {
-  return {{"tokens_per_expert", tokens_per_expert}, {"max_over_mean_load", max_over_mean}};
-}
-
 }  // namespace smallem

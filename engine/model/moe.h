@@ -72,7 +72,6 @@ void MoeFeedForwardHost(const ModelConfig& config, const MoeHostWeights& w, cons
 struct MoeStats {
   std::vector<double> tokens_per_expert;
   double max_over_mean = 0;
-  nlohmann::json ToJson() const;
 };
 MoeStats ReadMoeStats(Backend& backend, const std::vector<MoeWeights>& layers);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_result.h"
 
 namespace smallem {
 namespace {
@@ -94,8 +95,8 @@ absl::Status RestoreCheckpoint(const Checkpoint& checkpoint, const CheckpointOwn
 }
 
 nlohmann::json DeterministicResult(nlohmann::json result) {
-  for (const char* key :
-       {"train_seconds", "tokens_per_s", "generation_tokens_per_s", "mfu", "resumes"}) {
+  using namespace result_keys;
+  for (const char* key : {kTrainSeconds, kTokensPerS, kGenerationTokensPerS, kMfu, kResumes}) {
     result.erase(key);
   }
   return result;

@@ -30,6 +30,7 @@
 #include "engine/train/step_runner.h"
 #include "engine/train/validation_text.h"
 #include "nlohmann/json.hpp"
+#include "spec/run_result.h"
 
 namespace smallem {
 namespace {
@@ -262,28 +263,28 @@ absl::StatusOr<ResumePoint> MaybeResume(const RunSpec& spec, const TrainInputs& 
                      .resumes = checkpoint->resumes + 1};
 }
 
-// The result JSON of a run that diverged: where it stopped and why, no
+// The result of a run that diverged: where it stopped and why, no
 // evaluation (its weights are not finite).
-nlohmann::json DivergedResultJson(const RunSpec& spec, const TrainInputs& inputs,
-                                  const StepsDone& done, const Backend& backend) {
-  return {{"diverged", true},
-          {"diverged_step", done.steps},
-          {"last_finite_loss", std::isfinite(done.last_finite_loss)
-                                   ? nlohmann::json(done.last_finite_loss)
-                                   : nlohmann::json(nullptr)},
-          {"steps", done.steps},
-          {"train_seconds", done.train_s},
-          {"device", backend.Name()},
-          {"device_class", backend.DeviceClass()},
-          {"config", spec.ToJson()},
-          {"dataset", inputs.data.meta.value("content_hash", "")},
-          {"seed", spec.seed}};
+DivergedResult DivergedResultOf(const RunSpec& spec, const TrainInputs& inputs,
+                                const StepsDone& done, const Backend& backend) {
+  return DivergedResult{
+      .diverged_step = done.steps,
+      .last_finite_loss = std::isfinite(done.last_finite_loss)
+                              ? std::optional<double>(done.last_finite_loss)
+                              : std::nullopt,
+      .steps = done.steps,
+      .train_seconds = done.train_s,
+      .device = backend.Name(),
+      .device_class = backend.DeviceClass(),
+      .config = spec.ToJson(),
+      .dataset = inputs.data.meta.value("content_hash", ""),
+      .seed = spec.seed};
 }
 
-// The result JSON (docs/architecture.md § The formats) of a finished run.
-nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const StepsDone& done,
-                          double final_lr, const EvalResult& eval, const Model& model,
-                          const Backend& backend, double epochs, bool graphs_used) {
+// The result (docs/architecture.md § The formats) of a finished run.
+RunResult ResultOf(const RunSpec& spec, const TrainInputs& inputs, const StepsDone& done,
+                   double final_lr, const EvalResult& eval, const Model& model,
+                   const Backend& backend, double epochs, bool graphs_used) {
   const ModelConfig& config = inputs.config;
   // The model that generates: the MTP modules are counted apart. A MoE
   // token uses only its experts: FLOPs and the comparison's parameter check
@@ -292,52 +293,54 @@ nlohmann::json ResultJson(const RunSpec& spec, const TrainInputs& inputs, const 
   const int64_t params = config.ActiveParameterCount() - mtp_params;
   const int64_t tokens = done.steps * spec.batch * spec.context;
   const double tokens_per_s = done.train_s > 0 ? tokens / done.train_s : 0;
-  nlohmann::json mfu = nullptr;
+  RunResult r;
+  r.val_nats_per_byte = eval.nats_per_byte;
+  r.val_nats_per_token = eval.nats_per_token;
+  r.val_bits_per_byte = eval.bits_per_byte;
+  r.eval_batches = eval.batches;
+  r.eval_spans = eval.spans;
+  r.eval_tokens = eval.tokens;
+  // The scored targets: equal fingerprints, equal validation text.
+  r.eval_fingerprint =
+      ValidationFingerprint(inputs.text, inputs.data.meta.value("content_hash", ""));
+  r.steps = done.steps;
+  r.tokens = tokens;
+  r.epochs = epochs;
+  r.train_seconds = done.train_s;
+  r.tokens_per_s = tokens_per_s;
   if (backend.PeakFlops() > 0) {
-    mfu = tokens_per_s * FlopsPerToken(config, config.ActiveParameterCount()) /
-          backend.PeakFlops();
+    r.mfu = tokens_per_s * FlopsPerToken(config, config.ActiveParameterCount()) /
+            backend.PeakFlops();
   }
-  nlohmann::json spec_json = spec.ToJson();
-  nlohmann::json result = {{"val_nats_per_byte", eval.nats_per_byte},
-          {"val_nats_per_token", eval.nats_per_token},
-          {"val_bits_per_byte", eval.bits_per_byte},
-          {"eval_batches", eval.batches},
-          {"eval_spans", eval.spans},
-          {"eval_tokens", eval.tokens},
-          // The scored targets: equal fingerprints, equal validation text.
-          {"eval_fingerprint",
-           ValidationFingerprint(inputs.text, inputs.data.meta.value("content_hash", ""))},
-          {"steps", done.steps},
-          {"tokens", tokens},
-          {"epochs", epochs},
-          {"train_seconds", done.train_s},
-          {"tokens_per_s", tokens_per_s},
-          {"mfu", mfu},
-          {"params", config.TotalParameterCount() - mtp_params},
-          {"active_params", params},
-          {"peak_memory_bytes", backend.PeakMemoryBytes()},
-          // The generator's cache, from its layout (engine/model/generator.h).
-          {"kv_cache_bytes_per_token", Generator::LayoutFor(config).BytesPerToken()},
-          {"final_train_loss", done.last_loss},
-          {"final_lr", final_lr},
-          {"cuda_graphs", graphs_used},
-          // What the activations were stored in: bf16 in a GPU's speed mode.
-          {"activations", backend.ActivationDType() == DType::kBF16 ? "bf16" : "f32"},
-          {"device", backend.Name()},
-          {"device_class", backend.DeviceClass()},
-          {"config", spec_json},
-          {"model", config.ToJson()},
-          {"dataset", inputs.data.meta.value("content_hash", "")},
-          {"seed", spec.seed},
-          // MoE: the last training step's routing statistics; null if dense.
-          {"routing", config.moe.enabled() ? model.RoutingStats().ToJson() : nlohmann::json()}};
+  r.params = config.TotalParameterCount() - mtp_params;
+  r.active_params = params;
+  r.peak_memory_bytes = static_cast<int64_t>(backend.PeakMemoryBytes());
+  // The generator's cache, from its layout (engine/model/generator.h).
+  r.kv_cache_bytes_per_token = Generator::LayoutFor(config).BytesPerToken();
+  r.final_train_loss = done.last_loss;
+  r.final_lr = final_lr;
+  r.cuda_graphs = graphs_used;
+  // What the activations were stored in: bf16 in a GPU's speed mode.
+  r.activations = backend.ActivationDType() == DType::kBF16 ? "bf16" : "f32";
+  r.device = backend.Name();
+  r.device_class = backend.DeviceClass();
+  r.config = spec.ToJson();
+  r.model = config.ToJson();
+  r.dataset = inputs.data.meta.value("content_hash", "");
+  r.seed = spec.seed;
+  // MoE: the last training step's routing statistics; none if dense.
+  if (config.moe.enabled()) {
+    const MoeStats routing = model.RoutingStats();
+    r.routing = RoutingResult{.tokens_per_expert = routing.tokens_per_expert,
+                              .max_over_mean_load = routing.max_over_mean};
+  }
   if (config.mtp > 0) {
     // Each MTP depth's validation loss, depth d at d − 1 (engine/model/mtp.h);
     // the val_* fields above stay next-token.
-    result["val_mtp_nats_per_token"] = eval.mtp_nats_per_token;
-    result["mtp_params"] = mtp_params;
+    r.val_mtp_nats_per_token = eval.mtp_nats_per_token;
+    r.mtp_params = mtp_params;
   }
-  return result;
+  return r;
 }
 
 // Writes the run's directory: weights, result.json and the dataset's
@@ -401,7 +404,7 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                             resume.done, checkpointer, resume.resumes));
   if (done.diverged) {
     // An outcome, not an error: the run ends here, with no weights.
-    nlohmann::json result = DivergedResultJson(spec, inputs, done, backend);
+    nlohmann::json result = DivergedResultOf(spec, inputs, done, backend).ToJson();
     if (!options.out_dir.empty()) {
       RETURN_IF_ERROR(WriteFileDurably(
           (std::filesystem::path(options.out_dir) / "result.json").string(),
@@ -419,14 +422,15 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   const EvalResult eval = Evaluate(*model, arena, inputs.data.val,
                                    inputs.data.tokenizer.token_bytes(), inputs.text,
                                    spec.eval_batch_size);
-  nlohmann::json result = ResultJson(spec, inputs, done, final_lr, eval, *model, backend,
-                                     batches.epochs(), runner->graphs_used());
-  result["resumes"] = resume.resumes;
+  RunResult r = ResultOf(spec, inputs, done, final_lr, eval, *model, backend, batches.epochs(),
+                         runner->graphs_used());
+  r.resumes = resume.resumes;
   // Generation with the cache, greedy, batch 1, on the host (a second or so
   // for the reference model): what the cache layout costs at inference.
   const int64_t generated = GenerationTokensMeasured(inputs.config);
-  result["generation_tokens"] = generated;
-  result["generation_tokens_per_s"] = MeasureGreedyGeneration(*model, generated).tokens_per_s();
+  r.generation_tokens = generated;
+  r.generation_tokens_per_s = MeasureGreedyGeneration(*model, generated).tokens_per_s();
+  const nlohmann::json result = r.ToJson();
   if (!options.out_dir.empty()) {
     RETURN_IF_ERROR(WriteRunDirectory(options.out_dir, *model, result, spec.data));
   }

@@ -78,12 +78,12 @@ bool CudaGraphsFromEnvironment();
 inline constexpr absl::StatusCode kResumeFailedCode = absl::StatusCode::kDataLoss;
 bool IsResumeFailure(const absl::Status& status);
 
-// Runs the whole job on `backend`. Returns the result JSON (docs/architecture.md
-// § Formats: val_nats_per_byte, ..., config, seed; `eval_fingerprint`, the
-// scored validation targets (docs/validation.md); and `cuda_graphs`:
-// whether steps were replayed from graphs; `resumes`: how many times it
-// resumed from a checkpoint), also written to
-// out_dir/result.json when out_dir is set.
+// Runs the whole job on `backend`. Returns the result JSON, a RunResult's
+// (spec/run_result.h; docs/architecture.md § Formats: val_nats_per_byte,
+// ..., config, seed; `eval_fingerprint`, the scored validation targets
+// (docs/validation.md); `cuda_graphs`: whether steps were replayed from
+// graphs; `resumes`: how many times it resumed from a checkpoint), also
+// written to out_dir/result.json when out_dir is set.
 //
 // Steps run through a StepRunner (engine/train/step_runner.h): a step does
 // no host work beyond choosing it: the training split lives on the device
@@ -97,11 +97,10 @@ bool IsResumeFailure(const absl::Status& status);
 // Divergence is an outcome, not an error: every step checks on the device
 // that its loss and gradient norm are finite (StepRunner::StepsFinite), and
 // the first progress step that finds one that was not ends training there.
-// The result is then {"diverged": true, "diverged_step": the step it
-// stopped at, "last_finite_loss": the last finite progress loss (null when
-// none), "steps", "train_seconds", "device", "device_class", "config",
-// "dataset", "seed"}, written to out_dir/result.json with no weights and no
-// evaluation.
+// The result is then a DivergedResult's JSON (spec/run_result.h: the step
+// it stopped at, the last finite progress loss, steps, seconds, device,
+// config, dataset, seed), written to out_dir/result.json with no weights
+// and no evaluation.
 absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
                                      const TrainOptions& options);
 

@@ -1,7 +1,9 @@
-// What a run's result JSON must look like to be recorded: the fields the
-// report reads, with their types, checked when a worker completes a run, so
-// that no stored result can make a later report fail. Fields not listed are
-// kept as they are (results carry more, for people and scripts).
+// What a run's result JSON must look like to be recorded, checked when a
+// worker completes a run so that no stored result can make a later report
+// fail: RunResult::FromJson's rules (spec/run_result.h). Fields it does not
+// check are stored as they are (results carry more, for people and
+// scripts); the coordinator stores the JSON the worker sent, not a
+// re-serialization.
 #ifndef SMALLEM_SERVER_QUEUE_RESULT_SCHEMA_H_
 #define SMALLEM_SERVER_QUEUE_RESULT_SCHEMA_H_
 
@@ -10,14 +12,8 @@
 
 namespace smallem {
 
-// OK when `result` is an object with a finite, non-negative number
-// `val_nats_per_byte`, and every one of these that is present has its type:
-// `train_seconds`, `val_nats_per_token`, `val_bits_per_byte`, `tokens_per_s`,
-// `epochs`, `generation_tokens_per_s` (finite numbers ≥ 0); `steps`,
-// `tokens`, `params`, `seed`, `eval_batches`, `kv_cache_bytes_per_token`
-// (integers ≥ 0); `device`, `device_class`,
-// `eval_fingerprint` (strings of at most 256 bytes). InvalidArgument naming
-// the first field that is not, and what was expected.
+// OK when `result` reads as a RunResult (RunResult::FromJson); else its
+// InvalidArgument, naming the first field that is not what it must be.
 absl::Status CheckResultJson(const nlohmann::json& result);
 
 }  // namespace smallem

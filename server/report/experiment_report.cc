@@ -11,6 +11,7 @@
 #include "server/grid/grid.h"
 #include "server/queue/sequential_looks.h"
 #include "server/report/report_text.h"
+#include "spec/run_result.h"
 
 namespace smallem {
 
@@ -35,41 +36,28 @@ absl::StatusOr<ComparedRun> ToComparedRun(const RunRecord& run,
   if (!result) {
     return absl::InternalError(absl::StrCat("run ", run.id, " succeeded without a result"));
   }
-  nlohmann::json j = nlohmann::json::parse(result->result_json, nullptr, false);
-  if (!j.is_object() || !j.contains("val_nats_per_byte") || !j["val_nats_per_byte"].is_number()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run ", run.id, ": its result has no numeric \"val_nats_per_byte\""));
+  // (Complete checks the result's types; a result stored before it did may
+  // still hold anything, and a report never throws on stored data.)
+  absl::StatusOr<RunResult> r =
+      RunResult::FromStoredJson(nlohmann::json::parse(result->result_json, nullptr, false));
+  if (!r.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run ", run.id, ": its result has ", r.status().message()));
   }
-  c.val_nats_per_byte = j["val_nats_per_byte"].get<double>();
-  if (j.contains("train_seconds") && j["train_seconds"].is_number()) {
-    c.train_seconds = j["train_seconds"].get<double>();
-  }
-  if (j.contains("params") && j["params"].is_number_integer()) {
-    c.params = j["params"].get<int64_t>();
+  c.val_nats_per_byte = r->val_nats_per_byte;
+  if (r->train_seconds) c.train_seconds = *r->train_seconds;
+  if (r->params) {
+    c.params = *r->params;
     c.total_params = c.params;
   }
   // A mixture of experts: the comparison's size is what a token uses.
-  if (j.contains("active_params") && j["active_params"].is_number_integer()) {
-    c.params = j["active_params"].get<int64_t>();
-  }
-  if (j.contains("kv_cache_bytes_per_token") && j["kv_cache_bytes_per_token"].is_number_integer()) {
-    c.kv_cache_bytes_per_token = j["kv_cache_bytes_per_token"].get<int64_t>();
-  }
-  if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number()) {
-    c.tokens_per_s = j["tokens_per_s"].get<double>();
-  }
-  if (j.contains("generation_tokens_per_s") && j["generation_tokens_per_s"].is_number()) {
-    c.generation_tokens_per_s = j["generation_tokens_per_s"].get<double>();
-  }
-  // (Complete checks the result's types; a result stored before it did may
-  // still hold anything, and a report never throws on stored data.)
-  c.device_class = j.contains("device_class") && j["device_class"].is_string()
-                       ? j["device_class"].get<std::string>()
-                       : run.lease_device_class;
-  if (j.contains("steps") && j["steps"].is_number_integer()) c.steps = j["steps"].get<int64_t>();
-  if (j.contains("eval_fingerprint") && j["eval_fingerprint"].is_string()) {
-    c.eval_fingerprint = j["eval_fingerprint"].get<std::string>();
-  }
+  if (r->active_params) c.params = *r->active_params;
+  c.kv_cache_bytes_per_token = r->kv_cache_bytes_per_token;
+  c.tokens_per_s = r->tokens_per_s;
+  c.generation_tokens_per_s = r->generation_tokens_per_s;
+  c.device_class = r->device_class.value_or(run.lease_device_class);
+  if (r->steps) c.steps = *r->steps;
+  c.eval_fingerprint = r->eval_fingerprint.value_or("");
   return c;
 }
 
@@ -87,14 +75,12 @@ absl::StatusOr<std::vector<TrainingCurve>> ReadTrainingCurves(
     }
     auto it = results.find(run.id);
     if (it == results.end()) continue;
-    const nlohmann::json j = nlohmann::json::parse(it->second.result_json, nullptr, false);
-    if (!j.is_object() || !j.contains("val_nats_per_byte") || !j["val_nats_per_byte"].is_number() ||
-        !j.contains("val_nats_per_token") || !j["val_nats_per_token"].is_number()) {
-      continue;
-    }
-    const double per_token = j["val_nats_per_token"].get<double>();
+    const absl::StatusOr<RunResult> r =
+        RunResult::FromStoredJson(nlohmann::json::parse(it->second.result_json, nullptr, false));
+    if (!r.ok() || !r->val_nats_per_token) continue;
+    const double per_token = *r->val_nats_per_token;
     if (!(per_token > 0)) continue;
-    const double tokens_per_byte = j["val_nats_per_byte"].get<double>() / per_token;
+    const double tokens_per_byte = r->val_nats_per_byte / per_token;
     std::map<int64_t, double> by_step;  // later attempts replace earlier ones
     for (int attempt = 1; attempt <= run.attempt; ++attempt) {
       ASSIGN_OR_RETURN(std::vector<MetricPointRecord> points,
@@ -105,9 +91,7 @@ absl::StatusOr<std::vector<TrainingCurve>> ReadTrainingCurves(
                     .seed = run.seed,
                     .device_class = run.lease_device_class,
                     .points = {}};
-    if (j.contains("device_class") && j["device_class"].is_string()) {
-      c.device_class = j["device_class"].get<std::string>();
-    }
+    if (r->device_class) c.device_class = *r->device_class;
     for (const auto& [step, loss] : by_step) {
       if (std::isfinite(loss)) c.points.push_back({static_cast<double>(step), loss * tokens_per_byte});
     }
@@ -182,9 +166,10 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
   int64_t resumes = 0;
   bool lost = false, stopped = false;
   for (const auto& [id, r] : by_run) {
-    const nlohmann::json j = nlohmann::json::parse(r.result_json, nullptr, false);
-    if (!j.is_object() || !j.contains("resumes") || !j["resumes"].is_number_integer()) continue;
-    const int64_t n = j["resumes"].get<int64_t>();
+    const absl::StatusOr<RunResult> result =
+        RunResult::FromStoredJson(nlohmann::json::parse(r.result_json, nullptr, false));
+    if (!result.ok() || !result->resumes) continue;
+    const int64_t n = *result->resumes;
     if (n <= 0) continue;
     ++resumed_runs;
     resumes += n;
@@ -211,17 +196,14 @@ absl::StatusOr<RenderedReport> RenderExperimentReport(SqliteStore& store,
     for (const RunRecord& run : runs) {
       auto it = by_run.find(run.id);
       if (it == by_run.end() || mtp_notes.count(run.variant)) continue;
-      const nlohmann::json j = nlohmann::json::parse(it->second.result_json, nullptr, false);
-      if (!j.is_object() || !j.contains("mtp_params") || !j["mtp_params"].is_number_integer() ||
-          !j.contains("params") || !j["params"].is_number_integer()) {
-        continue;
-      }
-      const int64_t mtp = j["mtp_params"].get<int64_t>();
-      const int64_t params = j["params"].get<int64_t>();
-      const int64_t depths = j.contains("config") && j["config"].is_object() &&
-                                     j["config"].contains("mtp") &&
-                                     j["config"]["mtp"].is_number_integer()
-                                 ? j["config"]["mtp"].get<int64_t>()
+      const absl::StatusOr<RunResult> r =
+          RunResult::FromStoredJson(nlohmann::json::parse(it->second.result_json, nullptr, false));
+      if (!r.ok() || !r->mtp_params || !r->params) continue;
+      const int64_t mtp = *r->mtp_params;
+      const int64_t params = *r->params;
+      const int64_t depths = r->config.is_object() && r->config.contains("mtp") &&
+                                     r->config["mtp"].is_number_integer()
+                                 ? r->config["mtp"].get<int64_t>()
                                  : 0;
       if (mtp <= 0) continue;
       mtp_notes[run.variant] = absl::StrCat(

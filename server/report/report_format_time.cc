@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "server/grid/grid.h"
 #include "server/report/report_text.h"
+#include "spec/run_result.h"
 
 namespace smallem {
 namespace {
@@ -347,7 +348,8 @@ json TimeReportToJson(const TimeReport& report, bool combined) {
   for (const CurvePoint& p : report.curve) {
     reference.push_back({{"budget", BudgetJson(p.budget)},
                          {"seconds", p.seconds},
-                         {"val_nats_per_byte", p.loss},
+                         // named as in a result: the point's mean loss
+                         {result_keys::kValNatsPerByte, p.loss},
                          {"seeds", p.seed_losses.size()},
                          {"seed_losses", p.seed_losses},
                          {"seed_seconds", p.seed_seconds}});
