@@ -3,8 +3,8 @@
 // coordinator checks and stores, and reports, `smallemctl status`, `export`
 // and `run` read (docs/architecture.md § The formats). DivergedResult: what
 // a run that diverged records instead (its result.json; the worker turns it
-// into a Fail). ProgressLine-style plumbing for the child's stdout lives in
-// engine/train/progress_line.h; this file holds the records only.
+// into a Fail). The child's progress and checkpoint lines are in
+// engine/train/progress_events.h; this file holds the records only.
 //
 // Here, beside the RunSpec a result answers, because spec/ is the one
 // tensor-free library the engine (which writes results) and the server,

@@ -56,7 +56,6 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "nlohmann/json_fwd.hpp"
-#include "spec/run_result.h"
 #include "worker/coordinator_client.h"
 #include "worker/dataset_cache.h"
 #include "worker/devices.h"
@@ -66,6 +65,7 @@ namespace smallem {
 
 class ChildProcess;
 struct CheckpointWritten;
+struct DivergedResult;
 
 struct WorkerOptions {
   std::string coordinator = "127.0.0.1:7070";  // host:port
