@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "spec/parameter_layout.h"
 
 namespace smallem {
 
@@ -82,86 +83,18 @@ int64_t ModelConfig::key_layers() const {
                                                                        : layers;
 }
 
-namespace {
+int64_t ModelConfig::ParameterCount() const { return ParameterLayout(*this).ParameterCount(); }
 
-// The parameters of one block's feed-forward: what a token uses (`active`),
-// everything trained (`total`) and the non-trained selection biases.
-struct FeedForwardCount {
-  int64_t active = 0, total = 0, buffers = 0;
-};
-
-// The dense feed-forward of one block: up (and gate), projection, biases.
-int64_t DenseFeedForward(const ModelConfig& m) {
-  const int64_t c = m.embed, f = m.ff_hidden();
-  const int64_t ff_in = m.architecture.feed_forward == FeedForwardKind::kSwiGlu ? 2 : 1;
-  return ff_in * f * c + f * c + (m.architecture.bias ? ff_in * f + c : 0);
-}
-
-FeedForwardCount CountFeedForward(const ModelConfig& m, int64_t layer) {
-  const int64_t c = m.embed, f = m.ff_hidden();
-  const int64_t ff_in = m.architecture.feed_forward == FeedForwardKind::kSwiGlu ? 2 : 1;
-  if (!m.moe.IsMoeLayer(layer)) {
-    const int64_t n = DenseFeedForward(m);
-    return {n, n, 0};
-  }
-  // Experts carry no biases (spec/moe_config.h); the router is E × C.
-  const int64_t e = m.moe.experts, w = m.moe.Width(f);
-  const int64_t expert = (ff_in + 1) * w * c;
-  const int64_t router = e * c;
-  return {.active = router + (m.moe.top_k + m.moe.shared) * expert,
-          .total = router + (e + m.moe.shared) * expert,
-          .buffers = e};
-}
-
-}  // namespace
-
-int64_t ModelConfig::ParameterCount() const {
-  int64_t buffers = 0;
-  for (int64_t i = 0; i < layers; ++i) buffers += CountFeedForward(*this, i).buffers;
-  return TotalParameterCount() + buffers;
+int64_t ModelConfig::MtpParameterCount() const {
+  return ParameterLayout(*this).MtpParameterCount();
 }
 
 int64_t ModelConfig::TotalParameterCount() const {
-  int64_t total = ActiveParameterCount();
-  for (int64_t i = 0; i < layers; ++i) {
-    const FeedForwardCount ff = CountFeedForward(*this, i);
-    total += ff.total - ff.active;
-  }
-  return total;
+  return ParameterLayout(*this).TotalParameterCount();
 }
 
 int64_t ModelConfig::ActiveParameterCount() const {
-  const int64_t c = embed;
-  const bool bias = architecture.bias;
-  const bool layer = architecture.norm == NormKind::kLayer;
-  const int64_t norm = layer ? 2 * c : c;
-  // Both norms, query/key/value and the output projection.
-  int64_t attention = 2 * norm + 4 * c * c + (bias ? 4 * c : 0);
-  if (architecture.attention == AttentionKind::kLatent) {
-    // Latent attention replaces the query, key and value matrices and their
-    // biases (engine/model/latent_attention.h lists its weights).
-    const int64_t d = head_dim(), r = latent_rope_dim(), h = heads;
-    const int64_t kv = architecture.kv_latent, q = architecture.q_latent;
-    attention -= 3 * c * c + (bias ? 3 * c : 0);
-    attention += q > 0 ? q * c + q + h * d * q : h * d * c;  // queries
-    attention += kv * c + kv + h * (2 * d - r) * kv;         // latent, its norm, up-projection
-    attention += r * c;                                      // shared rope key
-  }
-  int64_t total = vocab * c + layers * attention + norm;
-  for (int64_t i = 0; i < layers; ++i) total += CountFeedForward(*this, i).active;
-  if (architecture.positions == PositionKind::kLearned) total += context * c;
-  // Each MTP depth: two input norms, two C×C merge matrices, one block (its
-  // feed-forward dense), its own final norm (engine/model/mtp.h).
-  total += mtp * (3 * norm + 2 * c * c + attention + DenseFeedForward(*this));
-  // Borrowing layers have no key and value weights (nor biases).
-  total -= (layers - key_layers()) * (2 * c * c + (bias ? 2 * c : 0));
-  return total;
-}
-
-int64_t ModelConfig::MtpParameterCount() const {
-  ModelConfig main = *this;
-  main.mtp = 0;
-  return ParameterCount() - main.ParameterCount();
+  return ParameterLayout(*this).ActiveParameterCount();
 }
 
 absl::Status ModelConfig::Validate() const {

@@ -86,6 +86,8 @@ struct ModelConfig {
   int64_t ff_hidden() const;
   // R: latent attention's decoupled RoPE width, rope_dim or D/2 when 0.
   int64_t latent_rope_dim() const;
+  // The sums of ParameterLayout(*this) (spec/parameter_layout.h), which
+  // lists every parameter; REQUIRES: Validate() is OK.
   // Total number of parameters (tied head counted once), the MTP modules'
   // included: the size of the parameter buffer, which includes the MoE
   // routers' selection biases.

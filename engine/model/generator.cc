@@ -12,38 +12,38 @@ namespace smallem {
 Generator::Generator(const Model& model) : config_(model.config()) {
   weights_.resize(model.values().numel());
   model.backend().CopyToHost(weights_.data(), model.values().data, model.values().bytes());
-  const float* base = model.values().f32();
-  auto at = [&](const std::string& name) -> const float* {
-    const Model::Parameter* p = model.Find(name);
-    return p ? weights_.data() + (p->value.f32() - base) : nullptr;
+  const ParameterLayout& layout = model.layout();
+  auto at = [&](int slot) -> const float* {
+    return slot == kNoSlot ? nullptr : weights_.data() + layout.slot(slot).offset;
   };
-  embed_ = at("embed.weight");
-  positions_ = at("positions.weight");
-  final_gain_ = at("final_norm.gain");
-  final_bias_ = at("final_norm.bias");
+  embed_ = at(layout.embed());
+  positions_ = at(layout.positions());
+  final_gain_ = at(layout.final_norm().gain);
+  final_bias_ = at(layout.final_norm().bias);
   const bool latent = config_.architecture.attention == AttentionKind::kLatent;
-  for (int64_t i = 0; i < config_.layers; ++i) {
-    const std::string b = "blocks." + std::to_string(i);
+  for (const BlockSlots& b : layout.blocks()) {
+    // qkv_w: the query, key and value matrices, adjacent (one (3C, C)
+    // matrix; the query's alone in a borrowing layer), as their biases.
     layers_.push_back(Layer{
-        .ln1_gain = at(b + ".ln1.gain"), .ln1_bias = at(b + ".ln1.bias"),
-        .qkv_w = at(b + ".attn.query.weight"), .qkv_b = at(b + ".attn.query.bias"),
-        .proj_w = at(b + ".attn.proj.weight"), .proj_b = at(b + ".attn.proj.bias"),
-        .ln2_gain = at(b + ".ln2.gain"), .ln2_bias = at(b + ".ln2.bias"),
-        .up_w = at(b + ".ff.up.weight"), .up_b = at(b + ".ff.up.bias"),
-        .gate_w = at(b + ".ff.gate.weight"), .gate_b = at(b + ".ff.gate.bias"),
-        .ff_proj_w = at(b + ".ff.proj.weight"), .ff_proj_b = at(b + ".ff.proj.bias"),
-        .owns_keys = config_.owns_keys(i),
-        .moe = MoeHostWeights{.router = at(b + ".ff.router.weight"),
-                              .bias = at(b + ".ff.router.bias"),
-                              .up = at(b + ".ff.experts.up.weight"),
-                              .gate = at(b + ".ff.experts.gate.weight"),
-                              .proj = at(b + ".ff.experts.proj.weight"),
-                              .shared_up = at(b + ".ff.shared.up.weight"),
-                              .shared_gate = at(b + ".ff.shared.gate.weight"),
-                              .shared_proj = at(b + ".ff.shared.proj.weight")}});
+        .ln1_gain = at(b.ln1.gain), .ln1_bias = at(b.ln1.bias),
+        .qkv_w = at(b.query), .qkv_b = at(b.query_bias),
+        .proj_w = at(b.proj), .proj_b = at(b.proj_bias),
+        .ln2_gain = at(b.ln2.gain), .ln2_bias = at(b.ln2.bias),
+        .up_w = at(b.up), .up_b = at(b.up_bias),
+        .gate_w = at(b.gate), .gate_b = at(b.gate_bias),
+        .ff_proj_w = at(b.ff_proj), .ff_proj_b = at(b.ff_proj_bias),
+        .owns_keys = !b.borrows_keys,
+        .moe = MoeHostWeights{.router = at(b.moe.router),
+                              .bias = at(b.moe.router_bias),
+                              .up = at(b.moe.experts_up),
+                              .gate = at(b.moe.experts_gate),
+                              .proj = at(b.moe.experts_proj),
+                              .shared_up = at(b.moe.shared_up),
+                              .shared_gate = at(b.moe.shared_gate),
+                              .shared_proj = at(b.moe.shared_proj)}});
   }
   if (latent) {
-    latent_ = std::make_unique<LatentCache>(config_, at);
+    latent_ = std::make_unique<LatentCache>(config_, layout, at);
   } else {
     const CacheLayout layout = LayoutFor(config_);
     for (int64_t s = 0; s < layout.stages; ++s) {

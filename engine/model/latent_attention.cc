@@ -1,41 +1,16 @@
 #include "engine/model/latent_attention.h"
 
-#include "absl/strings/str_cat.h"
-
 namespace smallem {
 
-std::vector<LatentAttentionSlot> LatentAttentionSlots(const ModelConfig& config,
-                                                      const std::string& prefix) {
-  const int64_t C = config.embed, H = config.heads, D = config.head_dim();
-  const int64_t R = config.latent_rope_dim(), L = config.architecture.kv_latent;
-  const int64_t Q = config.architecture.q_latent;
-  const std::string a = prefix + ".attn.";
-  std::vector<LatentAttentionSlot> slots;
-  if (Q > 0) {
-    slots.push_back({a + "query_down.weight", {Q, C}, true});
-    slots.push_back({a + "query_norm.gain", {Q}, false});
-    slots.push_back({a + "query_up.weight", {H * D, Q}, true});
-  } else {
-    slots.push_back({a + "query.weight", {H * D, C}, true});
-  }
-  slots.push_back({a + "kv_down.weight", {L, C}, true});
-  slots.push_back({a + "kv_norm.gain", {L}, false});
-  slots.push_back({a + "kv_up.weight", {H * (2 * D - R), L}, true});
-  slots.push_back({a + "key_rope.weight", {R, C}, true});
-  return slots;
-}
-
-LatentAttentionWeights LatentAttentionViews(
-    const std::function<Tensor(const std::string&)>& view, const std::string& prefix) {
-  const std::string a = prefix + ".attn.";
-  LatentAttentionWeights w{.query_down = view(a + "query_down.weight"),
-                           .query_norm = view(a + "query_norm.gain"),
-                           .kv_down = view(a + "kv_down.weight"),
-                           .kv_norm = view(a + "kv_norm.gain"),
-                           .kv_up = view(a + "kv_up.weight"),
-                           .key_rope = view(a + "key_rope.weight")};
-  w.query = w.query_down.empty() ? view(a + "query.weight") : view(a + "query_up.weight");
-  return w;
+LatentAttentionWeights LatentAttentionViews(const std::function<Tensor(int)>& view,
+                                            const LatentAttentionSlots& slots) {
+  return LatentAttentionWeights{.query = view(slots.query),
+                                .query_down = view(slots.query_down),
+                                .query_norm = view(slots.query_norm),
+                                .kv_down = view(slots.kv_down),
+                                .kv_norm = view(slots.kv_norm),
+                                .kv_up = view(slots.kv_up),
+                                .key_rope = view(slots.key_rope)};
 }
 
 Var LatentAttentionForward(Tape& tape, const std::function<Var(const Tensor&)>& param,

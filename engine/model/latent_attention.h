@@ -26,42 +26,22 @@
 // have no biases (the output projection keeps the block's). RoPE is
 // required: its tables are R/2 wide, θ = m·10000^(−2i/R).
 //
-// Weights (docs/architecture.md § The formats), for block i:
-//   blocks.i.attn.query.weight       (H·D, C)   q_latent = 0
-//   blocks.i.attn.query_down.weight  (Q, C)     q_latent > 0
-//   blocks.i.attn.query_norm.gain    (Q)
-//   blocks.i.attn.query_up.weight    (H·D, Q)
-//   blocks.i.attn.kv_down.weight     (L, C)
-//   blocks.i.attn.kv_norm.gain       (L)
-//   blocks.i.attn.kv_up.weight       (H·Dn + H·D, L)
-//   blocks.i.attn.key_rope.weight    (R, C)
-// then blocks.i.attn.proj.weight (and .bias) as in multi-head attention.
+// Weights: spec/parameter_layout.h names, shapes and orders them
+// (LatentAttentionSlots); the block's attn.proj follows as in multi-head
+// attention.
 #ifndef SMALLEM_ENGINE_MODEL_LATENT_ATTENTION_H_
 #define SMALLEM_ENGINE_MODEL_LATENT_ATTENTION_H_
 
 #include <cstdint>
 #include <functional>
-#include <string>
-#include <vector>
 
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/tensor.h"
 #include "spec/model_config.h"
+#include "spec/parameter_layout.h"
 
 namespace smallem {
-
-// One weight of a block's latent attention, in file order.
-struct LatentAttentionSlot {
-  std::string name;  // "blocks.3.attn.kv_down.weight"
-  Shape shape;
-  bool decay;        // weight decay: the matrices, not the gains
-};
-
-// The weights of block `prefix` ("blocks.3"), in file order, without the
-// output projection (the model adds it as for multi-head attention).
-std::vector<LatentAttentionSlot> LatentAttentionSlots(const ModelConfig& config,
-                                                      const std::string& prefix);
 
 // Views of one block's latent attention weights; empty tensors for the query
 // latent's when q_latent = 0 (then `query` projects from the stream).
@@ -74,9 +54,10 @@ struct LatentAttentionWeights {
   Tensor kv_up;       // (H·Dn + H·D, L)
   Tensor key_rope;    // (R, C)
 };
-// `view` returns the parameter of that name (an empty tensor when absent).
-LatentAttentionWeights LatentAttentionViews(
-    const std::function<Tensor(const std::string&)>& view, const std::string& prefix);
+// `view` returns the parameter of a slot index (an empty tensor for kNoSlot);
+// all empty for a multi-head block.
+LatentAttentionWeights LatentAttentionViews(const std::function<Tensor(int)>& view,
+                                            const LatentAttentionSlots& slots);
 
 // The attention output (N, C) before the output projection, from the normed
 // stream x (N, C) of a (B, T) batch. `param` makes a weight a tape parameter

@@ -20,8 +20,8 @@ void RmsNormInPlace(float* x, const float* gain, int64_t n) {
 
 }  // namespace
 
-LatentCache::LatentCache(const ModelConfig& config,
-                         const std::function<const float*(const std::string&)>& at)
+LatentCache::LatentCache(const ModelConfig& config, const ParameterLayout& layout,
+                         const std::function<const float*(int)>& at)
     : config_(config),
       heads_(config.heads),
       head_dim_(config.head_dim()),
@@ -31,14 +31,14 @@ LatentCache::LatentCache(const ModelConfig& config,
       q_latent_(config.architecture.q_latent) {
   CHECK(config.architecture.attention == AttentionKind::kLatent) << "LatentCache needs latent";
   for (int64_t i = 0; i < config.layers; ++i) {
-    const std::string a = "blocks." + std::to_string(i) + ".attn.";
-    Layer l{.query = at(q_latent_ > 0 ? a + "query_up.weight" : a + "query.weight"),
-            .query_down = at(a + "query_down.weight"),
-            .query_norm = at(a + "query_norm.gain"),
-            .kv_down = at(a + "kv_down.weight"),
-            .kv_norm = at(a + "kv_norm.gain"),
-            .kv_up = at(a + "kv_up.weight"),
-            .key_rope = at(a + "key_rope.weight"),
+    const LatentAttentionSlots& a = layout.blocks()[i].latent;
+    Layer l{.query = at(a.query),
+            .query_down = at(a.query_down),
+            .query_norm = at(a.query_norm),
+            .kv_down = at(a.kv_down),
+            .kv_norm = at(a.kv_norm),
+            .kv_up = at(a.kv_up),
+            .key_rope = at(a.key_rope),
             .latents = std::vector<float>(config.context * latent_),
             .rope_keys = std::vector<float>(config.context * rope_)};
     CHECK(l.query && l.kv_down && l.kv_norm && l.kv_up && l.key_rope)

@@ -22,15 +22,17 @@
 #include <vector>
 
 #include "spec/model_config.h"
+#include "spec/parameter_layout.h"
 
 namespace smallem {
 
 class LatentCache {
  public:
-  // `at` returns the host copy of the named parameter (nullptr when absent);
-  // the pointers must outlive the cache. config has attention: latent.
-  LatentCache(const ModelConfig& config,
-              const std::function<const float*(const std::string&)>& at);
+  // `at` returns the host copy of the parameter of a slot of `layout`
+  // (nullptr for kNoSlot); the pointers must outlive the cache. config has
+  // attention: latent.
+  LatentCache(const ModelConfig& config, const ParameterLayout& layout,
+              const std::function<const float*(int)>& at);
 
   // Layer `layer`'s attention output att (C), before the output projection,
   // for the token whose normed stream is h (C) at absolute `position`. Stores

@@ -1,27 +1,29 @@
 #include "engine/model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status_macros.h"
-#include "engine/model/mtp.h"
 #include "engine/model/shared_keys.h"
 #include "engine/random.h"
 
 namespace smallem {
 namespace {
 
-enum class Init { kNormal, kResidual, kPositions, kOne, kZero };
-
-struct Slot {
-  std::string name;
-  Shape shape;
-  Init init;
-  bool decay;
-  int64_t offset = 0;  // elements into the buffer
-};
+// A slot's shape as the engine's (at most four dimensions).
+Shape ToShape(const std::vector<int64_t>& d) {
+  switch (d.size()) {
+    case 1: return {d[0]};
+    case 2: return {d[0], d[1]};
+    case 3: return {d[0], d[1], d[2]};
+    case 4: return {d[0], d[1], d[2], d[3]};
+  }
+  CHECK(false) << "parameter of rank " << d.size();
+  return {};
+}
 
 }  // namespace
 
@@ -52,158 +54,75 @@ Model::~Model() {
 
 absl::Status Model::Allocate() {
   const ModelConfig& c = config_;
-  const int64_t C = c.embed, F = c.ff_hidden();
-  const bool layer = c.architecture.norm == NormKind::kLayer;
-  const bool bias = c.architecture.bias;
-  const bool swiglu = c.architecture.feed_forward == FeedForwardKind::kSwiGlu;
-  const bool latent = c.architecture.attention == AttentionKind::kLatent;
-  // A block's layer index ("blocks.i"), or −1 for an MTP depth's block
-  // ("mtp.d.block"), which always owns its keys and is always dense.
-  auto main_index = [](const std::string& prefix) -> int64_t {
-    return prefix.starts_with("blocks.") ? std::stoll(prefix.substr(7)) : -1;
-  };
-  auto owns_keys = [&](const std::string& prefix) {
-    return main_index(prefix) < 0 || c.owns_keys(main_index(prefix));
-  };
-
-  std::vector<Slot> slots;
-  auto add = [&](std::string name, Shape shape, Init init, bool decay) {
-    slots.push_back(Slot{std::move(name), shape, init, decay});
-  };
-  auto norm = [&](const std::string& prefix) {
-    add(prefix + ".gain", {C}, Init::kOne, false);
-    if (layer) add(prefix + ".bias", {C}, Init::kZero, false);
-  };
-  add("embed.weight", {c.vocab, C}, Init::kNormal, true);
-  if (c.architecture.positions == PositionKind::kLearned) {
-    add("positions.weight", {c.context, C}, Init::kPositions, true);
-  }
-  // The main blocks, then each MTP depth's (engine/model/mtp.h).
-  for (const std::string& b : BlockPrefixes(c)) {
-    norm(b + ".ln1");
-    if (latent) {
-      for (const LatentAttentionSlot& s : LatentAttentionSlots(c, b)) {
-        add(s.name, s.shape, Init::kNormal, s.decay);
-      }
-    } else {
-      // query, key, value adjacent: one (3C, C) matrix, one (3C) bias. A
-      // layer that borrows keys (own_keys) has the query's alone.
-      const std::vector<const char*> projections =
-          owns_keys(b) ? std::vector<const char*>{"query", "key", "value"}
-                       : std::vector<const char*>{"query"};
-      for (const char* p : projections) {
-        add(absl::StrCat(b, ".attn.", p, ".weight"), {C, C}, Init::kNormal, true);
-      }
-      if (bias) {
-        for (const char* p : projections) {
-          add(absl::StrCat(b, ".attn.", p, ".bias"), {C}, Init::kZero, false);
-        }
-      }
-    }
-    add(b + ".attn.proj.weight", {C, C}, Init::kResidual, true);
-    if (bias) add(b + ".attn.proj.bias", {C}, Init::kZero, false);
-    norm(b + ".ln2");
-    if (main_index(b) >= 0 && c.moe.IsMoeLayer(main_index(b))) {
-      // engine/model/moe.h; experts carry no biases
-      const int64_t E = c.moe.experts, W = c.moe.Width(F), S = c.moe.shared;
-      add(b + ".ff.router.weight", {E, C}, Init::kNormal, true);
-      add(b + ".ff.router.bias", {E}, Init::kZero, false);  // selection only, not trained
-      add(b + ".ff.experts.up.weight", {E, W, C}, Init::kNormal, true);
-      if (swiglu) add(b + ".ff.experts.gate.weight", {E, W, C}, Init::kNormal, true);
-      add(b + ".ff.experts.proj.weight", {E, C, W}, Init::kResidual, true);
-      if (S > 0) {
-        add(b + ".ff.shared.up.weight", {S * W, C}, Init::kNormal, true);
-        if (swiglu) add(b + ".ff.shared.gate.weight", {S * W, C}, Init::kNormal, true);
-        add(b + ".ff.shared.proj.weight", {C, S * W}, Init::kResidual, true);
-      }
-      continue;
-    }
-    add(b + ".ff.up.weight", {F, C}, Init::kNormal, true);
-    if (bias) add(b + ".ff.up.bias", {F}, Init::kZero, false);
-    if (swiglu) {
-      add(b + ".ff.gate.weight", {F, C}, Init::kNormal, true);
-      if (bias) add(b + ".ff.gate.bias", {F}, Init::kZero, false);
-    }
-    add(b + ".ff.proj.weight", {C, F}, Init::kResidual, true);
-    if (bias) add(b + ".ff.proj.bias", {C}, Init::kZero, false);
-  }
-  norm("final_norm");
-  for (int64_t d = 1; d <= c.mtp; ++d) {
-    const std::string m = MtpPrefix(d);
-    norm(m + ".hidden_norm");
-    norm(m + ".embed_norm");
-    add(m + ".merge.hidden.weight", {C, C}, Init::kNormal, true);
-    add(m + ".merge.embed.weight", {C, C}, Init::kNormal, true);
-    norm(m + ".final_norm");
-  }
-
-  int64_t total = 0;
-  for (Slot& s : slots) {
-    s.offset = total;
-    total += s.shape.numel();
-  }
-  CHECK_EQ(total, c.ParameterCount()) << "parameter layout disagrees with ModelConfig";
-
+  const int64_t total = layout_.ParameterCount();
   const size_t bytes = static_cast<size_t>(total) * sizeof(float);
   ASSIGN_OR_RETURN(value_buffer_, backend_.Allocate(bytes));
   ASSIGN_OR_RETURN(grad_buffer_, backend_.Allocate(bytes));
   values_ = Tensor{.data = value_buffer_, .shape = {total}};
   grads_ = Tensor{.data = grad_buffer_, .shape = {total}};
 
-  for (const Slot& s : slots) {
+  for (const ParameterSlot& s : layout_.slots()) {
+    const Shape shape = ToShape(s.shape);
     parameters_.push_back(Parameter{
         .name = s.name,
-        .value = Tensor{.data = values_.f32() + s.offset, .shape = s.shape},
-        .grad = Tensor{.data = grads_.f32() + s.offset, .shape = s.shape},
-        .decay = s.decay});
+        .value = Tensor{.data = values_.f32() + s.offset, .shape = shape},
+        .grad = Tensor{.data = grads_.f32() + s.offset, .shape = shape},
+        .decay = s.decay,
+        .hidden_matrix = s.hidden_matrix});
   }
 
   // Structured views the forward pass uses.
-  auto view = [&](const std::string& name, int64_t count = 1) -> Tensor {
-    const Parameter* p = Find(name);
-    if (!p) return Tensor{};
-    Tensor t = p->value;
-    if (count > 1) t.shape = t.shape.rank() == 2 ? Shape{count * t.shape[0], t.shape[1]}
-                                                 : Shape{count * t.shape[0]};
+  auto view = [&](int slot) -> Tensor {
+    return slot == kNoSlot ? Tensor{} : parameters_[slot].value;
+  };
+  // Slots first … first + count − 1, adjacent in the buffer, as one tensor
+  // of count × the first's rows: the packed query, key and value.
+  auto packed = [&](int first, int count) -> Tensor {
+    if (first == kNoSlot) return Tensor{};
+    Tensor t = view(first);
+    const ParameterSlot& last = layout_.slot(first + count - 1);
+    CHECK_EQ(last.offset, layout_.slot(first).offset + (count - 1) * t.numel())
+        << "packed slots from " << layout_.slot(first).name << " are not adjacent";
+    t.shape[0] *= count;
     return t;
   };
-  embed_ = view("embed.weight");
-  positions_ = view("positions.weight");
-  final_gain_ = view("final_norm.gain");
-  final_bias_ = view("final_norm.bias");
-  for (const std::string& b : BlockPrefixes(c)) {
-    // The main blocks, then the MTP depths'.
-    const bool main_block = static_cast<int64_t>(blocks_.size()) < c.layers;
-    std::vector<Block>& stack = main_block ? blocks_ : mtp_blocks_;
-    // MTP depths' blocks keep the dense feed-forward.
-    const int64_t main_layer = main_block ? static_cast<int64_t>(blocks_.size()) : -1;
-    const int64_t packed = owns_keys(b) ? 3 : 1;
-    stack.push_back(Block{
-        .ln1_gain = view(b + ".ln1.gain"), .ln1_bias = view(b + ".ln1.bias"),
-        .qkv_weight = view(b + ".attn.query.weight", packed),
-        .qkv_bias = view(b + ".attn.query.bias", packed),
-        .proj_weight = view(b + ".attn.proj.weight"), .proj_bias = view(b + ".attn.proj.bias"),
-        .ln2_gain = view(b + ".ln2.gain"), .ln2_bias = view(b + ".ln2.bias"),
-        .up_weight = view(b + ".ff.up.weight"), .up_bias = view(b + ".ff.up.bias"),
-        .gate_weight = view(b + ".ff.gate.weight"), .gate_bias = view(b + ".ff.gate.bias"),
-        .ff_proj_weight = view(b + ".ff.proj.weight"),
-        .ff_proj_bias = view(b + ".ff.proj.bias"),
-        .borrows_keys = !owns_keys(b)});
-    if (latent) {
-      stack.back().latent =
-          LatentAttentionViews([&](const std::string& name) { return view(name); }, b);
-      stack.back().qkv_weight = Tensor{};
-    }
-    if (main_layer >= 0 && c.moe.IsMoeLayer(main_layer)) {
-      stack.back().moe = static_cast<int>(moe_.size());
+  auto block = [&](const BlockSlots& s) {
+    const int packed_count = s.borrows_keys ? 1 : 3;
+    Block b{.ln1_gain = view(s.ln1.gain), .ln1_bias = view(s.ln1.bias),
+            .qkv_weight = packed(s.query, packed_count),
+            .qkv_bias = packed(s.query_bias, packed_count),
+            .proj_weight = view(s.proj), .proj_bias = view(s.proj_bias),
+            .ln2_gain = view(s.ln2.gain), .ln2_bias = view(s.ln2.bias),
+            .up_weight = view(s.up), .up_bias = view(s.up_bias),
+            .gate_weight = view(s.gate), .gate_bias = view(s.gate_bias),
+            .ff_proj_weight = view(s.ff_proj), .ff_proj_bias = view(s.ff_proj_bias),
+            .latent = LatentAttentionViews(view, s.latent),
+            .borrows_keys = s.borrows_keys};
+    if (s.is_moe) {
+      b.moe = static_cast<int>(moe_.size());
       moe_.push_back(MoeWeights{
-          .router = view(b + ".ff.router.weight"), .bias = view(b + ".ff.router.bias"),
-          .up = view(b + ".ff.experts.up.weight"), .gate = view(b + ".ff.experts.gate.weight"),
-          .proj = view(b + ".ff.experts.proj.weight"),
-          .shared_up = view(b + ".ff.shared.up.weight"),
-          .shared_gate = view(b + ".ff.shared.gate.weight"),
-          .shared_proj = view(b + ".ff.shared.proj.weight")});
+          .router = view(s.moe.router), .bias = view(s.moe.router_bias),
+          .up = view(s.moe.experts_up), .gate = view(s.moe.experts_gate),
+          .proj = view(s.moe.experts_proj), .shared_up = view(s.moe.shared_up),
+          .shared_gate = view(s.moe.shared_gate), .shared_proj = view(s.moe.shared_proj)});
     }
+    return b;
+  };
+  embed_ = view(layout_.embed());
+  positions_ = view(layout_.positions());
+  final_gain_ = view(layout_.final_norm().gain);
+  final_bias_ = view(layout_.final_norm().bias);
+  for (const BlockSlots& s : layout_.blocks()) blocks_.push_back(block(s));
+  for (const MtpSlots& d : layout_.mtp()) {
+    mtp_blocks_.push_back(block(d.block));
+    mtp_.push_back(MtpDepth{.hidden_gain = view(d.hidden_norm.gain),
+                            .hidden_bias = view(d.hidden_norm.bias),
+                            .embed_gain = view(d.embed_norm.gain),
+                            .embed_bias = view(d.embed_norm.bias),
+                            .hidden_weight = view(d.merge_hidden),
+                            .embed_weight = view(d.merge_embed),
+                            .final_gain = view(d.final_norm.gain),
+                            .final_bias = view(d.final_norm.bias)});
   }
   if (!moe_.empty()) {
     // Each layer's load and last_load counters, (E) f32 each, zeroed.
@@ -217,11 +136,11 @@ absl::Status Model::Allocate() {
       counters += 2 * E;
     }
   }
-  ViewMtp();
 
   if (c.architecture.positions == PositionKind::kRope) {
     // cos/sin of m·10000^(−2i/D), computed on the host; latent attention
     // rotates only its R-channel parts, so its tables use D = R.
+    const bool latent = c.architecture.attention == AttentionKind::kLatent;
     const int64_t rotary_dim = latent ? c.latent_rope_dim() : c.head_dim();
     const int64_t half = rotary_dim / 2;
     std::vector<float> table(2 * c.context * half);
@@ -253,16 +172,17 @@ void Model::Initialize(uint64_t seed) {
   Rng rng(seed);
   std::vector<float> host(values_.numel());
   const double residual = 0.02 / std::sqrt(2.0 * config_.effective_depth());
-  for (const Parameter& p : parameters_) {
-    float* dst = host.data() + (p.value.f32() - values_.f32());
-    const bool is_bias = p.name.ends_with(".bias");
-    const bool is_gain = p.name.ends_with(".gain");
-    double stddev = 0.02;
-    if (p.name.ends_with("proj.weight")) stddev = residual;
-    if (p.name == "positions.weight") stddev = 0.01;
-    for (int64_t i = 0; i < p.value.numel(); ++i) {
-      dst[i] = is_gain ? 1.0f : is_bias ? 0.0f : static_cast<float>(stddev * rng.Normal());
+  for (const ParameterSlot& s : layout_.slots()) {
+    float* dst = host.data() + s.offset;
+    double stddev = 0.0;
+    switch (s.init) {
+      case ParameterInit::kOne: std::fill(dst, dst + s.numel, 1.0f); continue;
+      case ParameterInit::kZero: std::fill(dst, dst + s.numel, 0.0f); continue;
+      case ParameterInit::kNormal: stddev = 0.02; break;
+      case ParameterInit::kResidual: stddev = residual; break;
+      case ParameterInit::kPositions: stddev = 0.01; break;
     }
+    for (int64_t i = 0; i < s.numel; ++i) dst[i] = static_cast<float>(stddev * rng.Normal());
   }
   backend_.CopyToDevice(values_.data, host.data(), values_.bytes());
 }

@@ -12,9 +12,11 @@
 //
 // Every parameter lives in one contiguous f32 buffer (and its gradient in a
 // second of the same layout), so zeroing gradients, the gradient norm and
-// checkpoints are single calls. Query, key and value weights of a block are
-// adjacent — a (3C, C) matrix — so one GEMM produces the packed qkv the
-// attention op reads; the weights file still names them separately.
+// checkpoints are single calls. Which parameters, their names, shapes and
+// order are spec/parameter_layout.h's; the model only views them. Query,
+// key and value weights of a block are adjacent there — a (3C, C) matrix —
+// so one GEMM produces the packed qkv the attention op reads; the weights
+// file still names them separately.
 // With own_keys, a layer past the owners has a query matrix (C, C) alone and
 // borrows the keys and values of the last owner (engine/model/shared_keys.h);
 // with passes, the blocks run `passes` times over the stream, same weights.
@@ -37,6 +39,7 @@
 #include "engine/model/latent_attention.h"
 #include "engine/model/moe.h"
 #include "spec/model_config.h"
+#include "spec/parameter_layout.h"
 
 namespace smallem {
 
@@ -47,6 +50,7 @@ class Model {
     Tensor value;      // view into the parameter buffer
     Tensor grad;       // view into the gradient buffer, same shape
     bool decay;        // weight decay applies (matrices and embeddings)
+    bool hidden_matrix;  // Muon's under a Muon optimizer (ParameterSlot::hidden_matrix)
   };
 
   // Allocates (zeroed) parameters for a validated config.
@@ -58,6 +62,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
+  // Parameter i is layout().slots()[i].
+  const ParameterLayout& layout() const { return layout_; }
   const std::vector<Parameter>& parameters() const { return parameters_; }
   // nullptr when absent.
   const Parameter* Find(const std::string& name) const;
@@ -120,7 +126,8 @@ class Model {
     int moe = -1;  // index into moe_, or -1: the dense feed-forward
   };
 
-  Model(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  Model(const ModelConfig& config, Backend& backend)
+      : config_(config), layout_(config), backend_(backend) {}
   absl::Status Allocate();
   Var Param(Tape& tape, const Tensor& t) const;
   // AllLosses with each stream's loss made by head(normed, d): d = 0 the
@@ -152,8 +159,6 @@ class Model {
     Tensor hidden_weight, embed_weight;                       // merge: (C, C) each
     Tensor final_gain, final_bias;                            // before the shared head
   };
-  // Views of the depths' parameters (mtp_, whose blocks are mtp_blocks_).
-  void ViewMtp();
   // The (B, T) constants of the MTP loss, created on first use: the shift
   // ids (B·T i32: row t reads row t − 1 of its sequence, row 0 itself) then
   // D scored-row masks (B·T f32 each, pre-scaled so that their Mean is the
@@ -161,6 +166,7 @@ class Model {
   const Tensor& MtpConstants(int64_t batch, int64_t time) const;
 
   ModelConfig config_;
+  ParameterLayout layout_;
   Backend& backend_;
   void* value_buffer_ = nullptr;
   void* grad_buffer_ = nullptr;

@@ -4,39 +4,10 @@
 
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "engine/model/model.h"
 
 namespace smallem {
-
-std::string MtpPrefix(int64_t depth) { return absl::StrCat("mtp.", depth); }
-
-std::vector<std::string> BlockPrefixes(const ModelConfig& config) {
-  std::vector<std::string> prefixes;
-  for (int64_t i = 0; i < config.layers; ++i) prefixes.push_back(absl::StrCat("blocks.", i));
-  for (int64_t d = 1; d <= config.mtp; ++d) prefixes.push_back(MtpPrefix(d) + ".block");
-  return prefixes;
-}
-
-void Model::ViewMtp() {
-  auto view = [&](const std::string& name) -> Tensor {
-    const Parameter* p = Find(name);
-    return p ? p->value : Tensor{};
-  };
-  for (int64_t d = 1; d <= config_.mtp; ++d) {
-    const std::string m = MtpPrefix(d);
-    mtp_.push_back(MtpDepth{.hidden_gain = view(m + ".hidden_norm.gain"),
-                            .hidden_bias = view(m + ".hidden_norm.bias"),
-                            .embed_gain = view(m + ".embed_norm.gain"),
-                            .embed_bias = view(m + ".embed_norm.bias"),
-                            .hidden_weight = view(m + ".merge.hidden.weight"),
-                            .embed_weight = view(m + ".merge.embed.weight"),
-                            .final_gain = view(m + ".final_norm.gain"),
-                            .final_bias = view(m + ".final_norm.bias")});
-  }
-  CHECK_EQ(mtp_blocks_.size(), mtp_.size()) << "one block per MTP depth";
-}
 
 const Tensor& Model::MtpConstants(int64_t batch, int64_t time) const {
   auto [it, inserted] = mtp_constants_.try_emplace({batch, time});

@@ -26,29 +26,12 @@
 // training reports, what evaluation scores and what generation uses; the
 // depths' validation losses are reported beside it.
 //
-// Parameters of depth d (1-based), after the main model's:
-//   mtp.d.block.*                      a block, named like blocks.i.*
-//   mtp.d.hidden_norm.{gain,bias}      mtp.d.embed_norm.{gain,bias}
-//   mtp.d.merge.hidden.weight (C, C)   mtp.d.merge.embed.weight (C, C)
-//   mtp.d.final_norm.{gain,bias}       (biases only with LayerNorm)
+// Parameters of depth d (1-based), after the main model's: a block named
+// like the main ones, the two input norms, the two merge matrices and the
+// final norm (spec/parameter_layout.h names and orders them).
 #ifndef SMALLEM_ENGINE_MODEL_MTP_H_
 #define SMALLEM_ENGINE_MODEL_MTP_H_
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
-#include "spec/model_config.h"
-
-namespace smallem {
-
-// "mtp.d": the parameter-name prefix of depth d (1-based).
-std::string MtpPrefix(int64_t depth);
-
-// The parameter-name prefixes of every block in layout order: "blocks.0" …
-// "blocks.L−1", then "mtp.1.block" … "mtp.D.block".
-std::vector<std::string> BlockPrefixes(const ModelConfig& config);
-
-}  // namespace smallem
+#include "spec/parameter_layout.h"  // MtpPrefix, BlockPrefixes
 
 #endif  // SMALLEM_ENGINE_MODEL_MTP_H_

@@ -16,12 +16,11 @@ absl::Status SaveWeights(const Model& model, const std::string& path) {
   SafetensorsFile file;
   file.metadata["config"] = model.config().ToJson().dump();
   file.metadata["format"] = "smallem";
-  const float* base = model.values().f32();
-  for (const Model::Parameter& p : model.parameters()) {
-    HostTensor t{.name = p.name, .dtype = DType::kF32};
-    for (int i = 0; i < p.value.shape.rank(); ++i) t.shape.push_back(p.value.shape[i]);
-    const char* begin = host.data() + (p.value.f32() - base) * sizeof(float);
-    t.data.assign(begin, begin + p.value.bytes());
+  // The layout's names, shapes and order (spec/parameter_layout.h).
+  for (const ParameterSlot& s : model.layout().slots()) {
+    HostTensor t{.name = s.name, .dtype = DType::kF32, .shape = s.shape};
+    const char* begin = host.data() + s.offset * sizeof(float);
+    t.data.assign(begin, begin + s.numel * sizeof(float));
     file.tensors.push_back(std::move(t));
   }
   return WriteSafetensors(path, file);
@@ -40,22 +39,27 @@ absl::StatusOr<std::unique_ptr<Model>> LoadWeights(const std::string& path, Back
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", config.status().message()));
   // Files written before biases were configurable say nothing: the tensors do.
   if (!j.contains("architecture") || !j["architecture"].contains("bias")) {
-    config->architecture.bias = file.Find("blocks.0.attn.query.bias") != nullptr;
+    // Such files are multi-head: block 0 has a query bias if any.
+    ModelConfig with_bias = *config;
+    with_bias.architecture.bias = true;
+    const ParameterLayout layout(with_bias);
+    const int query_bias = layout.blocks()[0].query_bias;
+    config->architecture.bias =
+        query_bias != kNoSlot && file.Find(layout.slot(query_bias).name) != nullptr;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Create(*config, backend));
   std::vector<char> host(model->values().bytes());
-  const float* base = model->values().f32();
-  for (const Model::Parameter& p : model->parameters()) {
-    const HostTensor* t = file.Find(p.name);
-    if (!t) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", p.name, " missing"));
-    std::vector<int64_t> want;
-    for (int i = 0; i < p.value.shape.rank(); ++i) want.push_back(p.value.shape[i]);
-    if (t->dtype != DType::kF32 || t->shape != want) {
+  const std::vector<ParameterSlot>& slots = model->layout().slots();
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const ParameterSlot& s = slots[i];
+    const HostTensor* t = file.Find(s.name);
+    if (!t) return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", s.name, " missing"));
+    if (t->dtype != DType::kF32 || t->shape != s.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor ", p.name, " has the wrong dtype or shape for its config (expected F32 ",
-          p.value.shape.ToString(), ")"));
+          path, ": tensor ", s.name, " has the wrong dtype or shape for its config (expected F32 ",
+          model->parameters()[i].value.shape.ToString(), ")"));
     }
-    std::memcpy(host.data() + (p.value.f32() - base) * sizeof(float), t->data.data(), t->data.size());
+    std::memcpy(host.data() + s.offset * sizeof(float), t->data.data(), t->data.size());
   }
   model->backend().CopyToDevice(model->values().data, host.data(), host.size());
   return model;

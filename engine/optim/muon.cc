@@ -24,11 +24,7 @@ Tensor Item(const Tensor& stack, int64_t i, int64_t rows, int64_t cols) {
 
 }  // namespace
 
-bool IsMuonParameter(const Model::Parameter& p) {
-  // The blocks' matrices, the MTP depths' (blocks and merges) among them.
-  return p.value.shape.rank() == 2 &&
-         (p.name.starts_with("blocks.") || p.name.starts_with("mtp."));
-}
+bool IsMuonParameter(const Model::Parameter& p) { return p.hidden_matrix; }
 
 absl::StatusOr<std::unique_ptr<Muon>> Muon::Create(Backend& backend,
                                                    std::vector<MuonMatrix> matrices,

@@ -136,8 +136,8 @@ class Muon {
 };
 
 // Whether Muon (rather than AdamW) updates a model parameter: the hidden 2-D
-// matrices, i.e. every blocks.* and mtp.* weight of rank 2 (the MTP depths'
-// blocks and merge matrices, engine/model/mtp.h).
+// matrices, every blocks.* and mtp.* weight of rank 2 (the layout decides:
+// ParameterSlot::hidden_matrix, spec/parameter_layout.h).
 bool IsMuonParameter(const Model::Parameter& p);
 
 // The Optimizer for `muon…` specs: Muon at muon_lr on the hidden matrices,
