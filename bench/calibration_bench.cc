@@ -14,7 +14,7 @@
 // N experiments per row (default 10000, the count). An equal-time
 // experiment refits its curve ~220 times (200 bootstrap resamples, the
 // leave-one-out checks), each refit of a resample started from the curve's
-// own fit (curve_forms.h, RefitFormNear): ~1–20 ms per experiment, the most
+// own fit (curve_fit.h, RefitFormNear): ~1–20 ms per experiment, the most
 // with five budgets of the plateau curve (docs/equal-time.md § Calibration
 // has the run times). --filter runs only the rows whose label contains TEXT;
 // --seeds S and --budgets B only those rows (equal-steps rows have budgets 4

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "base/check.h"
-#include "server/analysis/comparator.h"
-#include "server/analysis/reference_curve.h"
+#include "server/analysis/equal_steps.h"
+#include "server/analysis/reference_runs.h"
 #include "server/analysis/sequential.h"
 #include "server/analysis/stats.h"
-#include "server/analysis/time_comparator.h"
+#include "server/analysis/equal_time.h"
 
 namespace smallem {
 namespace {

@@ -1,5 +1,5 @@
 // A local minimizer for the reference curve's refits (server/analysis/
-// curve_forms.h, RefitFormNear): the Nelder–Mead simplex method (Nelder and
+// curve_fit.h, RefitFormNear): the Nelder–Mead simplex method (Nelder and
 // Mead, 1965, with the standard coefficients: reflection 1, expansion 2,
 // contraction 1/2, shrink 1/2) from a given start, for a few variables.
 // Bounds are the caller's: clamp inside the objective.

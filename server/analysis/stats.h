@@ -1,5 +1,5 @@
-// The few statistics the comparisons share (comparator.cc, noise.cc,
-// reference_curve.cc, curve_check.cc, calibration.cc): means, sample
+// The few statistics the comparisons share (equal_steps.cc, noise_report.cc,
+// reference_runs.cc, curve_choice.cc, calibration.cc): means, sample
 // variance, Welch's t-test and a reproducible normal draw.
 #ifndef SMALLEM_SERVER_ANALYSIS_STATS_H_
 #define SMALLEM_SERVER_ANALYSIS_STATS_H_

@@ -16,8 +16,8 @@
 // An undecided row with an SE says what this experiment could have missed
 // (the larger end of its 95 % interval in absolute value) and how many
 // seeds per arm would likely decide it (SeedsToDecide below). τ is measured
-// by CompareAtEqualSteps (server/analysis/comparator.h) and at equal time
-// by CompareAtEqualTime (server/analysis/time_comparator.h).
+// by CompareAtEqualSteps (server/analysis/equal_steps.h) and at equal time
+// by CompareAtEqualTime (server/analysis/equal_time.h).
 //
 // Thread-safety: free functions on values.
 #ifndef SMALLEM_SERVER_ANALYSIS_VERDICT_H_

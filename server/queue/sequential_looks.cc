@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 #include "server/analysis/sequential.h"
 #include "server/grid/grid.h"
 #include "server/report/experiment_report.h"

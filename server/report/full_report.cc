@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "server/analysis/noise.h"
-#include "server/analysis/time_comparator.h"
+#include "server/analysis/noise_report.h"
+#include "server/analysis/equal_time.h"
 #include "server/report/plot.h"
 
 namespace smallem {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 #include "server/report/plot.h"
 #include "server/report/report_format.h"
 

@@ -4,7 +4,7 @@
 // Two panels side by side:
 //  1. validation loss (nats/byte) against training time, log-scaled x: the
 //     reference curve's points (mean of each budget's seeds), R(t) as the
-//     comparison uses it (the chosen model, server/analysis/curve_check.h;
+//     comparison uses it (the chosen model, server/analysis/curve_choice.h;
 //     solid between the points, dashed where it is extrapolated to cover the
 //     variants' times), its band R(t) ± t₀.₉₇₅·SE_R(t) (bootstrap), and
 //     every seed of every variant as a marker, one colour per variant;
@@ -44,9 +44,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "server/analysis/curve_check.h"
-#include "server/analysis/reference_curve.h"
-#include "server/analysis/time_comparator.h"
+#include "server/analysis/curve_choice.h"
+#include "server/analysis/reference_runs.h"
+#include "server/analysis/equal_time.h"
 
 namespace smallem {
 

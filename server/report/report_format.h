@@ -25,9 +25,9 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json_fwd.hpp"
-#include "server/analysis/comparator.h"
-#include "server/analysis/noise.h"
-#include "server/analysis/time_comparator.h"
+#include "server/analysis/equal_steps.h"
+#include "server/analysis/noise_report.h"
+#include "server/analysis/equal_time.h"
 
 namespace smallem {
 

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 #include "server/grid/grid.h"
 
 namespace smallem {

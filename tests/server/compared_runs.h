@@ -1,4 +1,4 @@
-// Runs as the comparisons read them (server/analysis/comparator.h: ComparedRun), for
+// Runs as the comparisons read them (server/analysis/equal_steps.h: ComparedRun), for
 // the comparator, reference-curve, noise, plot and report tests.
 #ifndef SMALLEM_TESTS_SERVER_COMPARED_RUNS_H_
 #define SMALLEM_TESTS_SERVER_COMPARED_RUNS_H_
@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 
 namespace smallem::testing {
 

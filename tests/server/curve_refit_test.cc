@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "server/analysis/curve_check.h"
-#include "server/analysis/curve_forms.h"
+#include "server/analysis/curve_choice.h"
+#include "server/analysis/curve_fit.h"
 #include "server/analysis/nelder_mead.h"
 #include "server/analysis/stats.h"
 

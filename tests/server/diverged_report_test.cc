@@ -1,11 +1,11 @@
 // Diverged runs in a comparison: an outcome shown as such, never a missing
-// seed and never part of a mean (server/analysis/comparator.h).
+// seed and never part of a mean (server/analysis/equal_steps.h).
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 #include "tests/server/compared_runs.h"
 
 namespace smallem {

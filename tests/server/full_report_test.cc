@@ -47,7 +47,7 @@ reference:
 
 // (variant, seed, steps) → (val nats/byte, training seconds). The reference
 // spec is the baseline's, so the curve's 6000-step point is the baseline's
-// own two runs. Hand-computed (see tests/server/time_comparator_test.cc for
+// own two runs. Hand-computed (see tests/server/equal_time_test.cc for
 // the derivations): curve (101 s, 1.051), (201 s, 1.001), (402 s, 0.9505),
 // (804 s, 0.901), a log-linear fit; τ at equal steps = 0.002
 // (t₀.₉₇₅(4)·σ = 0.00196 < floor).
@@ -214,7 +214,7 @@ TEST_F(FullReportTest, JsonRowsEqualHandComputedValues) {
   EXPECT_GT(base["missable_effect"].get<double>(), 0.002);
   const json& muon = RowOf(t["rows"], "muon");
   EXPECT_NEAR(muon["mean_train_seconds"].get<double>(), 565, 1e-12);
-  // R(t) from the curve the report names (tests/server/time_comparator_test.cc).
+  // R(t) from the curve the report names (tests/server/equal_time_test.cc).
   EXPECT_EQ(t["curve"]["model"], "fit");
   EXPECT_EQ(t["curve"]["fit"]["form"], "log-linear");
   EXPECT_NEAR(muon["reference_loss"].get<double>(), 0.926256, 1e-6);

@@ -12,7 +12,7 @@
 #include <array>
 #include <vector>
 
-#include "server/analysis/time_curve.h"
+#include "server/analysis/reference_curve.h"
 
 namespace smallem::testing {
 

@@ -1,4 +1,4 @@
-#include "server/analysis/noise.h"
+#include "server/analysis/noise_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -15,8 +15,8 @@
 //   t = t₀.₉₇₅(ν); 95 % interval Δ ± t·SE; τ_row = max(floor, t·SE).
 //
 // Thread-safety: pure functions on values.
-#ifndef SMALLEM_SERVER_ANALYSIS_NOISE_MODEL_H_
-#define SMALLEM_SERVER_ANALYSIS_NOISE_MODEL_H_
+#ifndef SMALLEM_SERVER_ANALYSIS_POOLED_NOISE_H_
+#define SMALLEM_SERVER_ANALYSIS_POOLED_NOISE_H_
 
 #include <optional>
 #include <string>
@@ -72,4 +72,4 @@ Difference CompareMeans(const std::vector<double>& v, const std::vector<double>&
 
 }  // namespace smallem
 
-#endif  // SMALLEM_SERVER_ANALYSIS_NOISE_MODEL_H_
+#endif  // SMALLEM_SERVER_ANALYSIS_POOLED_NOISE_H_

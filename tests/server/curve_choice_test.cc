@@ -1,4 +1,4 @@
-#include "server/analysis/curve_check.h"
+#include "server/analysis/curve_choice.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -59,7 +59,7 @@ TEST(CurveFormsTest, FitRecoversKnownParametersFromNoiselessPoints) {
 // than the chord through the others does (chord: +0.0712, −0.0368, −0.0156
 // with these times; chosen: about +0.061, −0.025, +0.007); each miss still
 // exceeds the τ of a variant measured there, so the report's note fires
-// (time_comparator_test.cc); and the misses' noise variances are those of
+// (equal_time_test.cc); and the misses' noise variances are those of
 // three seeds' means with σ = 0.0031.
 TEST(CurveCheckTest, FixtureLeaveOneOutBeatsTheChordAtEveryInteriorBudget) {
   absl::StatusOr<CurveChoice> c = ChooseReferenceCurve(FixtureCurvePoints(), std::nullopt, 0);

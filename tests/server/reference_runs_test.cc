@@ -1,4 +1,4 @@
-#include "server/analysis/reference_curve.h"
+#include "server/analysis/reference_runs.h"
 
 #include <cmath>
 #include <string>

@@ -2,7 +2,7 @@
 // seeds run are enough to resolve the noise floor (docs/equal-time.md,
 // docs/equal-time.md § Noise). Computed from an equal-steps Report, i.e.
 // from the per-seed losses of the arms on one device class, and its noise
-// model (server/analysis/noise_model.h: σ pooled over every arm with ≥ 2
+// model (server/analysis/pooled_noise.h: σ pooled over every arm with ≥ 2
 // seeds, the F test of each arm against the others).
 //
 // Per variant with two or more finished seeds:
@@ -25,14 +25,14 @@
 //     (n_B − 1 on the baseline's row), so that two seeds give a range.
 //
 // Thread-safety: pure functions.
-#ifndef SMALLEM_SERVER_ANALYSIS_NOISE_H_
-#define SMALLEM_SERVER_ANALYSIS_NOISE_H_
+#ifndef SMALLEM_SERVER_ANALYSIS_NOISE_REPORT_H_
+#define SMALLEM_SERVER_ANALYSIS_NOISE_REPORT_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 
 namespace smallem {
 
@@ -87,4 +87,4 @@ std::optional<int> SeedsToResolve(double s_a, double s_b, double target);
 
 }  // namespace smallem
 
-#endif  // SMALLEM_SERVER_ANALYSIS_NOISE_H_
+#endif  // SMALLEM_SERVER_ANALYSIS_NOISE_REPORT_H_

@@ -1,4 +1,4 @@
-#include "server/analysis/time_comparator.h"
+#include "server/analysis/equal_time.h"
 
 #include <algorithm>
 #include <cmath>

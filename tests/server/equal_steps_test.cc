@@ -1,4 +1,4 @@
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "server/analysis/noise_model.h"
+#include "server/analysis/pooled_noise.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 //    on. When reference runs have finished only on other classes, the
 //    comparison is refused (FailedPrecondition naming both classes).
 //  * The curve's model, its leave-one-out check, its model error ME(t) and
-//    its parametric bootstrap SE_R(t) come from server/analysis/curve_check.h,
+//    its parametric bootstrap SE_R(t) come from server/analysis/curve_choice.h,
 //    with σ pooled over the reference seeds and the compared arms (σ_all,
 //    df_all), each run once: the reference point at the compared budget of
 //    the reference's shared variant is that variant's runs, so it joins
@@ -45,17 +45,17 @@
 //    seeds finished on the class.
 //
 // Thread-safety: free functions on values.
-#ifndef SMALLEM_SERVER_ANALYSIS_TIME_COMPARATOR_H_
-#define SMALLEM_SERVER_ANALYSIS_TIME_COMPARATOR_H_
+#ifndef SMALLEM_SERVER_ANALYSIS_EQUAL_TIME_H_
+#define SMALLEM_SERVER_ANALYSIS_EQUAL_TIME_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/analysis/comparator.h"
-#include "server/analysis/curve_check.h"
-#include "server/analysis/reference_curve.h"
+#include "server/analysis/equal_steps.h"
+#include "server/analysis/curve_choice.h"
+#include "server/analysis/reference_runs.h"
 
 namespace smallem {
 
@@ -132,4 +132,4 @@ absl::StatusOr<TimeReport> CompareAtEqualTime(const ComparisonPlan& plan,
 
 }  // namespace smallem
 
-#endif  // SMALLEM_SERVER_ANALYSIS_TIME_COMPARATOR_H_
+#endif  // SMALLEM_SERVER_ANALYSIS_EQUAL_TIME_H_

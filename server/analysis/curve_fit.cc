@@ -1,4 +1,4 @@
-#include "server/analysis/curve_forms.h"
+#include "server/analysis/curve_fit.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,7 +14,7 @@
 //    failures, runs on another class). Nothing is compared until the
 //    baseline itself is complete.
 //  * Noise: σ pooled over every arm with ≥ 2 finished seeds on the class,
-//    with an F test per arm (server/analysis/noise_model.h). With one seed
+//    with an F test per arm (server/analysis/pooled_noise.h). With one seed
 //    everywhere the noise is not measured: τ is the floor and a note says so.
 //  * Per row: Δ = mean(V) − mean(B) in val nats per byte, lower is better;
 //    its standard error (Welch's with ≥ 3 seeds in both arms, else the
@@ -36,8 +36,8 @@
 //    the comparison is then not at equal size.
 //
 // Thread-safety: free functions on values; nothing shared.
-#ifndef SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
-#define SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
+#ifndef SMALLEM_SERVER_ANALYSIS_EQUAL_STEPS_H_
+#define SMALLEM_SERVER_ANALYSIS_EQUAL_STEPS_H_
 
 #include <cstdint>
 #include <map>
@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/analysis/noise_model.h"
+#include "server/analysis/pooled_noise.h"
 #include "server/analysis/verdict.h"
 #include "spec/run_spec.h"
 
@@ -97,7 +97,7 @@ struct ComparedRun {
 };
 
 // The equal-time reference curve a plan compares against (Grid::reference;
-// server/analysis/reference_curve.h builds the curve). Reference runs are the runs of
+// server/analysis/reference_runs.h builds the curve). Reference runs are the runs of
 // the variant named "reference" at these budgets and seeds, plus those of
 // `shared_variant`: Grid::Cells lists a reference cell identical to a
 // variant's cell (same spec, seed and budget) once, as the variant's.
@@ -236,4 +236,4 @@ absl::StatusOr<Report> CompareAtEqualSteps(const ComparisonPlan& plan,
 
 }  // namespace smallem
 
-#endif  // SMALLEM_SERVER_ANALYSIS_COMPARATOR_H_
+#endif  // SMALLEM_SERVER_ANALYSIS_EQUAL_STEPS_H_

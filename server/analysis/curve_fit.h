@@ -34,8 +34,8 @@
 // (broken power law) linear solves; the local one ~50–300.
 //
 // Thread-safety: pure functions on values.
-#ifndef SMALLEM_SERVER_ANALYSIS_CURVE_FORMS_H_
-#define SMALLEM_SERVER_ANALYSIS_CURVE_FORMS_H_
+#ifndef SMALLEM_SERVER_ANALYSIS_CURVE_FIT_H_
+#define SMALLEM_SERVER_ANALYSIS_CURVE_FIT_H_
 
 #include <optional>
 #include <vector>
@@ -81,4 +81,4 @@ std::optional<FormFit> RefitFormNear(const FormFit& start, const std::vector<dou
 
 }  // namespace smallem
 
-#endif  // SMALLEM_SERVER_ANALYSIS_CURVE_FORMS_H_
+#endif  // SMALLEM_SERVER_ANALYSIS_CURVE_FIT_H_

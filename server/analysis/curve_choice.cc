@@ -1,4 +1,4 @@
-#include "server/analysis/curve_check.h"
+#include "server/analysis/curve_choice.h"
 
 #include <cmath>
 #include <random>

@@ -45,11 +45,11 @@
 //    change of R(t) (refitted from the curve's fit) when point i's time tᵢ
 //    moves by its standard error
 //    tᵢ·cv/√nᵢ (cv the relative sd of training time pooled over every arm
-//    and budget, time_comparator.h); df that of cv. None without cv.
+//    and budget, equal_time.h); df that of cv. None without cv.
 //
 // Thread-safety: pure functions; CurveBootstrap is an immutable value.
-#ifndef SMALLEM_SERVER_ANALYSIS_CURVE_CHECK_H_
-#define SMALLEM_SERVER_ANALYSIS_CURVE_CHECK_H_
+#ifndef SMALLEM_SERVER_ANALYSIS_CURVE_CHOICE_H_
+#define SMALLEM_SERVER_ANALYSIS_CURVE_CHOICE_H_
 
 #include <cstdint>
 #include <optional>
@@ -57,7 +57,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/analysis/time_curve.h"
+#include "server/analysis/reference_curve.h"
 
 namespace smallem {
 
@@ -75,7 +75,7 @@ struct LeftOut {
   bool same_model = true;
   // The miss's variance from the seeds' noise alone (set with σ).
   std::optional<double> noise_variance = std::nullopt;
-  // Filled by the caller that knows the noise (time_comparator.h).
+  // Filled by the caller that knows the noise (equal_time.h).
   std::optional<double> tau = std::nullopt;
   bool exceeds = false;  // |miss| > tau
 };
@@ -137,4 +137,4 @@ class CurveBootstrap {
 
 }  // namespace smallem
 
-#endif  // SMALLEM_SERVER_ANALYSIS_CURVE_CHECK_H_
+#endif  // SMALLEM_SERVER_ANALYSIS_CURVE_CHOICE_H_
