@@ -5,7 +5,7 @@
 #include <string>
 
 #include "base/check.h"
-#include "server/analysis/comparator.h"
+#include "server/analysis/equal_steps.h"
 
 namespace smallem {
 namespace {
