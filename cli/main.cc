@@ -181,6 +181,9 @@ int main(int argc, char** argv) {
       "train",
       "Train one model (CPU, or --device cuda:N) and evaluate it on the fixed validation batches.\n"
       "Example: smallemctl train --data data/default --arch modern --steps 300");
+  tr->footer(
+      "Environment (read at start-up; docs/reference.md): SMALLEM_GEMM=auto|onednn|openblas|loop,\n"
+      "SMALLEM_ATTENTION=auto|tiles|blas, SMALLEM_CUDA_GRAPHS=0 (every step eager).");
   nlohmann::json* spec = &train.spec;
   SpecOption<std::string>(tr, &apply, spec, "--data", "data", "Prepared dataset directory");
   SpecOption<std::string>(tr, &apply, spec, "--arch", "arch",

@@ -143,6 +143,21 @@ TEST_F(CliUsageTest, TrainWithoutDataSaysWhatToPassFirst) {
   EXPECT_NE(o.last_error.find("smallemctl data prepare"), std::string::npos) << o.last_error;
 }
 
+// The engine's environment is read at start-up into options: a bad value
+// is the input at fault (2), one error line naming the variable and the
+// choices, before any data is read; train's help lists the variables.
+TEST_F(CliUsageTest, ABadEngineVariableIsRefusedAtStartUp) {
+  ASSERT_EQ(setenv("SMALLEM_GEMM", "mkl", 1), 0);
+  testing::CtlOutput o = RunCtl({"train", "--data", "/nonexistent", "--steps", "5"});
+  ASSERT_EQ(unsetenv("SMALLEM_GEMM"), 0);
+  EXPECT_EQ(o.exit.exit_code, 2);
+  EXPECT_EQ(o.last_error.rfind("error: SMALLEM_GEMM: \"mkl\" is not a GEMM library", 0), 0u)
+      << o.last_error;
+  EXPECT_NE(o.last_error.find("loop"), std::string::npos) << o.last_error;
+  testing::CtlOutput help = RunCtl({"train", "--help"});
+  EXPECT_NE(help.out.find("SMALLEM_ATTENTION=auto|tiles|blas"), std::string::npos) << help.out;
+}
+
 TEST_F(CliUsageTest, TrainTakesTheSpecOfAResultAndABudgetFlagReplacesItsBudget) {
   testing::TempDir dir;
   // A result.json as `train` writes it: the spec under "config", beside
