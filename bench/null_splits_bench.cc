@@ -1,7 +1,7 @@
 // The comparator on real runs of one configuration (docs/equal-time.md
 // § On real runs): reads the result.json of each run given, splits their
 // seeds every way into two arms of --arm-seeds, compares each split at equal
-// steps (server/analysis/null_splits.h) and prints the outcomes and the
+// steps (server/analysis/calibration.h) and prints the outcomes and the
 // false-verdict rate with its jackknife SE. bench/null_splits.sh trains the
 // runs (the demo's baseline, ten seeds) and calls it.
 //
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "bench/flags.h"
 #include "nlohmann/json.hpp"
-#include "server/analysis/null_splits.h"
+#include "server/analysis/calibration.h"
 #include "spec/run_result.h"
 
 int main(int argc, char** argv) {

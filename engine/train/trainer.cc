@@ -383,13 +383,12 @@ absl::StatusOr<nlohmann::json> Train(const RunSpec& spec, Backend& backend,
   // steps budget: its learning rate is staged like any other, and running
   // it eagerly would make its steps slower than those of the steps-budget
   // reference runs it is compared with at equal time.
-  const bool use_graphs = options.cuda_graphs;
   // Declared after the arena and tape it uses, so destroyed (and its graphs
   // released) before them.
   ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> runner,
                    StepRunner::Create(*model, *optimizer, arena, tape, inputs.data.train,
                                       StepRunner::Options{.batch = B, .time = T,
-                                                          .graphs = use_graphs}));
+                                                          .graphs = options.cuda_graphs}));
   ASSIGN_OR_RETURN(const ResumePoint resume,
                    MaybeResume(spec, inputs, backend, options, *model, *optimizer, batches));
   Checkpointer checkpointer(

@@ -1,6 +1,6 @@
 // CompareNullSplits: every split of one configuration's seeds into two arms,
-// through the real comparator (server/analysis/null_splits.h).
-#include "server/analysis/null_splits.h"
+// through the real comparator (server/analysis/calibration.h).
+#include "server/analysis/calibration.h"
 
 #include <gtest/gtest.h>
 
