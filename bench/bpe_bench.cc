@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/data/bpe_trainer.h"
-#include "engine/data/corpus.h"
-#include "engine/data/tokenizer.h"
+#include "corpus/bpe_trainer.h"
+#include "corpus/corpus.h"
+#include "corpus/tokenizer.h"
 
 namespace {
 

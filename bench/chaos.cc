@@ -13,11 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/files.h"
 #include "base/status_macros.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "engine/train/resume.h"
 #include "nlohmann/json.hpp"
 #include "server/store/sqlite.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 #include "worker/child_process.h"
 
 namespace smallem {

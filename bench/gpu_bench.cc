@@ -61,7 +61,7 @@
 #include "engine/train/step_runner.h"
 #include "kernels/cuda_backend.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 namespace {
@@ -97,7 +97,7 @@ std::vector<std::string> ListFlag(int argc, char** argv, const char* name,
 struct BenchOptions {
   int device = 0;
   int64_t batch = 16, steps = 30, warmup = 5;
-  std::string optimizer = "adamw";  // an optimizer spec (spec/optimizer_spec.h)
+  std::string optimizer = "adamw";  // an optimizer spec (runspec/optimizer_spec.h)
 };
 
 void Print(const nlohmann::json& line) {

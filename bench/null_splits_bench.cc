@@ -16,7 +16,7 @@
 #include "bench/flags.h"
 #include "nlohmann/json.hpp"
 #include "server/analysis/calibration.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 int main(int argc, char** argv) {
   using namespace smallem;

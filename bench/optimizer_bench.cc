@@ -27,7 +27,7 @@
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/profiler.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace {
 

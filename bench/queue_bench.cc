@@ -29,7 +29,7 @@
 #include "smallem/v1/client.grpc.pb.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "spdlog/spdlog.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 namespace {

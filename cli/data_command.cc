@@ -11,7 +11,7 @@
 #include "base/exit_codes.h"
 #include "base/text.h"
 #include "cli/progress.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 
 namespace smallem {
 namespace {

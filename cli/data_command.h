@@ -1,4 +1,4 @@
-// `smallemctl data prepare`: builds a dataset directory (engine/data/dataset.h)
+// `smallemctl data prepare`: builds a dataset directory (corpus/dataset.h)
 // from the default corpus or the user's text files. Flags are parsed in
 // cli/main.cc; this file takes a plain options struct.
 #ifndef SMALLEM_CLI_DATA_COMMAND_H_

@@ -17,8 +17,8 @@
 #include "cli/tfevents.h"
 #include "engine/train/schedule.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_result.h"
-#include "spec/run_spec.h"
+#include "runspec/run_result.h"
+#include "runspec/run_spec.h"
 
 namespace smallem::cli {
 namespace {

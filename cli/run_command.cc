@@ -33,10 +33,10 @@
 #include "cli/status_view.h"
 #include "nlohmann/json.hpp"
 #include "rpc/auth.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/service/coordinator.h"
 #include "spdlog/spdlog.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 extern "C" char** environ;
 

@@ -18,12 +18,12 @@
 #include "base/files.h"
 #include "base/text.h"
 #include "base/status_macros.h"
-#include "engine/data/dataset_format.h"
+#include "corpus/dataset_format.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "rpc/grpc_status.h"
 #include "rpc/limits.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

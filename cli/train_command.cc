@@ -17,8 +17,8 @@
 #include "cli/progress.h"
 #include "engine/arena.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/data/dataset.h"
-#include "engine/data/tokenizer.h"
+#include "corpus/dataset.h"
+#include "corpus/tokenizer.h"
 #include "engine/model/generator.h"
 #include "engine/model/weights.h"
 #include "engine/profiler.h"
@@ -26,8 +26,8 @@
 #include "engine/train/progress_events.h"
 #include "engine/train/trainer.h"
 #include "engine/train/validation_text.h"
-#include "spec/run_result.h"
-#include "spec/run_spec_keys.h"
+#include "runspec/run_result.h"
+#include "runspec/run_spec_keys.h"
 #ifdef SMALLEM_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #endif
@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& device
   return CreateCudaBackend(index, kTrainingMatmulPrecision);
 #else
   return absl::InvalidArgumentError(absl::StrFormat(
-      "--device %s: this smallemctl was built without CUDA (configure with -DSMALLEM_CUDA=ON "
-      "where nvcc exists); use --device cpu",
+      "--device %s: this smallemctl was built without CUDA (scripts/demo builds the CPU "
+      "path only; scripts/build adds the CUDA backend where nvcc exists); use --device cpu",
       device));
 #endif
 }

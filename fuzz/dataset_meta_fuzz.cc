@@ -16,8 +16,8 @@
 #include <string_view>
 
 #include "base/check.h"
-#include "engine/data/dataset.h"
-#include "engine/data/dataset_format.h"
+#include "corpus/dataset.h"
+#include "corpus/dataset_format.h"
 #include "fuzz/fuzz_targets.h"
 #include "nlohmann/json.hpp"
 

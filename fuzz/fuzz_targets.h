@@ -16,17 +16,17 @@
 
 namespace smallem::fuzz {
 
-// A grid file's YAML (server/grid: ParseGrid, then every cell's spec).
+// A grid file's YAML (runspec: ParseGrid, then every cell's spec).
 int FuzzGrid(const uint8_t* data, size_t size);
 // A weights file's bytes (engine/io: ParseSafetensors).
 int FuzzSafetensors(const uint8_t* data, size_t size);
-// A tokenizer.json's text (engine/data: Tokenizer::FromJson, then encoding
+// A tokenizer.json's text (corpus: Tokenizer::FromJson, then encoding
 // and decoding with the tokenizer it accepts).
 int FuzzTokenizer(const uint8_t* data, size_t size);
-// A dataset's meta.json beside valid data files (engine/data: Dataset::Open
+// A dataset's meta.json beside valid data files (corpus: Dataset::Open
 // and VerifyDatasetHashes).
 int FuzzDatasetMeta(const uint8_t* data, size_t size);
-// A run spec's JSON (spec/: RunSpec::FromJson, Validate, ModelFor).
+// A run spec's JSON (runspec/: RunSpec::FromJson, Validate, ModelFor).
 int FuzzRunSpec(const uint8_t* data, size_t size);
 
 struct Target {

@@ -4,7 +4,7 @@
 
 #include "base/check.h"
 #include "fuzz/fuzz_targets.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem::fuzz {
 

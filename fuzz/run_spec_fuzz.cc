@@ -6,7 +6,7 @@
 #include "base/check.h"
 #include "fuzz/fuzz_targets.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem::fuzz {
 

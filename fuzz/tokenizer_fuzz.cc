@@ -1,11 +1,11 @@
 // FuzzTokenizer: a tokenizer.json's text. A tokenizer FromJson accepts
 // encodes any text into ids of its vocabulary and decodes them back to the
-// same bytes (engine/data/tokenizer.h promises both).
+// same bytes (corpus/tokenizer.h promises both).
 #include <string>
 #include <string_view>
 
 #include "base/check.h"
-#include "engine/data/tokenizer.h"
+#include "corpus/tokenizer.h"
 #include "fuzz/fuzz_targets.h"
 #include "nlohmann/json.hpp"
 

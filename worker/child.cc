@@ -22,7 +22,7 @@
 #include "engine/train/progress_events.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "worker/devices.h"
 #ifdef SMALLEM_WITH_CUDA
 #include "kernels/cuda_backend.h"

@@ -12,7 +12,7 @@
 //   --resume PATH  continue from that checkpoint; when it cannot be used
 //           (damaged, another run's or device class's) the child says so on
 //           stderr and trains from the start instead
-//   DIR/result.json  a RunResult's JSON (spec/run_result.h), on success;
+//   DIR/result.json  a RunResult's JSON (runspec/run_result.h), on success;
 //           for a run that diverged, a DivergedResult's ({"diverged": true,
 //           "diverged_step", "last_finite_loss", ...}), still with exit 0:
 //           divergence is an outcome, never a crash

@@ -13,7 +13,7 @@
 #include "base/files.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 #include "worker/checkpoint_transfer.h"
 #include "worker/child.h"
 #include "worker/child_process.h"

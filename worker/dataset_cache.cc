@@ -13,8 +13,8 @@
 #include "base/files.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
-#include "engine/data/dataset.h"
-#include "engine/data/dataset_format.h"
+#include "corpus/dataset.h"
+#include "corpus/dataset_format.h"
 #include "nlohmann/json.hpp"
 #include "rpc/limits.h"
 

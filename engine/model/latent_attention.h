@@ -26,7 +26,7 @@
 // have no biases (the output projection keeps the block's). RoPE is
 // required: its tables are R/2 wide, θ = m·10000^(−2i/R).
 //
-// Weights: spec/parameter_layout.h names, shapes and orders them
+// Weights: runspec/parameter_layout.h names, shapes and orders them
 // (LatentAttentionSlots); the block's attn.proj follows as in multi-head
 // attention.
 #ifndef SMALLEM_ENGINE_MODEL_LATENT_ATTENTION_H_
@@ -38,8 +38,8 @@
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/tensor.h"
-#include "spec/model_config.h"
-#include "spec/parameter_layout.h"
+#include "runspec/model_config.h"
+#include "runspec/parameter_layout.h"
 
 namespace smallem {
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "spec/model_config.h"
-#include "spec/parameter_layout.h"
+#include "runspec/model_config.h"
+#include "runspec/parameter_layout.h"
 
 namespace smallem {
 

@@ -13,7 +13,7 @@
 // Every parameter lives in one contiguous f32 buffer (and its gradient in a
 // second of the same layout), so zeroing gradients, the gradient norm and
 // checkpoints are single calls. Which parameters, their names, shapes and
-// order are spec/parameter_layout.h's; the model only views them. Query,
+// order are runspec/parameter_layout.h's; the model only views them. Query,
 // key and value weights of a block are adjacent there — a (3C, C) matrix —
 // so one GEMM produces the packed qkv the attention op reads; the weights
 // file still names them separately.
@@ -38,8 +38,8 @@
 #include "engine/backend.h"
 #include "engine/model/latent_attention.h"
 #include "engine/model/moe.h"
-#include "spec/model_config.h"
-#include "spec/parameter_layout.h"
+#include "runspec/model_config.h"
+#include "runspec/parameter_layout.h"
 
 namespace smallem {
 

@@ -1,4 +1,4 @@
-// The mixture-of-experts feed-forward of a block (spec/moe_config.h,
+// The mixture-of-experts feed-forward of a block (runspec/moe_config.h,
 // docs/model.md § Mixture of experts):
 //
 //   logits = x · W_rᵀ                      (N, E) f32
@@ -22,7 +22,7 @@
 #include "absl/functional/function_ref.h"
 #include "engine/autograd/tape.h"
 #include "nlohmann/json_fwd.hpp"
-#include "spec/model_config.h"
+#include "runspec/model_config.h"
 
 namespace smallem {
 

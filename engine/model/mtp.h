@@ -28,10 +28,10 @@
 //
 // Parameters of depth d (1-based), after the main model's: a block named
 // like the main ones, the two input norms, the two merge matrices and the
-// final norm (spec/parameter_layout.h names and orders them).
+// final norm (runspec/parameter_layout.h names and orders them).
 #ifndef SMALLEM_ENGINE_MODEL_MTP_H_
 #define SMALLEM_ENGINE_MODEL_MTP_H_
 
-#include "spec/parameter_layout.h"  // MtpPrefix, BlockPrefixes
+#include "runspec/parameter_layout.h"  // MtpPrefix, BlockPrefixes
 
 #endif  // SMALLEM_ENGINE_MODEL_MTP_H_

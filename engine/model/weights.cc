@@ -16,7 +16,7 @@ absl::Status SaveWeights(const Model& model, const std::string& path) {
   SafetensorsFile file;
   file.metadata["config"] = model.config().ToJson().dump();
   file.metadata["format"] = "smallem";
-  // The layout's names, shapes and order (spec/parameter_layout.h).
+  // The layout's names, shapes and order (runspec/parameter_layout.h).
   for (const ParameterSlot& s : model.layout().slots()) {
     HostTensor t{.name = s.name, .dtype = DType::kF32, .shape = s.shape};
     const char* begin = host.data() + s.offset * sizeof(float);

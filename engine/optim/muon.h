@@ -38,7 +38,7 @@
 #include "engine/optim/adamw.h"
 #include "engine/optim/newton_schulz.h"
 #include "engine/optim/optimizer.h"
-#include "spec/optimizer_spec.h"
+#include "runspec/optimizer_spec.h"
 
 namespace smallem {
 
@@ -137,7 +137,7 @@ class Muon {
 
 // Whether Muon (rather than AdamW) updates a model parameter: the hidden 2-D
 // matrices, every blocks.* and mtp.* weight of rank 2 (the layout decides:
-// ParameterSlot::hidden_matrix, spec/parameter_layout.h).
+// ParameterSlot::hidden_matrix, runspec/parameter_layout.h).
 bool IsMuonParameter(const Model::Parameter& p);
 
 // The Optimizer for `muon…` specs: Muon at muon_lr on the hidden matrices,

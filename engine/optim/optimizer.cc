@@ -6,8 +6,8 @@
 #include "engine/optim/adamw.h"
 #include "engine/optim/muon.h"
 #include "engine/profiler.h"
-#include "spec/optimizer_spec.h"
-#include "spec/run_spec.h"
+#include "runspec/optimizer_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 

@@ -84,7 +84,7 @@ class Optimizer {
   void* device_scalars_ = nullptr;
 };
 
-// The optimizer `spec.optimizer` names (spec/optimizer_spec.h), with
+// The optimizer `spec.optimizer` names (runspec/optimizer_spec.h), with
 // the spec's hyper-parameters: AdamW at spec.lr, or Muon at spec.MuonLr()
 // (muon_lr, by default lr) on the hidden matrices with AdamW at spec.lr on
 // the rest. When the model's

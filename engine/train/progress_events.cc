@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "nlohmann/json.hpp"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 namespace {

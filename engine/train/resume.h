@@ -18,7 +18,7 @@
 #include "engine/train/batches.h"
 #include "engine/train/checkpoint.h"
 #include "nlohmann/json_fwd.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 

@@ -15,7 +15,7 @@
 #include "base/files.h"
 #include "base/status_macros.h"
 #include "engine/arena.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "engine/model/generation_speed.h"
 #include "engine/model/generator.h"
 #include "engine/model/model.h"
@@ -30,7 +30,7 @@
 #include "engine/train/step_runner.h"
 #include "engine/train/validation_text.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 namespace {
@@ -288,7 +288,7 @@ RunResult ResultOf(const RunSpec& spec, const TrainInputs& inputs, const StepsDo
   const ModelConfig& config = inputs.config;
   // The model that generates: the MTP modules are counted apart. A MoE
   // token uses only its experts: FLOPs and the comparison's parameter check
-  // follow the active parameters (spec/model_config.h).
+  // follow the active parameters (runspec/model_config.h).
   const int64_t mtp_params = config.MtpParameterCount();
   const int64_t params = config.ActiveParameterCount() - mtp_params;
   const int64_t tokens = done.steps * spec.batch * spec.context;

@@ -21,7 +21,7 @@
 #include "engine/train/checkpointer.h"
 #include "engine/train/step_runner.h"  // kWarmupSteps
 #include "nlohmann/json_fwd.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 
@@ -79,7 +79,7 @@ inline constexpr absl::StatusCode kResumeFailedCode = absl::StatusCode::kDataLos
 bool IsResumeFailure(const absl::Status& status);
 
 // Runs the whole job on `backend`. Returns the result JSON, a RunResult's
-// (spec/run_result.h; docs/architecture.md § Formats: val_nats_per_byte,
+// (runspec/run_result.h; docs/architecture.md § Formats: val_nats_per_byte,
 // ..., config, seed; `eval_fingerprint`, the scored validation targets
 // (docs/validation.md); `cuda_graphs`: whether steps were replayed from
 // graphs; `resumes`: how many times it resumed from a checkpoint), also
@@ -97,7 +97,7 @@ bool IsResumeFailure(const absl::Status& status);
 // Divergence is an outcome, not an error: every step checks on the device
 // that its loss and gradient norm are finite (StepRunner::StepsFinite), and
 // the first progress step that finds one that was not ends training there.
-// The result is then a DivergedResult's JSON (spec/run_result.h: the step
+// The result is then a DivergedResult's JSON (runspec/run_result.h: the step
 // it stopped at, the last finite progress loss, steps, seconds, device,
 // config, dataset, seed), written to out_dir/result.json with no weights
 // and no evaluation.

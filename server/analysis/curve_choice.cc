@@ -9,7 +9,7 @@
 #include "base/check.h"
 #include "server/analysis/distributions.h"
 #include "server/analysis/stats.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

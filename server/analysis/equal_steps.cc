@@ -11,7 +11,7 @@
 #include "base/check.h"
 #include "server/analysis/holm.h"
 #include "server/analysis/stats.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

@@ -48,7 +48,7 @@
 #include "absl/status/statusor.h"
 #include "server/analysis/pooled_noise.h"
 #include "server/analysis/verdict.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 

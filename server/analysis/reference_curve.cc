@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

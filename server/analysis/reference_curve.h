@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "server/analysis/curve_fit.h"
 #include "server/analysis/pchip.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 

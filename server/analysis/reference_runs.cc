@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "server/analysis/stats.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 
 // JSON has no infinity: a diverged loss (stored as +inf) becomes null.
-json Number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json JsonNumber(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 json CountsJson(const RunCountsRecord& c) {
   return {{"queued", c.queued},   {"leased", c.leased},       {"succeeded", c.succeeded},
@@ -39,17 +39,17 @@ json ExperimentJson(const ExperimentRecord& e, const ExperimentSummary& s) {
           {"counts", CountsJson(s.counts)},
           {"steps_done", s.steps_done},
           {"steps_total", s.steps_total},
-          {"eta_s", Number(s.eta_s)}};
+          {"eta_s", JsonNumber(s.eta_s)}};
 }
 
 json ProgressJson(const ProgressRecord& p) {
   return {{"step", p.step},
           {"total_steps", p.total_steps},
-          {"loss", Number(p.loss)},
-          {"tokens_per_s", Number(p.tokens_per_s)},
-          {"elapsed_s", Number(p.elapsed_s)},
-          {"eta_s", Number(p.eta_s)},
-          {"max_over_mean_load", Number(p.max_over_mean_load)}};
+          {"loss", JsonNumber(p.loss)},
+          {"tokens_per_s", JsonNumber(p.tokens_per_s)},
+          {"elapsed_s", JsonNumber(p.elapsed_s)},
+          {"eta_s", JsonNumber(p.eta_s)},
+          {"max_over_mean_load", JsonNumber(p.max_over_mean_load)}};
 }
 
 json RunJson(const RunRecord& r, const std::optional<ResultRecord>& result) {
@@ -83,11 +83,11 @@ json RunJson(const RunRecord& r, const std::optional<ResultRecord>& result) {
 json PointJson(const MetricPointRecord& p) {
   return {{"attempt", p.attempt},
           {"step", p.step},
-          {"loss", Number(p.loss)},
-          {"tokens_per_s", Number(p.tokens_per_s)},
-          {"elapsed_s", Number(p.elapsed_s)},
+          {"loss", JsonNumber(p.loss)},
+          {"tokens_per_s", JsonNumber(p.tokens_per_s)},
+          {"elapsed_s", JsonNumber(p.elapsed_s)},
           {"unix_ms", p.unix_ms},
-          {"max_over_mean_load", Number(p.max_over_mean_load)}};
+          {"max_over_mean_load", JsonNumber(p.max_over_mean_load)}};
 }
 
 json AttemptJson(const AttemptRecord& a) {

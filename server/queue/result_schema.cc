@@ -1,7 +1,7 @@
 #include "server/queue/result_schema.h"
 
 #include "nlohmann/json.hpp"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 

@@ -1,6 +1,6 @@
 // What a run's result JSON must look like to be recorded, checked when a
 // worker completes a run so that no stored result can make a later report
-// fail: RunResult::FromJson's rules (spec/run_result.h). Fields it does not
+// fail: RunResult::FromJson's rules (runspec/run_result.h). Fields it does not
 // check are stored as they are (results carry more, for people and
 // scripts); the coordinator stores the JSON the worker sent, not a
 // re-serialization.

@@ -12,7 +12,7 @@
 #include "base/status_macros.h"
 #include "server/analysis/equal_steps.h"
 #include "server/analysis/sequential.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/report/experiment_report.h"
 
 namespace smallem {

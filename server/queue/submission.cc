@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "engine/data/dataset_format.h"
+#include "corpus/dataset_format.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

@@ -8,10 +8,10 @@
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/queue/sequential_looks.h"
 #include "server/report/report_text.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 

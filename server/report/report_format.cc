@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/report/report_text.h"
 
 namespace smallem {

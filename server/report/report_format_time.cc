@@ -11,9 +11,9 @@
 #include "base/check.h"
 #include "base/text.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/report/report_text.h"
-#include "spec/run_result.h"
+#include "runspec/run_result.h"
 
 namespace smallem {
 namespace {

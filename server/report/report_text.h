@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "server/analysis/equal_steps.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem::report_internal {
 

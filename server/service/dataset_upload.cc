@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
-#include "engine/data/dataset_format.h"
+#include "corpus/dataset_format.h"
 #include "nlohmann/json.hpp"
 
 namespace smallem {

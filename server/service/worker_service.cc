@@ -12,7 +12,7 @@
 #include "server/service/dataset_upload.h"
 #include "server/service/proto_convert.h"
 #include "server/service/request_checks.h"
-#include "spec/moe_config.h"
+#include "runspec/moe_config.h"
 
 namespace smallem {
 namespace {

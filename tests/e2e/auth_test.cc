@@ -5,10 +5,10 @@
 #include <chrono>
 #include <thread>
 
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "gtest/gtest.h"
 #include "rpc/auth.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/service/coordinator.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/server/service_test_support.h"

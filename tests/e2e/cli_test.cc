@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/store/sqlite_store.h"

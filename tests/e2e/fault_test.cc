@@ -9,9 +9,9 @@
 #include <chrono>
 #include <thread>
 
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/service/coordinator.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/e2e/worker_grid_fixture.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid_parser.h"
+#include "runspec/grid_parser.h"
 #include "tests/e2e/e2e_support.h"
 
 namespace smallem {

@@ -12,11 +12,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "engine/train/resume.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/report/experiment_report.h"
 #include "server/service/coordinator.h"
 #include "server/store/sqlite.h"

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "tests/e2e/e2e_support.h"
 #include "tests/server/service_test_support.h"
 #include "tests/server/test_support.h"

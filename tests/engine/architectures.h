@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/model_config.h"
+#include "runspec/model_config.h"
 
 namespace smallem {
 

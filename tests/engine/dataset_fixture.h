@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "engine/random.h"
 #include "gtest/gtest.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem::testing {
 

@@ -14,7 +14,7 @@
 #include "engine/optim/adamw.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "tests/engine/model_test_util.h"
 #include "tests/engine/test_cpu_backend.h"
 #include "tests/temp_dir.h"

@@ -14,7 +14,7 @@
 #include "engine/optim/adamw.h"
 #include "engine/train/trainer.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
 #include "tests/engine/model_test_util.h"
 #include "tests/engine/test_cpu_backend.h"

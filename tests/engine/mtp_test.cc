@@ -13,7 +13,7 @@
 #include "engine/optim/muon.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "tests/engine/architectures.h"
 #include "tests/engine/model_test_util.h"
 #include "tests/engine/test_cpu_backend.h"

@@ -6,7 +6,7 @@
 
 #include "engine/arena.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "engine/model/generator.h"
 #include "engine/model/weights.h"
 #include "engine/train/evaluate.h"

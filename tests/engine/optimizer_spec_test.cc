@@ -1,12 +1,12 @@
 // Optimizer spec strings: every documented form parses, options combine in
 // any order, and each mistake gets a message that names it and the choices.
-#include "spec/optimizer_spec.h"
+#include "runspec/optimizer_spec.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 
 namespace smallem {
 namespace {

@@ -1,4 +1,4 @@
-// The parameter layout (spec/parameter_layout.h) of every architecture
+// The parameter layout (runspec/parameter_layout.h) of every architecture
 // option: its counts are the numbers ModelConfig gave before the layout
 // existed, the allocated model's parameters add up to them, and the names
 // are unique and those of older weights files.
@@ -11,7 +11,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model.h"
 #include "gtest/gtest.h"
-#include "spec/parameter_layout.h"
+#include "runspec/parameter_layout.h"
 #include "tests/engine/architectures.h"
 
 namespace smallem {

@@ -15,7 +15,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/autograd/tape.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "engine/model/model.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/batches.h"

@@ -32,7 +32,7 @@
 #include "engine/train/trainer.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "tests/engine/dataset_fixture.h"
 
 namespace smallem {

@@ -43,7 +43,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_backend.h"
-#include "spec/run_spec.h"
+#include "runspec/run_spec.h"
 #include "tests/engine/architectures.h"
 
 namespace smallem {

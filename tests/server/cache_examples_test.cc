@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/analysis/equal_steps.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 
 namespace smallem {
 namespace {

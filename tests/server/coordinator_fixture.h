@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/service/coordinator.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "tests/server/service_test_support.h"

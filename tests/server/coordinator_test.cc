@@ -9,7 +9,7 @@
 
 #include "base/sha256.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/service/dataset_upload.h"
 #include "smallem/v1/worker.grpc.pb.h"
 #include "tests/server/coordinator_fixture.h"

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "tests/server/compared_runs.h"
 
 namespace smallem {

@@ -1,11 +1,11 @@
 // Sequential seeds in a grid file: `seeds: {start: [...], max: N, looks: [...]}`
-// (server/grid/grid.h SeedSchedule), its errors, and its keeping with the
+// (runspec/grid.h SeedSchedule), its errors, and its keeping with the
 // experiment in the store.
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/store/sqlite_store.h"
 #include "tests/server/test_support.h"
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "base/sha256.h"
-#include "engine/data/dataset_format.h"
+#include "corpus/dataset_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid_parser.h"
+#include "runspec/grid_parser.h"
 #include "server/queue/worker_registry.h"
 #include "server/service/coordinator.h"
 #include "tests/server/coordinator_fixture.h"

@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/analysis/equal_steps.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "tests/server/compared_runs.h"
 
 namespace smallem {

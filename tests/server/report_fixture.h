@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/report/experiment_report.h"
 #include "server/store/sqlite_store.h"
 #include "tests/server/test_support.h"

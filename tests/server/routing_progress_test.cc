@@ -13,7 +13,7 @@
 #include "server/queue/worker_registry.h"
 #include "server/store/migrations.h"
 #include "server/store/sqlite_store.h"
-#include "spec/moe_config.h"
+#include "runspec/moe_config.h"
 #include "tests/server/coordinator_fixture.h"
 #include "tests/server/test_support.h"
 

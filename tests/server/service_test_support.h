@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "smallem/v1/client.grpc.pb.h"

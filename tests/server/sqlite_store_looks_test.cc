@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "gtest/gtest.h"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/queue/sequential_looks.h"
 #include "server/queue/submission.h"
 #include "server/service/coordinator.h"

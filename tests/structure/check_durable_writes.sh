@@ -47,7 +47,7 @@ while IFS= read -r hit; do
   status=1
   count=$((count + 1))
 done < <(grep -rnE --include='*.cc' --include='*.h' --include='*.cu' -- "$patterns" \
-           base engine kernels worker server cli rpc spec bench 2>/dev/null |
+           base engine kernels worker server cli rpc runspec corpus bench 2>/dev/null |
          grep -v '^base/files\.cc:')
 if [[ $status == 0 ]]; then
   echo "ok: every file write goes through base/files"

@@ -22,7 +22,7 @@
 #include "base/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/grid/grid.h"
+#include "runspec/grid.h"
 #include "server/service/coordinator.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
 #include "spdlog/spdlog.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/data/dataset.h"
+#include "corpus/dataset.h"
 #include "tests/server/service_test_support.h"
 
 namespace smallem::testing {
