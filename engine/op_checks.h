@@ -20,6 +20,7 @@
 
 #include "engine/backend.h"
 #include "engine/tensor.h"
+#include "runspec/model_config.h"  // NormKind
 
 namespace smallem {
 
@@ -58,7 +59,6 @@ void CheckBiasGeluBackward(const BiasGeluBackwardParams& p);
 
 // LayerNorm centers each row on its mean and may have a bias; RMSNorm does
 // neither (its mean, bias and grad_bias are not read).
-enum class NormKind : uint8_t { kLayer, kRms };
 void CheckNorm(const NormParams& p, NormKind kind);
 void CheckNormBackward(const NormBackwardParams& p, NormKind kind);
 

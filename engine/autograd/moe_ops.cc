@@ -3,13 +3,6 @@
 #include "base/check.h"
 
 namespace smallem {
-namespace {
-
-Tensor GradIfNeeded(Tape& t, Var v) {
-  return v.valid() && t.requires_grad(v) ? t.Grad(v) : Tensor{};
-}
-
-}  // namespace
 
 MoeRouting MoeRoute(Tape& tape, Var logits, const Tensor& bias, const Tensor& load,
                     int64_t top_k, float aux_coefficient) {
@@ -67,7 +60,7 @@ Var GroupedMatmul(Tape& tape, Var x, Var weight, const Tensor& offsets) {
     const Tensor grad_x = t.requires_grad(x) ? t.GradToWrite(x, &fresh) : Tensor{};
     t.backend().GroupedMatmulBackward(GroupedMatmulBackwardParams{
         .x = vx, .weight = vw, .offsets = offsets, .grad_out = t.Grad(y),
-        .grad_x = grad_x, .grad_weight = GradIfNeeded(t, weight), .overwrite_x = fresh});
+        .grad_x = grad_x, .grad_weight = t.GradIfNeeded(weight), .overwrite_x = fresh});
   });
 }
 
@@ -83,7 +76,7 @@ Var MoeCombine(Tape& tape, Var rows, const MoeRouting& routing) {
   return tape.Record(Op::kMoePermute, out, {rows, gates}, [=](Tape& t, Var y) {
     bool fresh = false;
     const Tensor grad_rows = t.requires_grad(rows) ? t.GradToWrite(rows, &fresh) : Tensor{};
-    const Tensor grad_gates = GradIfNeeded(t, gates);
+    const Tensor grad_gates = t.GradIfNeeded(gates);
     if (grad_rows.empty() && grad_gates.empty()) return;
     t.backend().MoeCombineBackward(MoeCombineBackwardParams{
         .rows = vr, .gates = vg, .position = position, .grad_out = t.Grad(y),

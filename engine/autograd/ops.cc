@@ -12,10 +12,6 @@ DType OutputDType(const Tape& tape, Output output) {
   return output == Output::kF32 ? DType::kF32 : tape.activation_dtype();
 }
 
-// Grad of v when it needs one; an empty tensor (skipped by backends) if not.
-Tensor GradIfNeeded(Tape& t, Var v) {
-  return v.valid() && t.requires_grad(v) ? t.Grad(v) : Tensor{};
-}
 
 struct MatmulDims {
   int64_t batch, m, n, k;
@@ -104,7 +100,7 @@ Var RecordLayerNorm(Tape& tape, Var x, Var gain, Var bias, const NormParams& p,
         .x = p.x, .gain = p.gain, .mean = p.mean, .rstd = p.rstd,
         .grad_out = t.Grad(y).Reshaped({rows, c}),
         .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
-        .grad_gain = GradIfNeeded(t, gain), .grad_bias = GradIfNeeded(t, bias)});
+        .grad_gain = t.GradIfNeeded(gain), .grad_bias = t.GradIfNeeded(bias)});
   });
 }
 
@@ -116,7 +112,7 @@ Var RecordRmsNorm(Tape& tape, Var x, Var gain, const NormParams& p, const Shape&
         .x = p.x, .gain = p.gain, .rstd = p.rstd,
         .grad_out = t.Grad(y).Reshaped({rows, c}),
         .grad_x = t.requires_grad(x) ? t.Grad(x).Reshaped({rows, c}) : Tensor{},
-        .grad_gain = GradIfNeeded(t, gain)});
+        .grad_gain = t.GradIfNeeded(gain)});
   });
 }
 
@@ -218,8 +214,8 @@ Var Mul(Tape& tape, Var a, Var b) {
   tape.backend().Mul(BinaryParams{.a = va, .b = vb, .out = out});
   return tape.Record(Op::kMul, out, {a, b}, [=](Tape& t, Var y) {
     t.backend().MulBackward(BinaryBackwardParams{.a = va, .b = vb, .grad_out = t.Grad(y),
-                                                 .grad_a = GradIfNeeded(t, a),
-                                                 .grad_b = GradIfNeeded(t, b)});
+                                                 .grad_a = t.GradIfNeeded(a),
+                                                 .grad_b = t.GradIfNeeded(b)});
   });
 }
 
@@ -246,7 +242,7 @@ Var BiasGelu(Tape& tape, Var x, Var bias) {
         .x = vx.Reshaped({rows, cols}), .bias = vb,
         .grad_out = t.Grad(y).Reshaped({rows, cols}),
         .grad_x = gx.empty() ? Tensor{} : gx.Reshaped({rows, cols}),
-        .grad_bias = GradIfNeeded(t, bias), .overwrite = fresh});
+        .grad_bias = t.GradIfNeeded(bias), .overwrite = fresh});
   });
 }
 
@@ -487,7 +483,7 @@ Var ShareKv(Tape& tape, Var q, Var source) {
       ShareKvParams{.q = vq.Reshaped({rows, c}), .source = vs.Reshaped({rows, 3 * c}),
                     .out = out});
   return tape.Record(Op::kShareKv, out, {q, source}, [=](Tape& t, Var y) {
-    Tensor grad_q = GradIfNeeded(t, q), grad_source = GradIfNeeded(t, source);
+    Tensor grad_q = t.GradIfNeeded(q), grad_source = t.GradIfNeeded(source);
     t.backend().ShareKvBackward(ShareKvBackwardParams{
         .grad_out = t.Grad(y),
         .grad_q = grad_q.empty() ? grad_q : grad_q.Reshaped({rows, c}),

@@ -58,6 +58,9 @@ class Tape {
   // GradToOverwrite chose another), zeroed on first use in this backward
   // pass.
   Tensor Grad(Var v);
+  // Grad(v) when v is valid and needs a gradient; an empty tensor (which the
+  // backends skip) if not.
+  Tensor GradIfNeeded(Var v) { return v.valid() && requires_grad(v) ? Grad(v) : Tensor{}; }
 
   // v's gradient for a rule that can either write it or add to it (a
   // product: beta 0 or 1). When no gradient of v exists yet, it is new,

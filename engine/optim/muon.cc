@@ -15,8 +15,6 @@ namespace {
 // Squared norms below this count as zero: the row or matrix stays zero.
 constexpr float kZeroNormSq = 1e-30f;
 
-int64_t Padded(int64_t floats) { return (floats + 15) / 16 * 16; }
-
 // Matrix i of a (n, rows, cols) stack.
 Tensor Item(const Tensor& stack, int64_t i, int64_t rows, int64_t cols) {
   return Tensor{.data = stack.f32() + i * rows * cols, .shape = {rows, cols}};
@@ -64,10 +62,10 @@ absl::StatusOr<std::unique_ptr<Muon>> Muon::Create(Backend& backend,
   int64_t state_floats = 0, work_floats = 0;
   for (const Stack& s : muon->stacks_) {
     const auto n = static_cast<int64_t>(s.members.size());
-    state_floats += Padded(n * s.rows * s.cols) + (options.spec.norm ? Padded(n * s.rows) : 0);
+    state_floats += PaddedFloats(n * s.rows * s.cols) + (options.spec.norm ? PaddedFloats(n * s.rows) : 0);
     work_floats = std::max(work_floats, WorkFloats(n, s.rows, s.cols));
   }
-  state_floats += Padded(muon->ScalarCount());
+  state_floats += PaddedFloats(muon->ScalarCount());
   if (!muon->stacks_.empty()) {
     ASSIGN_OR_RETURN(muon->state_, backend.Allocate(state_floats * sizeof(float)));
     ASSIGN_OR_RETURN(muon->scratch_, backend.Allocate(work_floats * sizeof(float)));
@@ -76,10 +74,10 @@ absl::StatusOr<std::unique_ptr<Muon>> Muon::Create(Backend& backend,
   for (Stack& s : muon->stacks_) {
     const auto n = static_cast<int64_t>(s.members.size());
     s.momentum = Tensor{.data = base, .shape = {n, s.rows, s.cols}};
-    base += Padded(n * s.rows * s.cols);
+    base += PaddedFloats(n * s.rows * s.cols);
     if (options.spec.norm) {
       s.row_stat = Tensor{.data = base, .shape = {n * s.rows}};
-      base += Padded(n * s.rows);
+      base += PaddedFloats(n * s.rows);
     }
   }
   if (base != nullptr) muon->own_scalars_ = Tensor{.data = base, .shape = {muon->ScalarCount()}};
@@ -111,25 +109,25 @@ std::vector<Optimizer::StateTensor> Muon::StateTensors() const {
 }
 
 int64_t Muon::WorkFloats(int64_t n, int64_t rows, int64_t cols) {
-  return Padded(n * rows * cols) + NewtonSchulzWorkspaceFloats(n, rows, cols) +
-         Padded(n * rows) + 2 * Padded(n) + Padded(n * cols) + Padded(n * rows);
+  return PaddedFloats(n * rows * cols) + NewtonSchulzWorkspaceFloats(n, rows, cols) +
+         PaddedFloats(n * rows) + 2 * PaddedFloats(n) + PaddedFloats(n * cols) + PaddedFloats(n * rows);
 }
 
 Muon::Work Muon::CarveWork(int64_t n, int64_t rows, int64_t cols) const {
   float* base = static_cast<float*>(scratch_);
   Work w;
   w.update = Tensor{.data = base, .shape = {n, rows, cols}};
-  base += Padded(n * rows * cols);
+  base += PaddedFloats(n * rows * cols);
   w.ns = CarveNewtonSchulzWorkspace(base, n, rows, cols);
   base += NewtonSchulzWorkspaceFloats(n, rows, cols);
   w.row_sq = Tensor{.data = base, .shape = {n * rows}};
-  base += Padded(n * rows);
+  base += PaddedFloats(n * rows);
   w.norm_before = Tensor{.data = base, .shape = {n}};
-  base += Padded(n);
+  base += PaddedFloats(n);
   w.norm_after = Tensor{.data = base, .shape = {n}};
-  base += Padded(n);
+  base += PaddedFloats(n);
   w.right = Tensor{.data = base, .shape = {n, cols}};
-  base += Padded(n * cols);
+  base += PaddedFloats(n * cols);
   w.left = Tensor{.data = base, .shape = {n, rows}};
   return w;
 }

@@ -75,8 +75,6 @@ NewtonSchulzStep MinimaxQuintic(double lo, double hi) {
   return p;
 }
 
-int64_t Padded(int64_t floats) { return (floats + 15) / 16 * 16; }
-
 }  // namespace
 
 const NewtonSchulzSchedule& StandardNewtonSchulzSchedule() {
@@ -145,7 +143,7 @@ MinimaxSchedule DeriveMinimaxSchedule(double lower, int iterations) {
 
 int64_t NewtonSchulzWorkspaceFloats(int64_t batch, int64_t rows, int64_t cols) {
   const int64_t s = std::min(rows, cols);
-  return Padded(batch * rows * cols) + 2 * Padded(batch * s * s) + Padded(batch);
+  return PaddedFloats(batch * rows * cols) + 2 * PaddedFloats(batch * s * s) + PaddedFloats(batch);
 }
 
 NewtonSchulzWorkspace CarveNewtonSchulzWorkspace(float* base, int64_t batch, int64_t rows,
@@ -153,11 +151,11 @@ NewtonSchulzWorkspace CarveNewtonSchulzWorkspace(float* base, int64_t batch, int
   const int64_t s = std::min(rows, cols);
   NewtonSchulzWorkspace ws;
   ws.next = Tensor{.data = base, .shape = {batch, rows, cols}};
-  base += Padded(batch * rows * cols);
+  base += PaddedFloats(batch * rows * cols);
   ws.gram = Tensor{.data = base, .shape = {batch, s, s}};
-  base += Padded(batch * s * s);
+  base += PaddedFloats(batch * s * s);
   ws.poly = Tensor{.data = base, .shape = {batch, s, s}};
-  base += Padded(batch * s * s);
+  base += PaddedFloats(batch * s * s);
   ws.norm_sq = Tensor{.data = base, .shape = {batch}};
   return ws;
 }

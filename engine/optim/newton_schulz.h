@@ -79,6 +79,10 @@ struct NewtonSchulzWorkspace {
 };
 // Floats a workspace needs (each piece padded to 64 bytes).
 int64_t NewtonSchulzWorkspaceFloats(int64_t batch, int64_t rows, int64_t cols);
+
+// A float count rounded up to a multiple of 16 (64 bytes): where each of the
+// optimizer's workspace regions starts.
+inline int64_t PaddedFloats(int64_t floats) { return (floats + 15) / 16 * 16; }
 // Carves a workspace from `base`, which holds NewtonSchulzWorkspaceFloats
 // floats of backend memory.
 NewtonSchulzWorkspace CarveNewtonSchulzWorkspace(float* base, int64_t batch, int64_t rows,

@@ -95,8 +95,9 @@ absl::Status RestoreCheckpoint(const Checkpoint& checkpoint, const CheckpointOwn
 }
 
 nlohmann::json DeterministicResult(nlohmann::json result) {
-  using namespace result_keys;
-  for (const char* key : {kTrainSeconds, kTokensPerS, kGenerationTokensPerS, kMfu, kResumes}) {
+  for (const char* key : {result_keys::kTrainSeconds, result_keys::kTokensPerS,
+                          result_keys::kGenerationTokensPerS, result_keys::kMfu,
+                          result_keys::kResumes}) {
     result.erase(key);
   }
   return result;
